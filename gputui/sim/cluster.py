@@ -1,0 +1,120 @@
+"""SimCluster: the simulated GPU cluster, started in-process on a free loopback port.
+
+    async with SimCluster(scenario="demo") as sim:
+        sim.kubeconfig_path   # a kubeconfig (context "gputui-sim") for kubectl and the clients
+        sim.url               # http://127.0.0.1:PORT
+        sim.store             # the objects (tests may write through it directly)
+        sim.faults            # test-only fault hooks
+
+The HTTP layer lives in server.py, the cluster's behaviour (scheduler,
+kubelets, device plugins) in controllers.py, scenarios in scenarios.py.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+from aiohttp import web
+
+from .logs import LogBook
+from .store import Store
+
+CONTEXT_NAME = "gputui-sim"
+
+
+def kubeconfig_for(url: str, namespace: str = "default") -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": CONTEXT_NAME, "cluster": {"server": url}}],
+        "users": [{"name": CONTEXT_NAME, "user": {"token": "gputui-sim"}}],
+        "contexts": [{"name": CONTEXT_NAME, "context": {"cluster": CONTEXT_NAME, "user": CONTEXT_NAME, "namespace": namespace}}],
+        "current-context": CONTEXT_NAME,
+        "preferences": {},
+    }
+
+
+class SimCluster:
+    def __init__(
+        self,
+        scenario: str | Path | list[dict[str, Any]] | None = None,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        kubeconfig_out: str | Path | None = None,
+        speed: float = 1.0,
+        bookmark_interval: float = 10.0,
+        faults: bool = False,
+        nodes: int | None = None,
+        pods: int | None = None,
+    ) -> None:
+        from .faults import Faults  # noqa: PLC0415  (kept local: small import graph for the CLI)
+
+        self.host = host
+        self.port = port
+        self.speed = speed  # >1 makes simulated kubelets faster (tests), <1 slower (demo realism)
+        self.bookmark_interval = bookmark_interval
+        self.store = Store()
+        self.logs = LogBook()
+        self.faults = Faults(enabled=faults)
+        self._scenario = scenario
+        self._synthetic = (nodes, pods) if nodes is not None else None
+        self._kubeconfig_out = Path(kubeconfig_out) if kubeconfig_out else None
+        self._tmpdir: tempfile.TemporaryDirectory[str] | None = None
+        self._runner: web.AppRunner | None = None
+        self.controllers = None
+        self.url = ""
+        self.kubeconfig_path: Path | None = None
+
+    async def start(self) -> "SimCluster":
+        from . import scenarios, server  # noqa: PLC0415
+        from .controllers import Controllers  # noqa: PLC0415
+
+        if self._synthetic is not None:
+            objects = scenarios.synthetic(*self._synthetic)
+        elif self._scenario is not None:
+            objects = scenarios.load(self._scenario)
+        else:
+            objects = []
+        scenarios.populate(self.store, objects)
+        self.controllers = Controllers(self)
+        self._runner = web.AppRunner(server.make_app(self), access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
+        await site.start()
+        sock = site._server.sockets[0]  # type: ignore[union-attr]
+        self.port = sock.getsockname()[1]
+        self.url = f"http://{self.host}:{self.port}"
+        self.controllers.start()
+        self.kubeconfig_path = self.write_kubeconfig(self._kubeconfig_out)
+        return self
+
+    def write_kubeconfig(self, path: Path | None = None) -> Path:
+        if path is None:
+            if self._tmpdir is None:
+                self._tmpdir = tempfile.TemporaryDirectory(prefix="gputui-sim-")
+            path = Path(self._tmpdir.name) / "kubeconfig"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(yaml.safe_dump(kubeconfig_for(self.url)))
+        os.chmod(path, 0o600)
+        return path
+
+    async def stop(self) -> None:
+        if self.controllers is not None:
+            await self.controllers.stop()
+        self.store.drop_watches()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        if self._tmpdir is not None:
+            self._tmpdir.cleanup()
+            self._tmpdir = None
+
+    async def __aenter__(self) -> "SimCluster":
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()

@@ -1,0 +1,252 @@
+"""The simulated API server's object store: objects, resourceVersions, watch history.
+
+Every write bumps one cluster-wide resourceVersion (as etcd's revision does),
+keeps the object's JSON serialised once, appends a watch event to the
+resource's bounded history and hands it to open watches and in-process
+listeners (scheduler, kubelets). Reads hand out copies, so nobody mutates
+stored state by accident.
+"""
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections import deque
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Callable, Iterable
+
+import orjson
+
+from .resources import RESOURCES, ResourceType
+
+Obj = dict[str, Any]
+
+
+class StoreError(Exception):
+    code = 500
+    reason = "InternalError"
+
+
+class NotFound(StoreError):
+    code = 404
+    reason = "NotFound"
+
+
+class AlreadyExists(StoreError):
+    code = 409
+    reason = "AlreadyExists"
+
+
+class Gone(StoreError):
+    code = 410
+    reason = "Expired"
+
+
+def now_rfc3339() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(slots=True)
+class Entry:
+    """A stored object and its JSON, serialised once at write time."""
+
+    obj: Obj
+    raw: bytes
+
+
+@dataclass(slots=True)
+class Event:
+    type: str  # ADDED, MODIFIED, DELETED
+    rv: int
+    resource: ResourceType
+    entry: Entry
+    old: Obj | None  # the previous state for MODIFIED and DELETED
+
+    @property
+    def obj(self) -> Obj:
+        return self.entry.obj
+
+
+CLOSED = object()  # put on a watch queue to end the stream
+
+
+class Watch:
+    """One open watch: a queue of Events the server drains into its response."""
+
+    def __init__(self, store: "Store", resource: ResourceType) -> None:
+        self.store = store
+        self.resource = resource
+        self.queue: asyncio.Queue[Event | object] = asyncio.Queue()
+
+    def close(self) -> None:
+        self.store._watches[self.resource.key].discard(self)
+
+    def __enter__(self) -> "Watch":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+Listener = Callable[[Event], None]
+
+
+class Store:
+    def __init__(self, history_limit: int = 10_000, resources: Iterable[ResourceType] = RESOURCES) -> None:
+        self._rv = 1
+        self.resources = {r.key: r for r in resources}
+        self._objects: dict[str, dict[tuple[str, str], Entry]] = {k: {} for k in self.resources}
+        self._history: dict[str, deque[Event]] = {k: deque(maxlen=history_limit) for k in self.resources}
+        # Watches that start before this resourceVersion cannot be served: 410 Gone.
+        self._floor: dict[str, int] = {k: 0 for k in self.resources}
+        self._watches: dict[str, set[Watch]] = {k: set() for k in self.resources}
+        self._listeners: list[Listener] = []
+
+    # -- reading ---------------------------------------------------------
+    @property
+    def resource_version(self) -> int:
+        return self._rv
+
+    def resource(self, key: str) -> ResourceType:
+        return self.resources[key]
+
+    def entries(self, key: str, namespace: str | None = None) -> list[Entry]:
+        objs = self._objects[key]
+        if namespace is None:
+            return list(objs.values())
+        return [e for (ns, _), e in objs.items() if ns == namespace]
+
+    def get_entry(self, key: str, namespace: str, name: str) -> Entry:
+        try:
+            return self._objects[key][(namespace or "", name)]
+        except KeyError:
+            raise NotFound(f'{self.resources[key].plural}{"." + self.resources[key].group if self.resources[key].group else ""} "{name}" not found') from None
+
+    def get(self, key: str, namespace: str, name: str) -> Obj:
+        """A private copy of the object; raises NotFound."""
+        return orjson.loads(self.get_entry(key, namespace, name).raw)
+
+    def find(self, key: str, namespace: str, name: str) -> Obj | None:
+        try:
+            return self.get(key, namespace, name)
+        except NotFound:
+            return None
+
+    def objects(self, key: str, namespace: str | None = None) -> list[Obj]:
+        """Private copies of every object of a resource."""
+        return [orjson.loads(e.raw) for e in self.entries(key, namespace)]
+
+    # -- writing ---------------------------------------------------------
+    def _next_rv(self) -> int:
+        self._rv += 1
+        return self._rv
+
+    def create(self, key: str, obj: Obj) -> Obj:
+        """Store a new object as given (status included); fills uid, creationTimestamp, resourceVersion."""
+        r = self.resources[key]
+        meta = obj.setdefault("metadata", {})
+        obj.setdefault("apiVersion", r.api_version)
+        obj.setdefault("kind", r.kind)
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
+        ns = meta.get("namespace", "") if r.namespaced else ""
+        if r.namespaced and not ns:
+            ns = meta["namespace"] = "default"
+        ident = (ns, meta["name"])
+        if ident in self._objects[key]:
+            raise AlreadyExists(f'{r.plural} "{meta["name"]}" already exists')
+        meta.setdefault("uid", str(uuid.uuid4()))
+        if not meta.get("creationTimestamp"):
+            meta["creationTimestamp"] = now_rfc3339()
+        rv = self._next_rv()
+        meta["resourceVersion"] = str(rv)
+        entry = Entry(obj, orjson.dumps(obj))
+        self._objects[key][ident] = entry
+        self._emit(Event("ADDED", rv, r, entry, None))
+        return orjson.loads(entry.raw)
+
+    def replace(self, key: str, obj: Obj) -> Obj:
+        """Store a new state of an existing object (MODIFIED)."""
+        r = self.resources[key]
+        meta = obj["metadata"]
+        ident = ((meta.get("namespace") or "") if r.namespaced else "", meta["name"])
+        old = self._objects[key].get(ident)
+        if old is None:
+            raise NotFound(f'{r.plural} "{meta["name"]}" not found')
+        # Identity fields belong to the server.
+        for field_name in ("uid", "creationTimestamp", "namespace", "name"):
+            if field_name in old.obj["metadata"]:
+                meta[field_name] = old.obj["metadata"][field_name]
+        rv = self._next_rv()
+        meta["resourceVersion"] = str(rv)
+        entry = Entry(obj, orjson.dumps(obj))
+        self._objects[key][ident] = entry
+        self._emit(Event("MODIFIED", rv, r, entry, old.obj))
+        return orjson.loads(entry.raw)
+
+    def mutate(self, key: str, namespace: str, name: str, change: Callable[[Obj], None]) -> Obj:
+        """Apply change() to a copy of the object and store it."""
+        obj = self.get(key, namespace, name)
+        change(obj)
+        return self.replace(key, obj)
+
+    def delete(self, key: str, namespace: str, name: str) -> Obj:
+        r = self.resources[key]
+        ident = ((namespace or "") if r.namespaced else "", name)
+        old = self._objects[key].pop(ident, None)
+        if old is None:
+            raise NotFound(f'{r.plural} "{name}" not found')
+        rv = self._next_rv()
+        obj = orjson.loads(old.raw)
+        obj["metadata"]["resourceVersion"] = str(rv)
+        entry = Entry(obj, orjson.dumps(obj))
+        self._emit(Event("DELETED", rv, r, entry, old.obj))
+        return orjson.loads(entry.raw)
+
+    # -- watching --------------------------------------------------------
+    def watch(self, key: str, since: int | None) -> tuple[Watch, list[Event]]:
+        """Open a watch. Returns it with the kept events after `since` to replay first.
+
+        `since=None` means "from now, no replay" (the caller sends synthetic
+        ADDED events for the current objects itself). Raises Gone when `since`
+        is older than the kept history.
+        """
+        r = self.resources[key]
+        if since is not None and since < self._floor[key]:
+            raise Gone(f"too old resource version: {since} ({self._floor[key]})")
+        replay = [] if since is None else [e for e in self._history[key] if e.rv > since]
+        w = Watch(self, r)
+        self._watches[key].add(w)
+        return w, replay
+
+    def subscribe(self, listener: Listener) -> None:
+        """Call listener(event) synchronously after every write."""
+        self._listeners.append(listener)
+
+    def _emit(self, event: Event) -> None:
+        key = event.resource.key
+        history = self._history[key]
+        if history.maxlen is not None and len(history) == history.maxlen:
+            self._floor[key] = history[0].rv
+        history.append(event)
+        for w in tuple(self._watches[key]):
+            w.queue.put_nowait(event)
+        for listener in tuple(self._listeners):
+            listener(event)
+
+    # -- faults ----------------------------------------------------------
+    def compact(self) -> None:
+        """Forget all watch history, as etcd compaction does: older watches get 410."""
+        for key in self.resources:
+            self._history[key].clear()
+            self._floor[key] = self._rv
+
+    def drop_watches(self) -> int:
+        """End every open watch stream; returns how many were open."""
+        n = 0
+        for watches in self._watches.values():
+            for w in tuple(watches):
+                w.queue.put_nowait(CLOSED)
+                n += 1
+            watches.clear()
+        return n
