@@ -1,0 +1,3 @@
+from .cluster import SimCluster
+
+__all__ = ["SimCluster"]
