@@ -1,0 +1,34 @@
+"""Cluster text reaches the screen as plain, printable, bounded text."""
+from gputui.ui.sanitize import MAX_LOG_LINE, clean, log_line
+
+
+def test_ansi_escapes_are_removed_and_markup_is_left_alone():
+    assert log_line(b"\x1b[31mred\x1b[0m [bold]not bold[/]") == "red [bold]not bold[/]"
+
+
+def test_osc_title_and_bidi_overrides_are_neutralised():
+    assert clean("\x1b]0;pwned\x07name\u202eevil") == "name\ufffdevil"
+
+
+def test_control_characters_become_caret_notation():
+    assert log_line(b"bell\x07 nul\x00 bs\x08") == "bell^G nul^@ bs^H"
+
+
+def test_invalid_utf8_is_replaced_not_raised():
+    assert log_line(b"ok \xff\xfe end") == "ok \ufffd\ufffd end"
+
+
+def test_tabs_and_line_endings():
+    assert log_line(b"a\tb\r\n") == "a   b"
+    assert clean("two\nlines\tand tab") == "two lines and tab"
+
+
+def test_a_megabyte_line_is_cut_and_says_so():
+    line = log_line(b"x" * 1_048_576)
+    assert line.startswith("x" * MAX_LOG_LINE + " …")
+    assert line.endswith("[line cut: 1,048,576 bytes]")
+    assert len(line) < MAX_LOG_LINE + 40
+
+
+def test_long_field_is_shortened_with_an_ellipsis():
+    assert clean("n" * 600, limit=10) == "n" * 9 + "…"
