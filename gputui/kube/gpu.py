@@ -1,0 +1,405 @@
+"""GPU arithmetic and verdicts: pure functions of records.
+
+Allocated counts the effective requests of pods bound to the node that are not
+finished (terminating pods hold their devices until they are gone). Free is
+allocatable - allocated. A resource at 0 in capacity and allocatable, with
+nothing allocated, is a stale entry (left over after a MIG strategy change),
+not a GPU the node has, and is left out.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from .records import Event, Node, Pod, parse_count
+
+GPU = "nvidia.com/gpu"
+GPU_SHARED = "nvidia.com/gpu.shared"
+MIG_PREFIX = "nvidia.com/mig-"
+
+# Label values naming the device-plugin pods of each install style
+# (see shared/reference/gpu-stack.md): label key, value, style.
+PLUGIN_LABELS: tuple[tuple[str, str, str], ...] = (
+    ("name", "nvidia-device-plugin-ds", "static"),
+    ("app.kubernetes.io/name", "nvidia-device-plugin", "helm"),
+    ("app", "nvidia-device-plugin-daemonset", "operator"),
+    ("k8s-app", "nvidia-gpu-device-plugin", "gke"),
+)
+PLUGIN_CONTAINERS = ("nvidia-device-plugin-ctr", "nvidia-device-plugin")
+# The Helm chart labels its GFD and MPS daemons like the plugin; their
+# container names tell them apart.
+_NOT_PLUGIN_CONTAINERS = ("gpu-feature-discovery", "mps-control-daemon")
+
+# GPU Operator operands and friends, by their `app` label.
+_OPERATOR_APPS = {
+    "nvidia-driver-daemonset": "driver",
+    "nvidia-container-toolkit-daemonset": "container-toolkit",
+    "nvidia-device-plugin-daemonset": "device-plugin",
+    "nvidia-device-plugin-mps-control-daemon": "mps-control-daemon",
+    "gpu-feature-discovery": "gpu-feature-discovery",
+    "nvidia-dcgm-exporter": "dcgm-exporter",
+    "nvidia-dcgm": "dcgm",
+    "nvidia-mig-manager": "mig-manager",
+    "nvidia-operator-validator": "operator-validator",
+    "nvidia-node-status-exporter": "node-status-exporter",
+    "nvidia-cuda-validator": "cuda-validator",
+    "nvidia-device-plugin-validator": "plugin-validator",
+    "nvidia-vfio-manager": "vfio-manager",
+    "nvidia-cc-manager": "cc-manager",
+    "gpu-operator": "gpu-operator",
+}
+_NAMED_APPS = {  # app.kubernetes.io/name values
+    "gpu-feature-discovery": "gpu-feature-discovery",
+    "dcgm-exporter": "dcgm-exporter",
+    "node-feature-discovery": "node-feature-discovery",
+    "gpu-operator": "gpu-operator",
+    "nvidia-dra-driver-gpu": "dra-driver",
+    "dra-driver-nvidia-gpu": "dra-driver",
+}
+MANAGED_BY_GPUTUI = ("app.kubernetes.io/managed-by", "gputui")
+
+
+@dataclass(frozen=True, slots=True)
+class GpuResources:
+    """Which extended resources count as GPUs: NVIDIA's plus user-configured extras."""
+
+    extra: frozenset[str] = frozenset()
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and (
+            name == GPU or name == GPU_SHARED or name.startswith(MIG_PREFIX) or name in self.extra
+        )
+
+    def of(self, requests: dict[str, int]) -> dict[str, int]:
+        """Only the GPU resources of a request map."""
+        return {k: v for k, v in requests.items() if k in self and v}
+
+
+def resource_order(name: str) -> tuple[int, str]:
+    """Sort key: nvidia.com/gpu, gpu.shared, MIG slices, then others by name."""
+    if name == GPU:
+        return 0, name
+    if name == GPU_SHARED:
+        return 1, name
+    if name.startswith(MIG_PREFIX):
+        return 2, name
+    return 3, name
+
+
+def sorted_resources(names: Iterable[str]) -> list[str]:
+    return sorted(names, key=resource_order)
+
+
+@dataclass(slots=True)
+class Usage:
+    capacity: int = 0
+    allocatable: int = 0
+    allocated: int = 0
+
+    @property
+    def free(self) -> int:
+        return self.allocatable - self.allocated
+
+    def add(self, other: "Usage") -> None:
+        self.capacity += other.capacity
+        self.allocatable += other.allocatable
+        self.allocated += other.allocated
+
+    def as_dict(self) -> dict[str, int]:
+        return {"capacity": self.capacity, "allocatable": self.allocatable, "allocated": self.allocated, "free": self.free}
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    code: str
+    message: str
+
+
+# -- pods ------------------------------------------------------------------
+def holds_gpus(pod: Pod) -> bool:
+    """Bound and not finished: the pod's devices are taken on its node."""
+    return pod.node is not None and not pod.finished
+
+
+def stack_component(labels: dict[str, str]) -> str | None:
+    """Which part of the GPU stack a pod belongs to, from its labels; None if none."""
+    if plugin_install_style(labels):
+        return "device-plugin"
+    app = labels.get("app")
+    if app in _OPERATOR_APPS:
+        return _OPERATOR_APPS[app]
+    if labels.get("app.kubernetes.io/component") == "nvidia-driver":
+        return "driver"
+    named = labels.get("app.kubernetes.io/name")
+    if named in _NAMED_APPS:
+        return _NAMED_APPS[named]
+    if labels.get("app.kubernetes.io/managed-by") == "gpu-operator" or labels.get("app.kubernetes.io/part-of") in (
+        "gpu-operator",
+        "nvidia-gpu",
+    ):
+        return app or named or "gpu-operator"
+    return None
+
+
+def plugin_install_style(labels: dict[str, str]) -> str | None:
+    """'static', 'helm', 'operator' or 'gke' when the labels are a device plugin's."""
+    for key, value, style in PLUGIN_LABELS:
+        if labels.get(key) == value:
+            return style
+    return None
+
+
+def is_plugin_pod(pod: Pod) -> bool:
+    if plugin_install_style(pod.labels) is None:
+        return False
+    return not any(c.startswith(_NOT_PLUGIN_CONTAINERS) for c in pod.containers)
+
+
+def plugin_container(pod: Pod) -> str | None:
+    """The container whose logs are the device plugin's (these pods have sidecars)."""
+    for name in PLUGIN_CONTAINERS:
+        if name in pod.containers:
+            return name
+    for name in pod.containers:
+        if "device-plugin" in name and "sidecar" not in name:
+            return name
+    return pod.containers[0] if pod.containers else None
+
+
+def choose_plugin_pod(candidates: Iterable[Pod]) -> Pod | None:
+    """The node's current plugin pod: not terminating first, then the newest."""
+    best: Pod | None = None
+    for pod in candidates:
+        if not is_plugin_pod(pod):
+            continue
+        rank = (pod.deleted is None, pod.created or 0.0)
+        if best is None or rank > (best.deleted is None, best.created or 0.0):
+            best = pod
+    return best
+
+
+def crash_looping(pod: Pod) -> bool:
+    statuses = pod.container_statuses + pod.init_container_statuses
+    return any(cs.reason == "CrashLoopBackOff" for cs in statuses) or pod.status.endswith("CrashLoopBackOff")
+
+
+def pod_is_ready(pod: Pod) -> bool:
+    return pod.phase == "Running" and pod.deleted is None and pod.total > 0 and pod.ready >= pod.total
+
+
+def unbound_reason(pod: Pod, events: Iterable[Event] = ()) -> str | None:
+    """Why a pod waits for a node: PodScheduled's message, else the latest FailedScheduling event."""
+    if pod.node is not None:
+        return None
+    if pod.scheduled_message:
+        return pod.scheduled_message
+    latest: Event | None = None
+    for ev in events:
+        if ev.reason == "FailedScheduling" and (latest is None or (ev.last or 0) >= (latest.last or 0)):
+            latest = ev
+    return latest.message if latest is not None else None
+
+
+# -- nodes -----------------------------------------------------------------
+@dataclass(slots=True)
+class GpuFacts:
+    """What GPU Feature Discovery (and NFD, the operator) say about a node."""
+
+    product: str | None = None
+    memory_mib: int | None = None
+    count: int | None = None
+    family: str | None = None
+    driver: str | None = None
+    cuda: str | None = None
+    mig_strategy: str | None = None
+    mig_capable: bool | None = None
+    mig_config: str | None = None
+    mig_config_state: str | None = None
+    replicas: int | None = None
+    sharing: str | None = None
+    mig_labels: dict[str, int] = field(default_factory=dict)  # GFD's MIG profile -> count (mixed strategy)
+
+
+def _int_label(labels: dict[str, str], key: str) -> int | None:
+    value = labels.get(key)
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        return None
+
+
+def gpu_facts(node: Node) -> GpuFacts:
+    labels = node.labels
+    driver = labels.get("nvidia.com/cuda.driver-version.full")
+    if driver is None and "nvidia.com/cuda.driver.major" in labels:  # pre-2022 GFD labels
+        parts = [labels.get(f"nvidia.com/cuda.driver.{p}") for p in ("major", "minor", "rev")]
+        driver = ".".join(p for p in parts if p)
+    cuda = labels.get("nvidia.com/cuda.runtime-version.full")
+    if cuda is None and "nvidia.com/cuda.runtime.major" in labels:
+        cuda = ".".join(labels[f"nvidia.com/cuda.runtime.{p}"] for p in ("major", "minor") if f"nvidia.com/cuda.runtime.{p}" in labels)
+    mig_capable = labels.get("nvidia.com/mig.capable")
+    mig_labels = {}
+    for key, value in labels.items():
+        if key.startswith(MIG_PREFIX) and key.endswith(".count"):
+            try:
+                mig_labels[key[len("nvidia.com/"): -len(".count")]] = int(value)
+            except ValueError:
+                pass
+    return GpuFacts(
+        product=labels.get("nvidia.com/gpu.product"),
+        memory_mib=_int_label(labels, "nvidia.com/gpu.memory"),
+        count=_int_label(labels, "nvidia.com/gpu.count"),
+        family=labels.get("nvidia.com/gpu.family"),
+        driver=driver,
+        cuda=cuda,
+        mig_strategy=labels.get("nvidia.com/mig.strategy"),
+        mig_capable=None if mig_capable is None else mig_capable == "true",
+        mig_config=labels.get("nvidia.com/mig.config"),
+        mig_config_state=labels.get("nvidia.com/mig.config.state"),
+        replicas=_int_label(labels, "nvidia.com/gpu.replicas"),
+        sharing=labels.get("nvidia.com/gpu.sharing-strategy"),
+        mig_labels=mig_labels,
+    )
+
+
+def has_gpu_hardware(node: Node) -> bool:
+    labels = node.labels
+    return (
+        labels.get("nvidia.com/gpu.present") == "true"
+        or labels.get("feature.node.kubernetes.io/pci-10de.present") == "true"
+        or "nvidia.com/gpu.product" in labels
+    )
+
+
+def node_usage(node: Node, pods: Iterable[Pod], resources: GpuResources) -> dict[str, Usage]:
+    """Per GPU resource: capacity, allocatable and allocated on this node (pods: those bound to it)."""
+    usage: dict[str, Usage] = {}
+    for name, quantity in node.capacity.items():
+        if name in resources:
+            usage.setdefault(name, Usage()).capacity = parse_count(quantity)
+    for name, quantity in node.allocatable.items():
+        if name in resources:
+            usage.setdefault(name, Usage()).allocatable = parse_count(quantity)
+    for pod in pods:
+        if pod.node != node.name or not holds_gpus(pod):
+            continue
+        for name, n in pod.requests.items():
+            if name in resources:
+                usage.setdefault(name, Usage()).allocated += n
+    return {
+        name: usage[name]
+        for name in sorted_resources(usage)
+        if usage[name].capacity or usage[name].allocatable or usage[name].allocated
+    }
+
+
+def is_gpu_node(node: Node, usage: dict[str, Usage]) -> bool:
+    return has_gpu_hardware(node) or any(u.capacity or u.allocatable for u in usage.values())
+
+
+def _ready_problem(node: Node) -> Problem | None:
+    if node.ready:
+        return None
+    for c in node.conditions:
+        if c.type == "Ready":
+            detail = ": ".join(p for p in (c.reason, c.message) if p)
+            state = "unknown" if c.status == "Unknown" else "not Ready"
+            return Problem("not-ready", f"node is {state}" + (f" ({detail})" if detail else ""))
+    return Problem("not-ready", "node reports no Ready condition")
+
+
+def _plugin_problem(plugin: Pod | None) -> Problem | None:
+    if plugin is None:
+        return Problem("plugin-not-running", "no NVIDIA device-plugin pod runs on this node")
+    name = f"{plugin.namespace}/{plugin.name}"
+    if crash_looping(plugin):
+        return Problem("plugin-not-running", f"device-plugin pod {name} is crash-looping ({plugin.restarts} restarts)")
+    if not pod_is_ready(plugin):
+        return Problem("plugin-not-running", f"device-plugin pod {name} is not ready ({plugin.status})")
+    return None
+
+
+def node_problems(
+    node: Node,
+    usage: dict[str, Usage],
+    plugin: Pod | None,
+    *,
+    pods_known: bool = True,
+) -> list[Problem]:
+    """The node's verdicts in a fixed order. Without the pods (403, not synced)
+    nothing is said about the plugin pod."""
+    problems: list[Problem] = []
+    advertised = any(u.capacity for u in usage.values())
+    if has_gpu_hardware(node) and not advertised:
+        problems.append(Problem(
+            "plugin-not-registered",
+            "NVIDIA GPUs are labelled on this node but it advertises no GPU resource: the device plugin has not registered",
+        ))
+    unhealthy = [f"{name} {u.allocatable}/{u.capacity} allocatable" for name, u in usage.items() if u.allocatable < u.capacity]
+    if unhealthy:
+        problems.append(Problem("unhealthy-gpus", "fewer GPUs allocatable than installed: " + ", ".join(unhealthy)))
+    over = [f"{name} {u.allocated} allocated > {u.allocatable} allocatable" for name, u in usage.items() if u.allocated > u.allocatable]
+    if over:
+        problems.append(Problem("overcommitted", "more GPUs allocated than allocatable: " + ", ".join(over)))
+    ready = _ready_problem(node)
+    if ready:
+        problems.append(ready)
+    if node.unschedulable:
+        problems.append(Problem("cordoned", "node is cordoned: no new pods are scheduled on it"))
+    if pods_known and is_gpu_node(node, usage):
+        plugin_problem = _plugin_problem(plugin)
+        if plugin_problem:
+            problems.append(plugin_problem)
+    return problems
+
+
+@dataclass(slots=True)
+class NodeSummary:
+    node: Node
+    facts: GpuFacts
+    usage: dict[str, Usage]
+    problems: list[Problem]
+    plugin: Pod | None
+    gpu_node: bool
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+
+def summarize_node(node: Node, pods_on_node: list[Pod], resources: GpuResources, *, pods_known: bool = True) -> NodeSummary:
+    usage = node_usage(node, pods_on_node, resources)
+    plugin = choose_plugin_pod(pods_on_node)
+    return NodeSummary(
+        node=node,
+        facts=gpu_facts(node),
+        usage=usage,
+        problems=node_problems(node, usage, plugin, pods_known=pods_known),
+        plugin=plugin,
+        gpu_node=is_gpu_node(node, usage),
+    )
+
+
+def totals(summaries: Iterable[NodeSummary]) -> dict[str, Usage]:
+    out: dict[str, Usage] = {}
+    for s in summaries:
+        for name, u in s.usage.items():
+            out.setdefault(name, Usage()).add(u)
+    return {name: out[name] for name in sorted_resources(out)}
+
+
+@dataclass(slots=True)
+class GpuPod:
+    pod: Pod
+    gpu: dict[str, int]
+    reason: str | None  # why it is not bound, when it is not
+
+
+def gpu_pod(pod: Pod, resources: GpuResources, events: Iterable[Event] = ()) -> GpuPod | None:
+    """The pod as a GPU pod, or None when it neither holds nor waits for GPUs (or is finished)."""
+    gpu = resources.of(pod.requests)
+    if not gpu or pod.finished:
+        return None
+    return GpuPod(pod, {name: gpu[name] for name in sorted_resources(gpu)}, unbound_reason(pod, events))

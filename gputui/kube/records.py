@@ -1,0 +1,493 @@
+"""Slim records built straight from the API server's raw JSON.
+
+Only the fields gputui uses are kept, so that a model of a big cluster stays
+small. Records are plain slotted dataclasses; treat them as immutable (a
+change in the cluster replaces the whole record). Every string in them comes
+from the cluster and is untrusted: never feed one to Rich markup unescaped.
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+Obj = dict[str, Any]
+PodKey = tuple[str, str]  # (namespace, name)
+
+_intern = sys.intern
+
+# NFD publishes a hundred or more CPU/kernel feature labels per node; of its
+# labels gputui needs only the NVIDIA PCI vendor ones.
+_NFD_PREFIX = "feature.node.kubernetes.io/"
+_NFD_KEPT_PREFIX = "feature.node.kubernetes.io/pci-10de"
+
+
+def parse_time(value: str | None) -> float | None:
+    """RFC 3339 timestamp -> POSIX seconds (None stays None)."""
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+_SUFFIXES = {
+    "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
+    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
+}
+
+
+def parse_count(quantity: Any) -> int:
+    """A Kubernetes quantity for a countable resource -> int (0 when unreadable).
+
+    Extended resources such as nvidia.com/gpu are whole numbers, normally
+    written plainly ("8"); suffixes are accepted for completeness.
+    """
+    if isinstance(quantity, int):
+        return quantity
+    if not isinstance(quantity, str) or not quantity:
+        return 0
+    try:
+        return int(quantity)
+    except ValueError:
+        pass
+    for suffix in ("Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "k", "M", "G", "T", "P", "E"):
+        if quantity.endswith(suffix):
+            try:
+                return int(float(quantity[: -len(suffix)]) * _SUFFIXES[suffix])
+            except ValueError:
+                return 0
+    if quantity.endswith("m"):  # milli-units: 1000m is one device
+        try:
+            return int(quantity[:-1]) // 1000
+        except ValueError:
+            return 0
+    try:
+        return int(float(quantity))
+    except ValueError:
+        return 0
+
+
+def _meta(obj: Obj) -> Obj:
+    return obj.get("metadata") or {}
+
+
+def object_key(obj: Obj) -> PodKey:
+    """(namespace, name) of any raw object; namespace is "" for cluster-scoped ones."""
+    meta = _meta(obj)
+    return meta.get("namespace") or "", meta.get("name") or ""
+
+
+# -- nodes -----------------------------------------------------------------
+@dataclass(slots=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+
+
+@dataclass(slots=True)
+class Condition:
+    type: str
+    status: str  # "True", "False", "Unknown"
+    reason: str
+    message: str
+
+
+@dataclass(slots=True)
+class Node:
+    name: str
+    uid: str
+    labels: dict[str, str]
+    capacity: dict[str, str]  # raw quantities, every resource
+    allocatable: dict[str, str]
+    ready: bool | None  # None: the node reports no Ready condition
+    unschedulable: bool
+    taints: tuple[Taint, ...]
+    conditions: tuple[Condition, ...]
+    created: float | None
+    kubelet_version: str
+
+    @property
+    def key(self) -> str:
+        return self.name
+
+
+def _node_labels(labels: dict[str, str]) -> dict[str, str]:
+    return {
+        _intern(k): v
+        for k, v in labels.items()
+        if not k.startswith(_NFD_PREFIX) or k.startswith(_NFD_KEPT_PREFIX)
+    }
+
+
+def node_from(obj: Obj) -> Node:
+    meta = _meta(obj)
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    conditions = tuple(
+        Condition(c.get("type", ""), c.get("status", "Unknown"), c.get("reason", ""), c.get("message", ""))
+        for c in status.get("conditions") or ()
+    )
+    ready = None
+    for c in conditions:
+        if c.type == "Ready":
+            ready = c.status == "True"
+    return Node(
+        name=meta.get("name", ""),
+        uid=meta.get("uid", ""),
+        labels=_node_labels(meta.get("labels") or {}),
+        capacity={_intern(k): v for k, v in (status.get("capacity") or {}).items()},
+        allocatable={_intern(k): v for k, v in (status.get("allocatable") or {}).items()},
+        ready=ready,
+        unschedulable=bool(spec.get("unschedulable")),
+        taints=tuple(Taint(t.get("key", ""), t.get("value", ""), t.get("effect", "")) for t in spec.get("taints") or ()),
+        conditions=conditions,
+        created=parse_time(meta.get("creationTimestamp")),
+        kubelet_version=(status.get("nodeInfo") or {}).get("kubeletVersion", ""),
+    )
+
+
+# -- pods ------------------------------------------------------------------
+@dataclass(slots=True)
+class ContainerStatus:
+    name: str
+    ready: bool
+    started: bool
+    restarts: int
+    state: str  # "waiting", "running", "terminated" or "" when unknown
+    reason: str  # the current state's reason (CrashLoopBackOff, ImagePullBackOff, Completed...)
+    message: str
+    exit_code: int | None  # set when terminated
+    last_reason: str  # the last termination's reason (OOMKilled, Error...)
+    last_exit_code: int | None
+
+
+@dataclass(slots=True)
+class Pod:
+    namespace: str
+    name: str
+    uid: str
+    node: str | None
+    phase: str
+    status: str  # kubectl's STATUS column
+    requests: dict[str, int]  # effective pod request of every extended (domain-prefixed) resource
+    restarts: int
+    ready: int  # ready containers
+    total: int  # app containers
+    containers: tuple[str, ...]
+    init_containers: tuple[str, ...]
+    container_statuses: tuple[ContainerStatus, ...]
+    init_container_statuses: tuple[ContainerStatus, ...]
+    owner: tuple[str, str] | None  # (kind, name) of the controller
+    labels: dict[str, str]
+    created: float | None
+    deleted: float | None  # deletionTimestamp: terminating
+    scheduled_reason: str  # PodScheduled=False reason ("Unschedulable"), else ""
+    scheduled_message: str  # PodScheduled=False message, else ""
+
+    @property
+    def key(self) -> PodKey:
+        return self.namespace, self.name
+
+    @property
+    def finished(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+
+def _is_extended(resource: str) -> bool:
+    # Extended resources are domain-prefixed; kubernetes.io/ names are native.
+    return "/" in resource and not resource.startswith(("kubernetes.io/", "requests.", "limits."))
+
+
+def _container_requests(container: Obj) -> dict[str, int]:
+    """Extended-resource requests of one container; a limit alone implies the request."""
+    resources = container.get("resources") or {}
+    limits = resources.get("limits") or {}
+    requests = resources.get("requests") or {}
+    out: dict[str, int] = {}
+    for table in (limits, requests):  # requests win where both are given
+        for name, quantity in table.items():
+            if _is_extended(name):
+                out[name] = parse_count(quantity)
+    return out
+
+
+def effective_requests(spec: Obj) -> dict[str, int]:
+    """The pod's effective request per extended resource, as the scheduler computes it.
+
+    The sum over app containers, then the larger of that and the largest init
+    container; restartable (sidecar) init containers keep running, so they add
+    to everything that starts after them.
+    """
+    total: dict[str, int] = {}
+    for c in spec.get("containers") or ():
+        for name, n in _container_requests(c).items():
+            total[name] = total.get(name, 0) + n
+    sidecars: dict[str, int] = {}
+    init_peak: dict[str, int] = {}
+    for c in spec.get("initContainers") or ():
+        own = _container_requests(c)
+        if c.get("restartPolicy") == "Always":
+            for name, n in own.items():
+                sidecars[name] = sidecars.get(name, 0) + n
+                total[name] = total.get(name, 0) + n
+            during = dict(sidecars)
+        else:
+            during = dict(sidecars)
+            for name, n in own.items():
+                during[name] = during.get(name, 0) + n
+        for name, n in during.items():
+            if n > init_peak.get(name, 0):
+                init_peak[name] = n
+    for name, n in init_peak.items():
+        if n > total.get(name, 0):
+            total[name] = n
+    return {_intern(k): v for k, v in total.items() if v}
+
+
+def _container_status(raw: Obj) -> ContainerStatus:
+    state = raw.get("state") or {}
+    kind, detail = "", {}
+    for candidate in ("waiting", "running", "terminated"):
+        if candidate in state:
+            kind, detail = candidate, state[candidate] or {}
+            break
+    last = (raw.get("lastState") or {}).get("terminated") or {}
+    return ContainerStatus(
+        name=raw.get("name", ""),
+        ready=bool(raw.get("ready")),
+        started=bool(raw.get("started")),
+        restarts=int(raw.get("restartCount") or 0),
+        state=kind,
+        reason=detail.get("reason", "") or "",
+        message=detail.get("message", "") or "",
+        exit_code=detail.get("exitCode") if kind == "terminated" else None,
+        last_reason=last.get("reason", "") or "",
+        last_exit_code=last.get("exitCode"),
+    )
+
+
+def _terminated_label(raw_terminated: Obj, prefix: str) -> str:
+    if raw_terminated.get("reason"):
+        return prefix + raw_terminated["reason"]
+    if raw_terminated.get("signal"):
+        return f"{prefix}Signal:{raw_terminated['signal']}"
+    return f"{prefix}ExitCode:{raw_terminated.get('exitCode', 0)}"
+
+
+def _has_condition(status: Obj, cond_type: str) -> bool:
+    return any(c.get("type") == cond_type and c.get("status") == "True" for c in status.get("conditions") or ())
+
+
+def display_status(obj: Obj) -> tuple[str, int, int]:
+    """(STATUS, restarts, ready containers) the way `kubectl get pods` derives them."""
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    meta = _meta(obj)
+    phase = status.get("phase") or "Pending"
+    label = status.get("reason") or phase
+    restarts = 0
+    ready = 0
+
+    init_specs = spec.get("initContainers") or []
+    initializing = False
+    for i, cs in enumerate(status.get("initContainerStatuses") or ()):
+        restarts += int(cs.get("restartCount") or 0)
+        state = cs.get("state") or {}
+        terminated = state.get("terminated")
+        waiting = state.get("waiting")
+        sidecar = i < len(init_specs) and init_specs[i].get("restartPolicy") == "Always"
+        if terminated is not None and terminated.get("exitCode", 0) == 0:
+            continue
+        if sidecar and cs.get("started"):
+            if cs.get("ready"):
+                ready += 1
+            continue
+        if terminated is not None:
+            label = _terminated_label(terminated, "Init:")
+        elif waiting is not None and waiting.get("reason") and waiting["reason"] != "PodInitializing":
+            label = "Init:" + waiting["reason"]
+        else:
+            label = f"Init:{i}/{len(init_specs)}"
+        initializing = True
+        break
+
+    if not initializing or _has_condition(status, "Initialized"):
+        restarts = 0
+        running = False
+        for cs in reversed(status.get("containerStatuses") or ()):
+            restarts += int(cs.get("restartCount") or 0)
+            state = cs.get("state") or {}
+            waiting = state.get("waiting")
+            terminated = state.get("terminated")
+            if waiting is not None and waiting.get("reason"):
+                label = waiting["reason"]
+            elif terminated is not None:
+                label = _terminated_label(terminated, "")
+            elif cs.get("ready") and "running" in state:
+                running = True
+                ready += 1
+        if label == "Completed" and running:
+            label = "Running" if _has_condition(status, "Ready") else "NotReady"
+
+    if meta.get("deletionTimestamp"):
+        if status.get("reason") == "NodeLost":
+            label = "Unknown"
+        elif phase not in ("Succeeded", "Failed"):
+            label = "Terminating"
+    return label, restarts, ready
+
+
+def _controller(meta: Obj) -> tuple[str, str] | None:
+    refs = meta.get("ownerReferences") or ()
+    for ref in refs:
+        if ref.get("controller"):
+            return ref.get("kind", ""), ref.get("name", "")
+    if refs:
+        return refs[0].get("kind", ""), refs[0].get("name", "")
+    return None
+
+
+def pod_from(obj: Obj, requests: dict[str, int] | None = None) -> Pod:
+    """Build a Pod record; pass `requests` when already computed by a filter."""
+    meta = _meta(obj)
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    label, restarts, ready = display_status(obj)
+    scheduled_reason = scheduled_message = ""
+    for c in status.get("conditions") or ():
+        if c.get("type") == "PodScheduled" and c.get("status") == "False":
+            scheduled_reason = c.get("reason", "") or ""
+            scheduled_message = c.get("message", "") or ""
+    containers = tuple(c.get("name", "") for c in spec.get("containers") or ())
+    return Pod(
+        namespace=meta.get("namespace", ""),
+        name=meta.get("name", ""),
+        uid=meta.get("uid", ""),
+        node=spec.get("nodeName") or None,
+        phase=status.get("phase") or "Pending",
+        status=label,
+        requests=effective_requests(spec) if requests is None else requests,
+        restarts=restarts,
+        ready=ready,
+        total=len(containers),
+        containers=containers,
+        init_containers=tuple(c.get("name", "") for c in spec.get("initContainers") or ()),
+        container_statuses=tuple(_container_status(c) for c in status.get("containerStatuses") or ()),
+        init_container_statuses=tuple(_container_status(c) for c in status.get("initContainerStatuses") or ()),
+        owner=_controller(meta),
+        labels=dict(meta.get("labels") or {}),
+        created=parse_time(meta.get("creationTimestamp")),
+        deleted=parse_time(meta.get("deletionTimestamp")),
+        scheduled_reason=scheduled_reason,
+        scheduled_message=scheduled_message,
+    )
+
+
+# -- events ----------------------------------------------------------------
+@dataclass(slots=True)
+class Event:
+    namespace: str
+    name: str
+    object_kind: str
+    object_namespace: str
+    object_name: str
+    object_uid: str
+    reason: str
+    type: str  # Normal, Warning
+    message: str
+    count: int
+    last: float | None  # when it last happened
+    source: str  # the component that reported it
+
+    @property
+    def key(self) -> PodKey:
+        return self.namespace, self.name
+
+    @property
+    def object_key(self) -> tuple[str, str, str]:
+        return self.object_kind, self.object_namespace, self.object_name
+
+
+def event_from(obj: Obj) -> Event:
+    meta = _meta(obj)
+    involved = obj.get("involvedObject") or obj.get("regarding") or {}
+    series = obj.get("series") or {}
+    last = (
+        obj.get("lastTimestamp")
+        or series.get("lastObservedTime")
+        or obj.get("eventTime")
+        or obj.get("firstTimestamp")
+        or meta.get("creationTimestamp")
+    )
+    source = obj.get("source") or {}
+    return Event(
+        namespace=meta.get("namespace", ""),
+        name=meta.get("name", ""),
+        object_kind=involved.get("kind", ""),
+        object_namespace=involved.get("namespace", "") or "",
+        object_name=involved.get("name", ""),
+        object_uid=involved.get("uid", "") or "",
+        reason=obj.get("reason", "") or "",
+        type=obj.get("type", "") or "",
+        message=obj.get("message", "") or obj.get("note", "") or "",
+        count=int(obj.get("count") or series.get("count") or 1),
+        last=parse_time(last),
+        source=source.get("component", "") or obj.get("reportingComponent", "") or obj.get("reportingController", "") or "",
+    )
+
+
+# -- daemonsets --------------------------------------------------------------
+@dataclass(slots=True)
+class DaemonSet:
+    namespace: str
+    name: str
+    uid: str
+    labels: dict[str, str]
+    selector: dict[str, str]  # spec.selector.matchLabels
+    pod_labels: dict[str, str]  # spec.template.metadata.labels
+    node_selector: dict[str, str]  # spec.template.spec.nodeSelector
+    affinity: Obj  # spec.template.spec.affinity, raw
+    tolerations: tuple[Obj, ...]  # raw
+    containers: tuple[str, ...]
+    desired: int
+    current: int
+    ready: int
+    available: int
+    updated: int
+    misscheduled: int
+    created: float | None
+
+    @property
+    def key(self) -> PodKey:
+        return self.namespace, self.name
+
+
+def daemonset_from(obj: Obj) -> DaemonSet:
+    meta = _meta(obj)
+    spec = obj.get("spec") or {}
+    template = spec.get("template") or {}
+    pod_spec = template.get("spec") or {}
+    status = obj.get("status") or {}
+    return DaemonSet(
+        namespace=meta.get("namespace", ""),
+        name=meta.get("name", ""),
+        uid=meta.get("uid", ""),
+        labels=dict(meta.get("labels") or {}),
+        selector=dict((spec.get("selector") or {}).get("matchLabels") or {}),
+        pod_labels=dict((template.get("metadata") or {}).get("labels") or {}),
+        node_selector=dict(pod_spec.get("nodeSelector") or {}),
+        affinity=pod_spec.get("affinity") or {},
+        tolerations=tuple(pod_spec.get("tolerations") or ()),
+        containers=tuple(c.get("name", "") for c in pod_spec.get("containers") or ()),
+        desired=int(status.get("desiredNumberScheduled") or 0),
+        current=int(status.get("currentNumberScheduled") or 0),
+        ready=int(status.get("numberReady") or 0),
+        available=int(status.get("numberAvailable") or 0),
+        updated=int(status.get("updatedNumberScheduled") or 0),
+        misscheduled=int(status.get("numberMisscheduled") or 0),
+        created=parse_time(meta.get("creationTimestamp")),
+    )
