@@ -11,6 +11,7 @@ kubelets, device plugins) in controllers.py, scenarios in scenarios.py.
 """
 from __future__ import annotations
 
+import asyncio
 import os
 import tempfile
 from pathlib import Path
@@ -59,7 +60,7 @@ class SimCluster:
         self.bookmark_interval = bookmark_interval
         self.store = Store()
         self.logs = LogBook()
-        self.faults = Faults(enabled=faults)
+        self.faults = Faults(enabled=faults, cluster=self)
         self._scenario = scenario
         self._synthetic = (nodes, pods) if nodes is not None else None
         self._kubeconfig_out = Path(kubeconfig_out) if kubeconfig_out else None
@@ -70,7 +71,7 @@ class SimCluster:
         self.kubeconfig_path: Path | None = None
 
     async def start(self) -> "SimCluster":
-        from . import scenarios, server  # noqa: PLC0415
+        from . import scenarios  # noqa: PLC0415
         from .controllers import Controllers  # noqa: PLC0415
 
         if self._synthetic is not None:
@@ -81,16 +82,38 @@ class SimCluster:
             objects = []
         scenarios.populate(self.store, objects)
         self.controllers = Controllers(self)
-        self._runner = web.AppRunner(server.make_app(self), access_log=None, handle_signals=False)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
-        await site.start()
-        sock = site._server.sockets[0]  # type: ignore[union-attr]
-        self.port = sock.getsockname()[1]
+        await self._serve()
         self.url = f"http://{self.host}:{self.port}"
         self.controllers.start()
         self.kubeconfig_path = self.write_kubeconfig(self._kubeconfig_out)
         return self
+
+    async def _serve(self) -> None:
+        from . import server  # noqa: PLC0415
+
+        # handler_cancellation: a client that goes away ends its watch or log stream at once.
+        self._runner = web.AppRunner(
+            server.make_app(self), access_log=None, handle_signals=False, handler_cancellation=True, shutdown_timeout=1.0
+        )
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
+        try:
+            await site.start()
+        except BaseException:
+            await self._runner.cleanup()
+            self._runner = None
+            raise
+        sock = site._server.sockets[0]  # type: ignore[union-attr]
+        self.port = sock.getsockname()[1]
+
+    async def restart(self, downtime: float = 0.5) -> None:
+        """Stop serving (connections refused, open streams end), then serve again on the same port and state."""
+        self.store.drop_watches()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        await asyncio.sleep(downtime)
+        await self._serve()
 
     def write_kubeconfig(self, path: Path | None = None) -> Path:
         if path is None:

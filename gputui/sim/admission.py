@@ -1,0 +1,204 @@
+"""What kube-apiserver does to an object between the request and the store.
+
+Create: server-owned metadata is dropped, the name is validated (422 Invalid
+with causes, as the real server words it), and a pod is defaulted (requests
+from limits, the usual spec defaults, status reset to Pending with its QoS
+class). Update: the main resource keeps the stored status, the `status`
+subresource changes only status.
+"""
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from .resources import ResourceType
+
+Obj = dict[str, Any]
+
+DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+SUBDOMAIN_HELP = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+    "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation "
+    "is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+)
+LABEL_HELP = (
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start "
+    "and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is "
+    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+)
+SERVER_OWNED_METADATA = ("uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink")
+
+
+@dataclass
+class Cause:
+    reason: str  # FieldValueInvalid, FieldValueRequired, ...
+    field: str
+    message: str
+
+    def text(self) -> str:
+        return f"{self.field}: {self.message}"
+
+
+class Invalid(Exception):
+    """422: the object fails validation."""
+
+    def __init__(self, kind: str, name: str, causes: list[Cause]) -> None:
+        self.kind, self.name, self.causes = kind, name, causes
+        listed = causes[0].text() if len(causes) == 1 else "[" + ", ".join(c.text() for c in causes) + "]"
+        super().__init__(f'{kind} "{name}" is invalid: {listed}')
+
+
+def _invalid_value(field: str, value: str, why: str) -> Cause:
+    return Cause("FieldValueInvalid", field, f'Invalid value: "{value}": {why}')
+
+
+def _required(field: str, why: str = "") -> Cause:
+    return Cause("FieldValueRequired", field, "Required value" + (f": {why}" if why else ""))
+
+
+def validate_name(resource: ResourceType, name: str) -> list[Cause]:
+    if resource.kind == "Namespace":
+        if len(name) > 63 or not DNS1123_LABEL.fullmatch(name):
+            return [_invalid_value("metadata.name", name, LABEL_HELP)]
+        return []
+    if len(name) > 253:
+        return [_invalid_value("metadata.name", name, "must be no more than 253 characters")]
+    if not DNS1123_SUBDOMAIN.fullmatch(name):
+        return [_invalid_value("metadata.name", name, SUBDOMAIN_HELP)]
+    return []
+
+
+def admit_create(resource: ResourceType, obj: Obj) -> Obj:
+    """Validate and default a new object; raises Invalid. Returns the object to store."""
+    meta = obj.setdefault("metadata", {}) or {}
+    obj["metadata"] = meta
+    for key in SERVER_OWNED_METADATA:
+        meta.pop(key, None)
+    obj["apiVersion"], obj["kind"] = resource.api_version, resource.kind
+    causes: list[Cause] = []
+    name = meta.get("name") or ""
+    if name:
+        causes += validate_name(resource, name)
+    elif not meta.get("generateName"):
+        causes.append(_required("metadata.name", "name or generateName is required"))
+    if resource.kind == "Pod":
+        causes += _validate_pod(obj)
+    if causes:
+        raise Invalid(resource.kind, name, causes)
+    if resource.kind == "Pod":
+        default_pod(obj)
+    elif resource.kind == "Namespace":
+        obj["status"] = {"phase": "Active"}
+        obj.setdefault("spec", {"finalizers": ["kubernetes"]})
+        meta.setdefault("labels", {})["kubernetes.io/metadata.name"] = name
+    elif resource.kind == "DaemonSet":
+        meta["generation"] = 1
+        obj["status"] = {"currentNumberScheduled": 0, "desiredNumberScheduled": 0, "numberMisscheduled": 0, "numberReady": 0}
+    return obj
+
+
+def _validate_pod(pod: Obj) -> list[Cause]:
+    spec = pod.get("spec") or {}
+    containers = spec.get("containers") or []
+    if not containers:
+        return [_required("spec.containers")]
+    causes: list[Cause] = []
+    for field_name in ("initContainers", "containers"):
+        for i, c in enumerate(spec.get(field_name) or []):
+            where = f"spec.{field_name}[{i}]"
+            if not c.get("name"):
+                causes.append(_required(f"{where}.name"))
+            elif not DNS1123_LABEL.fullmatch(c["name"]):
+                causes.append(_invalid_value(f"{where}.name", c["name"], LABEL_HELP))
+            if not c.get("image"):
+                causes.append(_required(f"{where}.image"))
+    return causes
+
+
+# -- pod defaulting ------------------------------------------------------
+def _image_pull_policy(image: str) -> str:
+    last = image.rsplit("/", 1)[-1]
+    if "@" in last:
+        return "IfNotPresent"
+    tag = last.split(":", 1)[1] if ":" in last else ""
+    return "Always" if tag in ("", "latest") else "IfNotPresent"
+
+
+def _default_container(c: Obj) -> None:
+    resources = c.setdefault("resources", {})
+    limits = resources.get("limits") or {}
+    if limits:
+        requests = resources.setdefault("requests", {})
+        for key, value in limits.items():
+            requests.setdefault(key, value)
+    c.setdefault("terminationMessagePath", "/dev/termination-log")
+    c.setdefault("terminationMessagePolicy", "File")
+    c.setdefault("imagePullPolicy", _image_pull_policy(c.get("image", "")))
+
+
+def qos_class(pod: Obj) -> str:
+    """Guaranteed, Burstable or BestEffort, from the containers' cpu and memory."""
+    spec = pod.get("spec") or {}
+    containers = (spec.get("initContainers") or []) + (spec.get("containers") or [])
+    any_set = False
+    guaranteed = True
+    for c in containers:
+        resources = c.get("resources") or {}
+        requests, limits = resources.get("requests") or {}, resources.get("limits") or {}
+        for name in ("cpu", "memory"):
+            if name in requests or name in limits:
+                any_set = True
+            if name not in limits or requests.get(name, limits.get(name)) != limits.get(name):
+                guaranteed = False
+    if not any_set:
+        return "BestEffort"
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+def default_pod(pod: Obj) -> None:
+    spec = pod["spec"]
+    for c in (spec.get("initContainers") or []) + spec["containers"]:
+        _default_container(c)
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("schedulerName", "default-scheduler")
+    spec.setdefault("securityContext", {})
+    spec.setdefault("serviceAccountName", spec.get("serviceAccount") or "default")
+    spec.setdefault("serviceAccount", spec["serviceAccountName"])
+    spec.setdefault("enableServiceLinks", True)
+    spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
+    spec.setdefault("priority", 0)
+    tolerations = spec.setdefault("tolerations", [])
+    present = {(t.get("key"), t.get("effect")) for t in tolerations}
+    for taint in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
+        if (taint, "NoExecute") not in present:
+            tolerations.append({"key": taint, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300})
+    pod["status"] = {"phase": "Pending", "qosClass": qos_class(pod)}
+
+
+# -- updates -------------------------------------------------------------
+def prepare_update(resource: ResourceType, old: Obj, new: Obj, subresource: str | None) -> Obj:
+    """What an update stores: status changes only through `status` when the kind has it."""
+    meta = new.setdefault("metadata", {})
+    new["apiVersion"], new["kind"] = resource.api_version, resource.kind
+    for key in ("deletionTimestamp", "deletionGracePeriodSeconds"):
+        if key in old["metadata"]:
+            meta[key] = old["metadata"][key]
+        else:
+            meta.pop(key, None)
+    if "status" not in resource.subresources:
+        return new
+    if subresource == "status":
+        merged = copy.deepcopy(old)
+        merged["status"] = new.get("status") or {}
+        merged["metadata"]["resourceVersion"] = new["metadata"].get("resourceVersion", old["metadata"].get("resourceVersion"))
+        return merged
+    if "status" in old:
+        new["status"] = copy.deepcopy(old["status"])
+    else:
+        new.pop("status", None)
+    return new

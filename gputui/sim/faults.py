@@ -1,0 +1,81 @@
+"""Test-only fault hooks of the simulated cluster.
+
+Off unless the cluster was started with faults enabled; every hook is then
+refused, and the server's per-request check costs one attribute read.
+
+    sim.faults.compact()                  # every older watch gets 410 Expired
+    sim.faults.drop_watches()             # every open watch stream ends
+    sim.faults.fail("pods", 403)          # 403 Forbidden (or 500) for pods, every verb
+    sim.faults.slow("nodes", 1.5)         # delay every nodes response
+    sim.faults.clear("pods")              # or clear() for all resources
+    await sim.faults.restart(downtime=.5) # connections refused, then back, same port and state
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .cluster import SimCluster
+
+FAULT_USER = "system:serviceaccount:gputui:viewer"
+
+
+class FaultsDisabled(RuntimeError):
+    pass
+
+
+@dataclass
+class Fault:
+    code: int | None = None
+    delay: float = 0.0
+
+
+class Faults:
+    def __init__(self, enabled: bool = False, cluster: "SimCluster | None" = None) -> None:
+        self.enabled = enabled
+        self.cluster = cluster
+        self.active: dict[str, Fault] = {}  # resource key -> fault
+
+    def _require(self) -> "SimCluster":
+        if not self.enabled:
+            raise FaultsDisabled("fault hooks are off: start the simulator with faults enabled (--faults)")
+        if self.cluster is None:
+            raise FaultsDisabled("fault hooks are not attached to a cluster")
+        return self.cluster
+
+    def _resource_key(self, key: str) -> str:
+        cluster = self._require()
+        if key not in cluster.store.resources:
+            raise ValueError(f"unknown resource {key!r}; served: {', '.join(cluster.store.resources)}")
+        return key
+
+    def compact(self) -> None:
+        self._require().store.compact()
+
+    def drop_watches(self) -> int:
+        return self._require().store.drop_watches()
+
+    def fail(self, resource_key: str, code: int) -> None:
+        if code not in (403, 500):
+            raise ValueError("fail() answers 403 or 500")
+        self.active.setdefault(self._resource_key(resource_key), Fault()).code = code
+
+    def slow(self, resource_key: str, seconds: float) -> None:
+        self.active.setdefault(self._resource_key(resource_key), Fault()).delay = seconds
+
+    def clear(self, resource_key: str | None = None) -> None:
+        self._require()
+        if resource_key is None:
+            self.active.clear()
+        else:
+            self.active.pop(resource_key, None)
+
+    async def restart(self, downtime: float = 0.5) -> None:
+        await self._require().restart(downtime=downtime)
+
+    def lookup(self, resource_key: str) -> Fault | None:
+        """The server's per-request check."""
+        if not self.active:
+            return None
+        return self.active.get(resource_key)
