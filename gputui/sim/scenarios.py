@@ -1,0 +1,165 @@
+"""Scenarios: the objects a simulated cluster starts with.
+
+    load("demo")                 the built-in GPU cluster (demo.py)
+    load("cluster.yaml")         a Kubernetes List (YAML or JSON, as `kubectl get -o yaml`
+                                 prints it), a single object, or multi-document YAML
+    load([{...}, {...}])         objects given directly
+    populate(store, objects)     creates them (namespaces implicitly), in dependency order
+    synthetic(nodes, pods)       a generated cluster for benchmarks
+
+Objects keep the status they are given. The simulated kubelets then run the
+pods (see controllers.py for the annotations that steer them).
+"""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any, Iterable
+
+import orjson
+import yaml
+
+from . import builders
+from .resources import RESOURCES, ResourceType
+from .store import Store
+
+Obj = dict[str, Any]
+
+# Every cluster has these.
+BASE_NAMESPACES = ("default", "kube-node-lease", "kube-public", "kube-system")
+
+# Created first to last; kinds not listed come after these, in registry order.
+_ORDER = ["namespaces", "nodes", "daemonsets.apps", "pods", "events"]
+
+
+class ScenarioError(Exception):
+    """A scenario that cannot be loaded: says which file, which item and why."""
+
+
+def load(scenario: str | Path | list[Obj]) -> list[Obj]:
+    """The objects of a scenario (see the module docstring); raises ScenarioError."""
+    if isinstance(scenario, list):
+        return _validated(scenario, "<objects>")
+    if str(scenario) == "demo":
+        from . import demo  # noqa: PLC0415
+
+        return demo.build()
+    path = Path(scenario)
+    source = str(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ScenarioError(f"{source}: cannot read: {exc.strerror or exc}") from None
+    return _validated(_parse(text, source), source)
+
+
+def _parse(text: str, source: str) -> list[Any]:
+    if source.endswith(".json"):
+        try:
+            docs = [orjson.loads(text)]
+        except orjson.JSONDecodeError as exc:
+            raise ScenarioError(f"{source}: not valid JSON: {exc}") from None
+    else:
+        try:
+            docs = [d for d in yaml.safe_load_all(text) if d is not None]
+        except yaml.YAMLError as exc:
+            where = getattr(exc, "problem_mark", None)
+            at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
+            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+            raise ScenarioError(f"{source}: not valid YAML{at}: {problem}") from None
+    items: list[Any] = []
+    for doc in docs:
+        if isinstance(doc, dict) and isinstance(doc.get("items"), list) and str(doc.get("kind", "")).endswith("List"):
+            items.extend(doc["items"])
+        elif isinstance(doc, list):
+            items.extend(doc)
+        else:
+            items.append(doc)
+    return items
+
+
+def _validated(items: list[Any], source: str) -> list[Obj]:
+    out = []
+    for index, item in enumerate(items):
+        resource = _resource_of(item, source, index)
+        obj = copy.deepcopy(item)
+        obj.setdefault("apiVersion", resource.api_version)
+        out.append(obj)
+    return out
+
+
+def _resource_of(item: Any, source: str, index: int) -> ResourceType:
+    def fail(reason: str) -> ScenarioError:
+        return ScenarioError(f"{source}: item {index}: {reason}")
+
+    if not isinstance(item, dict):
+        raise fail(f"not an object (a {type(item).__name__})")
+    kind = item.get("kind")
+    if not kind or not isinstance(kind, str):
+        raise fail("no kind")
+    meta = item.get("metadata")
+    if not isinstance(meta, dict) or not meta.get("name") or not isinstance(meta.get("name"), str):
+        raise fail(f"{kind} without metadata.name")
+    api_version = item.get("apiVersion")
+    matches = [r for r in RESOURCES if r.kind == kind and (api_version is None or r.api_version == api_version)]
+    if not matches:
+        shown = f"{api_version} {kind}" if api_version else kind
+        raise fail(f"unknown kind {shown} (served: {', '.join(sorted({r.kind for r in RESOURCES}))})")
+    return matches[0]
+
+
+def populate(store: Store, objects: Iterable[Obj]) -> None:
+    """Create the objects in the store: namespaces first (the base ones and any a namespaced object
+    needs are made when missing), then nodes, daemonsets, pods, events.
+
+    A DaemonSet given without status gets one computed from its pods.
+    """
+    by_key: dict[str, list[Obj]] = {}
+    for obj in objects:
+        resource = next(
+            r for r in RESOURCES if r.kind == obj.get("kind") and r.api_version == obj.get("apiVersion", r.api_version)
+        )
+        by_key.setdefault(resource.key, []).append(obj)
+    pods = by_key.get("pods", [])
+    for ds in by_key.get("daemonsets.apps", []):
+        if not ds.get("status"):
+            ds["status"] = builders.daemonset_status(ds, pods)
+
+    existing = {o["metadata"]["name"] for o in store.objects("namespaces")}
+    needed: list[str] = [ns for ns in BASE_NAMESPACES if ns not in existing]
+    for key, objs in by_key.items():
+        if store.resource(key).namespaced:
+            for obj in objs:
+                ns = obj["metadata"].get("namespace") or "default"
+                if ns not in existing and ns not in needed:
+                    needed.append(ns)
+    declared = {o["metadata"]["name"] for o in by_key.get("namespaces", [])}
+    for ns in needed:
+        if ns not in declared:
+            by_key.setdefault("namespaces", []).append(namespace(ns))
+
+    order = _ORDER + [r.key for r in RESOURCES if r.key not in _ORDER]
+    for key in order:
+        for obj in by_key.get(key, []):
+            store.create(key, obj)
+
+
+def namespace(name: str, age_s: float = 86400 * 60) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {
+            "name": name,
+            "uid": builders.stable_uid("namespace", name),
+            "creationTimestamp": builders.ago(age_s),
+            "labels": {"kubernetes.io/metadata.name": name},
+        },
+        "spec": {"finalizers": ["kubernetes"]},
+        "status": {"phase": "Active"},
+    }
+
+
+def synthetic(nodes: int, pods: int) -> list[Obj]:
+    from . import synthetic as generator  # noqa: PLC0415
+
+    return generator.generate(nodes, pods)
