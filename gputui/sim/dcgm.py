@@ -1,0 +1,338 @@
+"""The text a simulated dcgm-exporter serves on :9400/metrics.
+
+`exposition(node, pods, now, hostname_label)` is a pure function of a Node
+object, the pods bound to it and the time: the same inputs give the same text,
+and values drift smoothly as `now` advances.  The GPUs come from the node's
+GPU Feature Discovery labels (product, memory, count, MIG mixed-strategy
+counts) or, lacking those, its capacity; pods holding GPU resources are
+attributed to devices in a stable order (oldest pod first).
+
+Scenario hook: the node annotation `sim.gputui.io/xid` injects XIDs, as
+comma-separated `[GPU_INDEX:]CODE` items: "79" puts XID 79 on GPU 0,
+"3:79,5:48" puts 79 on GPU 3 and 48 on GPU 5.  Every MIG instance of a GPU
+reports its GPU's XID.  `parse_xid_annotation` validates the value (scenario
+loaders can call it to refuse a bad one); `exposition` ignores a bad value.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+XID_ANNOTATION = "sim.gputui.io/xid"
+HOSTNAME_LABELS = ("Hostname", "hostname")  # older releases, newer releases
+
+# DCGM's int64 "not supported" value, printed as-is by the exporter for a
+# field the GPU cannot measure (memory temperature on GDDR boards).
+NOT_SUPPORTED = "9223372036854775794"
+
+GPU_RESOURCE = "nvidia.com/gpu"
+SHARED_RESOURCE = "nvidia.com/gpu.shared"
+MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
+
+
+@dataclass(frozen=True)
+class _Board:
+    model: str  # modelName as NVML prints it
+    idle_w: float
+    max_w: float
+    sm_mhz: int
+    mem_mhz: int
+    hbm: bool  # HBM boards report memory temperature
+
+
+_BOARDS: dict[str, _Board] = {
+    "NVIDIA-H100-80GB-HBM3": _Board("NVIDIA H100 80GB HBM3", 70, 700, 1980, 2619, True),
+    "NVIDIA-H200": _Board("NVIDIA H200", 75, 700, 1980, 3201, True),
+    "NVIDIA-A100-SXM4-40GB": _Board("NVIDIA A100-SXM4-40GB", 55, 400, 1410, 1215, True),
+    "NVIDIA-A100-SXM4-80GB": _Board("NVIDIA A100-SXM4-80GB", 60, 400, 1410, 1593, True),
+    "NVIDIA-A100-PCIE-40GB": _Board("NVIDIA A100-PCIE-40GB", 35, 250, 1410, 1215, True),
+    "NVIDIA-L4": _Board("NVIDIA L4", 16, 72, 2040, 6251, False),
+    "NVIDIA-L40S": _Board("NVIDIA L40S", 35, 350, 2520, 9001, False),
+    "Tesla-T4": _Board("Tesla T4", 10, 70, 1590, 5001, False),
+}
+
+# (name, help, type, format): the default counters' order and wording.
+_METRICS: tuple[tuple[str, str, str, str], ...] = (
+    ("DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).", "gauge", "int"),
+    ("DCGM_FI_DEV_MEM_CLOCK", "Memory clock frequency (in MHz).", "gauge", "int"),
+    ("DCGM_FI_DEV_MEMORY_TEMP", "Memory temperature (in C).", "gauge", "int"),
+    ("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", "gauge", "int"),
+    ("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", "gauge", "float"),
+    ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "Total energy consumption since boot (in mJ).", "counter", "int"),
+    ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "Total number of PCIe retries.", "counter", "int"),
+    ("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", "gauge", "int"),
+    ("DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %).", "gauge", "int"),
+    ("DCGM_FI_DEV_ENC_UTIL", "Encoder utilization (in %).", "gauge", "int"),
+    ("DCGM_FI_DEV_DEC_UTIL", "Decoder utilization (in %).", "gauge", "int"),
+    ("DCGM_FI_DEV_XID_ERRORS", "Value of the last XID error encountered.", "gauge", "int"),
+    ("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", "gauge", "int"),
+    ("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", "gauge", "int"),
+    ("DCGM_FI_DEV_FB_RESERVED", "Framebuffer memory reserved (in MiB).", "gauge", "int"),
+    ("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "Total number of NVLink bandwidth counters for all lanes.", "counter", "int"),
+    ("DCGM_FI_DEV_VGPU_LICENSE_STATUS", "vGPU License status", "gauge", "int"),
+    ("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "Number of remapped rows for uncorrectable errors", "counter", "int"),
+    ("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "Number of remapped rows for correctable errors", "counter", "int"),
+    ("DCGM_FI_DEV_ROW_REMAP_FAILURE", "Whether remapping of rows has failed", "gauge", "int"),
+    ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "Ratio of time the graphics engine is active.", "gauge", "float"),
+    ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "Ratio of cycles the tensor (HMMA) pipe is active.", "gauge", "float"),
+    ("DCGM_FI_PROF_DRAM_ACTIVE", "Ratio of cycles the device memory interface is active sending or receiving data.", "gauge", "float"),
+    ("DCGM_FI_PROF_PCIE_TX_BYTES", "The rate of data transmitted over the PCIe bus - including both protocol headers and data payloads - in bytes per second.", "gauge", "int"),
+    ("DCGM_FI_PROF_PCIE_RX_BYTES", "The rate of data received over the PCIe bus - including both protocol headers and data payloads - in bytes per second.", "gauge", "int"),
+)
+
+
+@dataclass
+class _Device:
+    """A full GPU or one MIG instance, and the containers it is attributed to."""
+
+    index: int
+    uuid: str
+    memory_mib: int
+    mig_profile: str | None = None
+    mig_instance: int | None = None
+    slots: int = 1  # how many containers may share it (time-slicing replicas)
+    holders: list[tuple[str, str, str]] = field(default_factory=list)  # (namespace, pod, container)
+
+    @property
+    def free(self) -> bool:
+        return len(self.holders) < self.slots
+
+
+def gpu_uuid(node_name: str, index: int) -> str:
+    """The stable UUID the simulator gives GPU `index` of `node_name`."""
+    h = hashlib.blake2b(f"{node_name}/{index}".encode(), digest_size=16).hexdigest()
+    return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+
+
+def parse_xid_annotation(text: str) -> dict[int, int]:
+    """`sim.gputui.io/xid` → {gpu_index: xid}; ValueError with the reason if malformed."""
+    xids: dict[int, int] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        match = re.fullmatch(r"(?:(\d+):)?(\d+)", item)
+        if not match:
+            raise ValueError(f"{XID_ANNOTATION}: {item!r} is not [GPU_INDEX:]CODE")
+        xids[int(match.group(1) or 0)] = int(match.group(2))
+    return xids
+
+
+def _unit(*parts: object) -> float:
+    """A deterministic number in [0, 1) for the given seed parts."""
+    digest = hashlib.blake2b("/".join(map(str, parts)).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2**64
+
+
+def _int_label(labels: dict[str, str], name: str) -> int | None:
+    try:
+        return int(labels[name])
+    except (KeyError, ValueError):
+        return None
+
+
+def _quantity(value: Any) -> int:
+    try:
+        return int(str(value))
+    except ValueError:
+        return 0
+
+
+def _base_product(product: str) -> str:
+    product = product.removesuffix("-SHARED")
+    return re.sub(r"-MIG-\d+g\.\d+gb$", "", product)
+
+
+def _profile_memory_mib(labels: dict[str, str], profile: str) -> int:
+    from_label = _int_label(labels, f"nvidia.com/mig-{profile}.memory")
+    if from_label:
+        return from_label
+    match = re.search(r"\.(\d+)gb$", profile)
+    return int(match.group(1)) * 1024 if match else 0
+
+
+def _devices(node: dict) -> tuple[list[_Device], _Board]:
+    name = node.get("metadata", {}).get("name", "")
+    labels = node.get("metadata", {}).get("labels") or {}
+    capacity = node.get("status", {}).get("capacity") or {}
+    product = _base_product(labels.get("nvidia.com/gpu.product", ""))
+    board = _BOARDS.get(product) or _Board(product.replace("-", " ") or "NVIDIA GPU", 50, 300, 1500, 1500, False)
+    memory = _int_label(labels, "nvidia.com/gpu.memory") or 16384
+    strategy = labels.get("nvidia.com/mig.strategy", "none")
+    replicas = max(1, _int_label(labels, "nvidia.com/gpu.replicas") or 1)
+
+    # MIG profiles and how many instances of each the node has.
+    mig_counts: dict[str, int] = {}
+    for key, value in labels.items():
+        match = re.fullmatch(r"nvidia\.com/mig-(\d+g\.\d+gb)\.count", key)
+        if match and _quantity(value) > 0:
+            mig_counts[match.group(1)] = _quantity(value)
+    for key, value in capacity.items():
+        if key.startswith(MIG_RESOURCE_PREFIX) and _quantity(value) > 0:
+            mig_counts.setdefault(key.removeprefix(MIG_RESOURCE_PREFIX), _quantity(value))
+    single_profile = re.search(r"-MIG-(\d+g\.\d+gb)$", labels.get("nvidia.com/gpu.product", ""))
+
+    count = _int_label(labels, "nvidia.com/gpu.count") or _quantity(capacity.get(GPU_RESOURCE, 0)) // replicas
+    if strategy == "single" and single_profile:
+        # Under the single strategy GFD counts MIG devices, not boards.
+        profile = single_profile.group(1)
+        per_board = max(1, 7 // int(profile.split("g", 1)[0]))
+        mig_counts = {profile: count}
+        count = max(1, math.ceil(count / per_board))
+        memory = _int_label(labels, "nvidia.com/gpu.memory") or memory
+    if strategy not in ("single", "mixed"):
+        mig_counts = {}
+
+    devices: list[_Device] = []
+    for index in range(count):
+        uuid = gpu_uuid(name, index)
+        if not mig_counts:
+            devices.append(_Device(index, uuid, memory, slots=replicas))
+            continue
+        instance = 1
+        # Largest slices first, spread evenly over the boards.
+        for profile in sorted(mig_counts, key=lambda p: -int(p.split("g", 1)[0])):
+            total = mig_counts[profile]
+            here = total // count + (1 if index < total % count else 0)
+            for _ in range(here):
+                devices.append(_Device(index, uuid, _profile_memory_mib(labels, profile), profile, instance))
+                instance += 1
+    return devices, board
+
+
+def _requests(container: dict) -> dict[str, int]:
+    resources = container.get("resources") or {}
+    limits = {**(resources.get("requests") or {}), **(resources.get("limits") or {})}
+    return {k: _quantity(v) for k, v in limits.items() if k in (GPU_RESOURCE, SHARED_RESOURCE) or k.startswith(MIG_RESOURCE_PREFIX)}
+
+
+def _attribute(devices: list[_Device], node_name: str, pods: list[dict]) -> None:
+    """Give each GPU-holding container of the node's live pods its devices."""
+    mig_single = all(d.mig_profile for d in devices) and len({d.mig_profile for d in devices}) == 1
+    live = [
+        p for p in pods
+        if (p.get("spec") or {}).get("nodeName") == node_name
+        and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+    ]
+    live.sort(key=lambda p: (p["metadata"].get("creationTimestamp") or "", p["metadata"].get("namespace", ""), p["metadata"].get("name", "")))
+    for pod in live:
+        meta = pod["metadata"]
+        for container in pod.get("spec", {}).get("containers") or []:
+            holder = (meta.get("namespace", ""), meta.get("name", ""), container.get("name", ""))
+            for resource, wanted in _requests(container).items():
+                if resource.startswith(MIG_RESOURCE_PREFIX):
+                    profile = resource.removeprefix(MIG_RESOURCE_PREFIX)
+                    candidates = [d for d in devices if d.mig_profile == profile]
+                elif mig_single:
+                    candidates = devices
+                else:
+                    candidates = [d for d in devices if d.mig_profile is None]
+                for device in [d for d in candidates if d.free][:wanted]:
+                    device.holders.append(holder)
+
+
+def _fmt(value: float, kind: str) -> str:
+    return f"{value:.6f}" if kind == "float" else str(int(round(value)))
+
+
+def _util(device: _Device, now: float, node_name: str) -> float:
+    """Percent busy: 0 when no pod holds the device, else a smooth wave around a per-device level."""
+    if not device.holders:
+        return 0.0
+    key = (node_name, device.uuid, device.mig_instance)
+    wave = 30 * math.sin(2 * math.pi * (now / 97 + _unit(*key, "slow"))) + 8 * math.sin(2 * math.pi * (now / 13 + _unit(*key, "fast")))
+    return min(100.0, max(3.0, 48 + 25 * _unit(*key, "level") + wave))
+
+
+def _values(device: _Device, util: float, board_util: float, board: _Board, now: float, xid: int, node_name: str) -> dict[str, str]:
+    """Every metric of one device; temperature and power belong to the whole board."""
+    key = (node_name, device.uuid, device.mig_instance)
+    used = 0.0
+    if device.holders:
+        used = device.memory_mib * (0.3 + 0.5 * _unit(*key, "memory")) + 0.02 * device.memory_mib * math.sin(now / 31)
+    reserved = round(device.memory_mib * 0.007) if device.mig_profile is None else 0
+    temp = 30 + 6 * _unit(node_name, device.index, "ambient") + 0.4 * board_util
+    power = board.idle_w + (board.max_w - board.idle_w) * 0.85 * board_util / 100
+    return {
+        "DCGM_FI_DEV_SM_CLOCK": _fmt(board.sm_mhz if board_util else 345, "int"),
+        "DCGM_FI_DEV_MEM_CLOCK": _fmt(board.mem_mhz, "int"),
+        "DCGM_FI_DEV_MEMORY_TEMP": _fmt(temp + 4, "int") if board.hbm else NOT_SUPPORTED,
+        "DCGM_FI_DEV_GPU_TEMP": _fmt(temp, "int"),
+        "DCGM_FI_DEV_POWER_USAGE": _fmt(power, "float"),
+        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": _fmt(now * (board.idle_w + 0.3 * (board.max_w - board.idle_w)) * 1000, "int"),
+        "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": "0",
+        # MIG instances report 0 here; their activity is GR_ENGINE_ACTIVE.
+        "DCGM_FI_DEV_GPU_UTIL": _fmt(0 if device.mig_profile else util, "int"),
+        "DCGM_FI_DEV_MEM_COPY_UTIL": _fmt(0 if device.mig_profile else util * 0.4, "int"),
+        "DCGM_FI_DEV_ENC_UTIL": "0",
+        "DCGM_FI_DEV_DEC_UTIL": "0",
+        "DCGM_FI_DEV_XID_ERRORS": str(xid),
+        "DCGM_FI_DEV_FB_FREE": _fmt(device.memory_mib - reserved - used, "int"),
+        "DCGM_FI_DEV_FB_USED": _fmt(used, "int"),
+        "DCGM_FI_DEV_FB_RESERVED": _fmt(reserved, "int"),
+        "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": _fmt(now * 25_000, "int"),  # counters only grow
+        "DCGM_FI_DEV_VGPU_LICENSE_STATUS": "0",
+        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": "0",
+        "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS": "0",
+        "DCGM_FI_DEV_ROW_REMAP_FAILURE": "0",
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE": _fmt(util / 100, "float"),
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": _fmt(util / 100 * 0.45, "float"),
+        "DCGM_FI_PROF_DRAM_ACTIVE": _fmt(util / 100 * 0.6, "float"),
+        "DCGM_FI_PROF_PCIE_TX_BYTES": _fmt(2e5 + util * 4e6, "int"),
+        "DCGM_FI_PROF_PCIE_RX_BYTES": _fmt(3e5 + util * 9e6, "int"),
+    }
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def exposition(node: dict, pods: list[dict], now: float, hostname_label: str = "Hostname") -> str:
+    """The exporter's /metrics text for `node` at time `now` (seconds)."""
+    if hostname_label not in HOSTNAME_LABELS:
+        raise ValueError(f"hostname_label must be one of {HOSTNAME_LABELS}, not {hostname_label!r}")
+    meta = node.get("metadata") or {}
+    node_name = meta.get("name", "")
+    labels = meta.get("labels") or {}
+    try:
+        xids = parse_xid_annotation((meta.get("annotations") or {}).get(XID_ANNOTATION, ""))
+    except ValueError:
+        xids = {}
+    devices, board = _devices(node)
+    _attribute(devices, node_name, pods)
+    driver = labels.get("nvidia.com/cuda.driver-version.full")
+
+    utils = [_util(device, now, node_name) for device in devices]
+    board_utils: dict[int, float] = {}  # memory-weighted mean over a board's MIG instances
+    for index in {d.index for d in devices}:
+        on_board = [(d.memory_mib, u) for d, u in zip(devices, utils) if d.index == index]
+        weight = sum(m for m, _ in on_board) or 1
+        board_utils[index] = sum(m * u for m, u in on_board) / weight
+
+    series: list[tuple[str, dict[str, str]]] = []  # (label text, values) per series
+    for device, util in zip(devices, utils):
+        base = [
+            ("gpu", str(device.index)),
+            ("UUID", device.uuid),
+            ("pci_bus_id", f"00000000:{0x18 + 0x10 * device.index:02X}:00.0"),
+            ("device", f"nvidia{device.index}"),
+            ("modelName", board.model),
+        ]
+        if device.mig_profile:
+            base += [("GPU_I_PROFILE", device.mig_profile), ("GPU_I_ID", str(device.mig_instance))]
+        base.append((hostname_label, node_name))
+        if driver:
+            base.append(("DCGM_FI_DRIVER_VERSION", driver))
+        values = _values(device, util, board_utils[device.index], board, now, xids.get(device.index, 0), node_name)
+        # One series per attributed container, as the exporter does for shared GPUs.
+        for namespace, pod, container in device.holders or [("", "", "")]:
+            label_list = base + [("container", container), ("namespace", namespace), ("pod", pod)]
+            text = ",".join(f'{k}="{_escape(v)}"' for k, v in label_list)
+            series.append((text, values))
+
+    lines: list[str] = []
+    for name, help_text, metric_type, _ in _METRICS:
+        lines.append(f"# HELP {name} {help_text}")
+        lines.append(f"# TYPE {name} {metric_type}")
+        lines.extend(f"{name}{{{text}}} {values[name]}" for text, values in series)
+    return "\n".join(lines) + "\n"
