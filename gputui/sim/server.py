@@ -761,6 +761,7 @@ def make_app(cluster: "SimCluster") -> web.Application:
     api = Api(cluster)
     app = web.Application(client_max_size=64 * 1024 * 1024)
     app.router.add_get("/version", api.version)
+    app.router.add_get("/version/", api.version)  # the Python clients' VersionApi asks here
     for probe in ("/healthz", "/livez", "/readyz"):
         app.router.add_get(probe, api.health)
     app.router.add_route("*", "/{tail:.*}", api.dispatch)
