@@ -219,6 +219,12 @@ class Store:
         self._watches[key].add(w)
         return w, replay
 
+    def open_watches(self, key: str | None = None) -> int:
+        """How many watches are open (for one resource, or all): tests check that none leak."""
+        if key is not None:
+            return len(self._watches[key])
+        return sum(len(w) for w in self._watches.values())
+
     def subscribe(self, listener: Listener) -> None:
         """Call listener(event) synchronously after every write."""
         self._listeners.append(listener)
