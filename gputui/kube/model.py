@@ -1,0 +1,400 @@
+"""ClusterModel: nodes, the pods that matter, their events and daemonsets, kept
+live by one reflector each, with the GPU summary on top.
+
+    model = ClusterModel(conn.api)
+    unsubscribe = model.subscribe(on_change)   # on_change(Change) per applied event
+    await model.start(); await model.wait_synced()
+    model.node_summaries(); model.totals(); model.gpu_pods(node="n1")
+    await model.stop()
+
+Kept pods: those with a GPU request that are not finished, the GPU stack's
+own pods (every device-plugin install style, GPU Operator operands, NFD), and
+pods labelled app.kubernetes.io/managed-by=gputui. Everything else is dropped
+as it is read, so memory follows the GPU workload, not the cluster size.
+Events are kept for nodes and kept pods only, a bounded number per object.
+
+Listeners are called synchronously, once per applied watch event, with a
+Change(kind, key); key None means "all of this kind" (after a full list) and
+kind "state" reports a resource's state. They must be cheap: the UI coalesces.
+"""
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Callable, Generic, Hashable, Iterable, TypeVar
+
+from kubernetes_asyncio.client import ApiClient, AppsV1Api, CoreV1Api
+
+from . import gpu
+from .records import DaemonSet, Event, Node, Obj, Pod, PodKey, daemonset_from, effective_requests, event_from, node_from, object_key, pod_from
+from .watch import FORBIDDEN, Reflector, ResourceState
+
+log = logging.getLogger(__name__)
+
+NODES, PODS, EVENTS, DAEMONSETS = "nodes", "pods", "events", "daemonsets"
+STATE = "state"
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    kind: str  # nodes, pods, events, daemonsets, or state
+    key: Hashable | None  # the record's key; None: everything of this kind changed
+
+
+Listener = Callable[[Change], None]
+R = TypeVar("R")
+
+
+class Table(Generic[R]):
+    """Records of one kind, fed by a reflector (implements its Sink)."""
+
+    def __init__(self, kind: str, build: Callable[[Obj], R | None], notify: Callable[[Change], None]) -> None:
+        self.kind = kind
+        self.build = build  # None: the object does not matter, do not keep it
+        self.notify = notify
+        self.records: dict[Hashable, R] = {}
+        self._seen: set[Hashable] | None = None
+
+    def key_of(self, obj: Obj) -> Hashable:
+        return object_key(obj)
+
+    # hooks for indexes
+    def _stored(self, key: Hashable, old: R | None, new: R) -> None:
+        pass
+
+    def _removed(self, key: Hashable, old: R) -> None:
+        pass
+
+    def _put(self, key: Hashable, record: R) -> None:
+        old = self.records.get(key)
+        self.records[key] = record
+        self._stored(key, old, record)
+
+    def _drop(self, key: Hashable) -> bool:
+        old = self.records.pop(key, None)
+        if old is None:
+            return False
+        self._removed(key, old)
+        return True
+
+    # Sink
+    def begin_list(self) -> None:
+        self._seen = set()
+
+    def list_item(self, obj: Obj) -> None:
+        record = self.build(obj)
+        if record is not None:
+            key = self.key_of(obj)
+            self._put(key, record)
+            assert self._seen is not None
+            self._seen.add(key)
+
+    def end_list(self) -> None:
+        seen = self._seen or set()
+        for key in [k for k in self.records if k not in seen]:
+            self._drop(key)
+        self._seen = None
+        self.notify(Change(self.kind, None))
+
+    def change_key(self, key: Hashable, record: R) -> Hashable:
+        """The key listeners receive for a change of this record."""
+        return key
+
+    def apply(self, event_type: str, obj: Obj) -> None:
+        key = self.key_of(obj)
+        old = self.records.get(key)
+        record = None if event_type == "DELETED" else self.build(obj)
+        if record is None:
+            if old is None or not self._drop(key):
+                return
+            self.notify(Change(self.kind, self.change_key(key, old)))
+        else:
+            self._put(key, record)
+            self.notify(Change(self.kind, self.change_key(key, record)))
+
+
+class NodeTable(Table[Node]):
+    def key_of(self, obj: Obj) -> str:
+        return (obj.get("metadata") or {}).get("name", "")
+
+
+class PodTable(Table[Pod]):
+    def __init__(self, *args: Any, on_node_dirty: Callable[[str | None], None]) -> None:
+        super().__init__(*args)
+        self.by_node: dict[str, set[PodKey]] = {}
+        self.on_node_dirty = on_node_dirty
+
+    def _stored(self, key: Hashable, old: Pod | None, new: Pod) -> None:
+        if old is not None and old.node != new.node:
+            self._unindex(key, old)
+        if new.node:
+            self.by_node.setdefault(new.node, set()).add(key)  # type: ignore[arg-type]
+        if old is not None:
+            self.on_node_dirty(old.node)
+        self.on_node_dirty(new.node)
+
+    def _removed(self, key: Hashable, old: Pod) -> None:
+        self._unindex(key, old)
+        self.on_node_dirty(old.node)
+
+    def _unindex(self, key: Hashable, pod: Pod) -> None:
+        if pod.node and pod.node in self.by_node:
+            keys = self.by_node[pod.node]
+            keys.discard(key)  # type: ignore[arg-type]
+            if not keys:
+                del self.by_node[pod.node]
+
+
+class EventTable(Table[Event]):
+    """Events about nodes and kept pods; at most `per_object` per object and `limit` in all.
+    Listeners get the involved object's (kind, namespace, name) as the key."""
+
+    def __init__(self, *args: Any, per_object: int, limit: int) -> None:
+        super().__init__(*args)
+        self.records: OrderedDict[Hashable, Event] = OrderedDict()  # oldest update first
+        self.by_object: dict[tuple[str, str, str], dict[PodKey, Event]] = {}
+        self.per_object = per_object
+        self.limit = limit
+
+    def _stored(self, key: Hashable, old: Event | None, new: Event) -> None:
+        self.records.move_to_end(key)
+        if old is not None and old.object_key != new.object_key:
+            self._unindex(key, old)
+        mine = self.by_object.setdefault(new.object_key, {})
+        mine[key] = new  # type: ignore[index]
+        if len(mine) > self.per_object:
+            oldest = min(mine, key=lambda k: mine[k].last or 0.0)
+            self._drop(oldest)
+        while len(self.records) > self.limit:
+            self._drop(next(iter(self.records)))
+
+    def _removed(self, key: Hashable, old: Event) -> None:
+        self._unindex(key, old)
+
+    def change_key(self, key: Hashable, record: Event) -> Hashable:
+        return record.object_key
+
+    def _unindex(self, key: Hashable, event: Event) -> None:
+        mine = self.by_object.get(event.object_key)
+        if mine is not None:
+            mine.pop(key, None)  # type: ignore[call-overload]
+            if not mine:
+                del self.by_object[event.object_key]
+
+    def drop_object(self, object_key: tuple[str, str, str]) -> None:
+        for key in list(self.by_object.get(object_key, ())):
+            self._drop(key)
+
+    def prune(self, keep: Callable[[Event], bool]) -> None:
+        for key in [k for k, ev in self.records.items() if not keep(ev)]:
+            self._drop(key)
+
+
+class ClusterModel:
+    def __init__(
+        self,
+        api: ApiClient,
+        *,
+        resources: gpu.GpuResources = gpu.GpuResources(),
+        kinds: Iterable[str] = (NODES, PODS, EVENTS, DAEMONSETS),
+        events_per_object: int = 30,
+        events_limit: int = 5000,
+        **reflector_options: Any,
+    ) -> None:
+        self.api = api
+        self.resources = resources
+        self._listeners: list[Listener] = []
+        self._summaries: dict[str, gpu.NodeSummary] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._froze_gc = False
+
+        self.nodes = NodeTable(NODES, node_from, self._notify)
+        self.pods = PodTable(PODS, self._build_pod, self._notify, on_node_dirty=self._node_dirty)
+        self.events = EventTable(EVENTS, self._build_event, self._notify, per_object=events_per_object, limit=events_limit)
+        self.daemonsets = Table(DAEMONSETS, daemonset_from, self._notify)
+
+        core, apps = CoreV1Api(api), AppsV1Api(api)
+        calls = {
+            NODES: (core.list_node, self.nodes),
+            PODS: (core.list_pod_for_all_namespaces, self.pods),
+            EVENTS: (core.list_event_for_all_namespaces, self.events),
+            DAEMONSETS: (apps.list_daemon_set_for_all_namespaces, self.daemonsets),
+        }
+        self.reflectors: dict[str, Reflector] = {
+            kind: Reflector(kind, call, table, on_state=self._state_changed, **reflector_options)
+            for kind, (call, table) in calls.items()
+            if kind in set(kinds)
+        }
+
+    # -- lifecycle -------------------------------------------------------------
+    async def start(self) -> None:
+        for kind, reflector in self.reflectors.items():
+            self._tasks.append(asyncio.create_task(reflector.run(), name=f"gputui-reflector-{kind}"))
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+            except Exception:  # noqa: BLE001  (a reflector bug must not break shutdown)
+                log.exception("reflector ended with an error")
+        self._tasks.clear()
+
+    async def __aenter__(self) -> "ClusterModel":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def wait_synced(self, timeout: float | None = None) -> bool:
+        """Wait until every resource has been listed once or found forbidden.
+        Returns False on timeout (the states then say why)."""
+        waits = [r.settled.wait() for r in self.reflectors.values()]
+        try:
+            await asyncio.wait_for(asyncio.gather(*waits), timeout)
+        except asyncio.TimeoutError:
+            return False
+        if not self._froze_gc:
+            # The records live long: keep the cyclic GC from scanning them again and again.
+            gc.collect()
+            gc.freeze()
+            self._froze_gc = True
+        return True
+
+    # -- change feed -------------------------------------------------------------
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        """Call listener(Change) after every applied change; returns the unsubscribe function."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    def _notify(self, change: Change) -> None:
+        if change.kind == NODES:
+            if change.key is None:
+                self._summaries.clear()
+            else:
+                self._summaries.pop(change.key, None)  # type: ignore[arg-type]
+        elif change.kind == PODS:
+            if change.key is None:
+                self._summaries.clear()
+                self.events.prune(self._event_matters)
+            elif change.key not in self.pods.records:
+                self.events.drop_object(("Pod", *change.key))  # type: ignore[misc]
+        for listener in tuple(self._listeners):
+            try:
+                listener(change)
+            except Exception:  # noqa: BLE001  (a listener bug must not stop the watch)
+                log.exception("model listener failed")
+
+    def _state_changed(self, state: ResourceState) -> None:
+        if state.resource == PODS:
+            self._summaries.clear()  # the plugin verdict depends on whether pods are known
+        self._notify(Change(STATE, state.resource))
+
+    def _node_dirty(self, node: str | None) -> None:
+        if node:
+            self._summaries.pop(node, None)
+
+    # -- what is kept ----------------------------------------------------------------
+    def _build_pod(self, obj: Obj) -> Pod | None:
+        requests = effective_requests(obj.get("spec") or {})
+        if any(name in self.resources for name in requests):
+            if (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                return None
+            return pod_from(obj, requests)
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        if gpu.stack_component(labels) or labels.get(gpu.MANAGED_BY_GPUTUI[0]) == gpu.MANAGED_BY_GPUTUI[1]:
+            return pod_from(obj, requests)
+        return None
+
+    def _build_event(self, obj: Obj) -> Event | None:
+        involved = obj.get("involvedObject") or obj.get("regarding") or {}
+        kind = involved.get("kind")
+        if kind == "Node":
+            return event_from(obj)
+        if kind == "Pod":
+            pods_listed = self.reflectors.get(PODS) is not None and self.reflectors[PODS].state.synced
+            key = (involved.get("namespace") or "", involved.get("name") or "")
+            if key in self.pods.records or not pods_listed:
+                return event_from(obj)
+        return None
+
+    def _event_matters(self, event: Event) -> bool:
+        if event.object_kind == "Node":
+            return True
+        return (event.object_namespace, event.object_name) in self.pods.records
+
+    # -- queries -----------------------------------------------------------------
+    @property
+    def states(self) -> dict[str, ResourceState]:
+        return {kind: r.state for kind, r in self.reflectors.items()}
+
+    @property
+    def pods_known(self) -> bool:
+        reflector = self.reflectors.get(PODS)
+        return reflector is not None and reflector.state.synced and reflector.state.phase != FORBIDDEN
+
+    def node(self, name: str) -> Node | None:
+        return self.nodes.records.get(name)
+
+    def pod(self, namespace: str, name: str) -> Pod | None:
+        return self.pods.records.get((namespace, name))
+
+    def pods_on_node(self, node: str) -> list[Pod]:
+        """The kept pods bound to the node (GPU pods and GPU-stack pods)."""
+        records = self.pods.records
+        return sorted((records[k] for k in self.pods.by_node.get(node, ())), key=lambda p: (p.namespace, p.name))
+
+    def summary(self, node: str) -> gpu.NodeSummary | None:
+        cached = self._summaries.get(node)
+        if cached is not None:
+            return cached
+        record = self.nodes.records.get(node)
+        if record is None:
+            return None
+        summary = gpu.summarize_node(record, self.pods_on_node(node), self.resources, pods_known=self.pods_known)
+        self._summaries[node] = summary
+        return summary
+
+    def node_summaries(self) -> list[gpu.NodeSummary]:
+        """Every node, GPU nodes first, then by name."""
+        out = [self.summary(name) for name in self.nodes.records]
+        return sorted((s for s in out if s is not None), key=lambda s: (not s.gpu_node, s.name))
+
+    def totals(self) -> dict[str, gpu.Usage]:
+        return gpu.totals(self.node_summaries())
+
+    def plugin_pod(self, node: str) -> Pod | None:
+        summary = self.summary(node)
+        return summary.plugin if summary else None
+
+    def events_for(self, kind: str, namespace: str, name: str) -> list[Event]:
+        """Kept events about one object, newest first."""
+        mine = self.events.by_object.get((kind, namespace, name), {})
+        return sorted(mine.values(), key=lambda e: e.last or 0.0, reverse=True)
+
+    def gpu_pods(self, node: str | None = None, namespace: str | None = None) -> list[gpu.GpuPod]:
+        """Pods holding or waiting for GPUs (not finished), by namespace and name."""
+        if node is not None:
+            candidates: Iterable[Pod] = self.pods_on_node(node)
+        else:
+            candidates = self.pods.records.values()
+        out = []
+        for pod in candidates:
+            if namespace is not None and pod.namespace != namespace:
+                continue
+            events = self.events_for("Pod", pod.namespace, pod.name) if pod.node is None else ()
+            entry = gpu.gpu_pod(pod, self.resources, events)
+            if entry is not None:
+                out.append(entry)
+        out.sort(key=lambda g: (g.pod.namespace, g.pod.name))
+        return out
+
+    def daemonset(self, namespace: str, name: str) -> DaemonSet | None:
+        return self.daemonsets.records.get((namespace, name))

@@ -1,0 +1,285 @@
+"""A reflector per resource: list (paged), then watch from the list's resourceVersion.
+
+The server ending a watch is normal: watch again from the last resourceVersion
+seen (bookmarks included). 410 Gone means our resourceVersion was compacted
+away: list again and reconcile, so objects deleted meanwhile leave the model.
+Anything else backs off exponentially with jitter; a 403 is "forbidden", a
+state of its own, retried slowly in case RBAC changes. A silently dead
+connection is caught by a read-inactivity timeout.
+
+Responses are read raw (`_preload_content=False`) and parsed with orjson; the
+generated models are far too slow for big lists.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import logging
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Iterator, Protocol
+
+import aiohttp
+import orjson
+
+from .config import describe_network_error, status_message
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+ListCall = Callable[..., Awaitable[aiohttp.ClientResponse]]
+
+SYNCING = "syncing"
+LIVE = "live"
+RETRYING = "retrying"
+FORBIDDEN = "forbidden"
+
+
+@dataclass
+class ResourceState:
+    """What the UI shows for one watched resource."""
+
+    resource: str
+    phase: str = SYNCING
+    error: str | None = None  # the last failure, one line
+    attempt: int = 0  # failures in a row
+    retry_at: float | None = None  # time.monotonic() of the next try
+    synced: bool = False  # a full list has been applied at least once
+    since: float = field(default_factory=time.monotonic)
+
+    def retry_in(self, now: float | None = None) -> float | None:
+        if self.retry_at is None:
+            return None
+        return max(0.0, self.retry_at - (time.monotonic() if now is None else now))
+
+    def describe(self, now: float | None = None) -> str:
+        """One plain line, e.g. 'retrying in 4 s: connection refused'."""
+        if self.phase == RETRYING:
+            wait = self.retry_in(now)
+            when = f"retrying in {wait:.0f} s" if wait else "retrying"
+            return f"{when}: {self.error}" if self.error else when
+        if self.phase == FORBIDDEN:
+            return f"forbidden: {self.error}" if self.error else "forbidden"
+        return self.phase
+
+
+class Sink(Protocol):
+    """Where a reflector puts what it reads."""
+
+    def begin_list(self) -> None: ...
+    def list_item(self, obj: Obj) -> None: ...
+    def end_list(self) -> None: ...  # objects absent from the list are gone
+    def apply(self, event_type: str, obj: Obj) -> None: ...  # ADDED / MODIFIED / DELETED
+
+
+class Gone(Exception):
+    pass
+
+
+class ApiFailure(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"{status}: {message}" if message else str(status))
+        self.status = status
+        self.message = message
+
+    def line(self) -> str:
+        if self.status == 401:
+            return "unauthorized (401): credentials rejected"
+        return f"{self.message} ({self.status})" if self.message else f"HTTP {self.status}"
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Parsing a big list creates millions of objects; the cyclic GC would scan them over and over."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+class Reflector:
+    def __init__(
+        self,
+        resource: str,
+        list_call: ListCall,
+        sink: Sink,
+        *,
+        page_size: int = 500,
+        watch_seconds: tuple[int, int] = (240, 300),
+        inactivity_timeout: float = 90.0,
+        connect_timeout: float = 10.0,
+        read_timeout: float = 60.0,
+        backoff_initial: float = 0.5,
+        backoff_max: float = 30.0,
+        forbidden_retry: float = 60.0,
+        on_state: Callable[[ResourceState], None] | None = None,
+    ) -> None:
+        self.resource = resource
+        self.list_call = list_call
+        self.sink = sink
+        self.page_size = page_size
+        self.watch_seconds = watch_seconds
+        self.inactivity_timeout = inactivity_timeout
+        self.connect_timeout = connect_timeout
+        self.read_timeout = read_timeout
+        self.backoff_initial = backoff_initial
+        self.backoff_max = backoff_max
+        self.forbidden_retry = forbidden_retry
+        self.on_state = on_state
+        self.state = ResourceState(resource)
+        self.resource_version: str | None = None
+        self.settled = asyncio.Event()  # first list applied, or forbidden
+        self.lists = 0  # full lists done (1 + relists)
+        self.events = 0  # watch events applied
+
+    # -- state -------------------------------------------------------------
+    def _set(self, phase: str, error: str | None = None, retry_at: float | None = None) -> None:
+        s = self.state
+        if s.phase != phase:
+            s.since = time.monotonic()
+        s.phase, s.error, s.retry_at = phase, error, retry_at
+        if phase in (LIVE, FORBIDDEN):
+            if phase == LIVE:
+                s.attempt = 0
+            self.settled.set()
+        if self.on_state is not None:
+            self.on_state(s)
+
+    def _backoff(self) -> float:
+        base = min(self.backoff_max, self.backoff_initial * 2 ** max(0, self.state.attempt - 1))
+        return base * random.uniform(0.5, 1.0)
+
+    # -- the loop ------------------------------------------------------------
+    async def run(self) -> None:
+        while True:
+            try:
+                if self.resource_version is None:
+                    await self._list()
+                await self._watch()
+            except asyncio.CancelledError:
+                raise
+            except Gone:
+                log.info("%s: resourceVersion %s expired, listing again", self.resource, self.resource_version)
+                self.resource_version = None
+            except ApiFailure as exc:
+                if exc.status == 403:
+                    self.state.attempt += 1
+                    self._set(FORBIDDEN, exc.message or "forbidden", time.monotonic() + self.forbidden_retry)
+                    await asyncio.sleep(self.forbidden_retry)
+                    self.resource_version = None
+                else:
+                    await self._retry_later(exc.line())
+            except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+                await self._retry_later(describe_network_error(exc))
+            except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+                # A malformed answer: start over from a fresh list.
+                self.resource_version = None
+                await self._retry_later(f"unreadable response ({type(exc).__name__})")
+
+    async def _retry_later(self, error: str) -> None:
+        self.state.attempt += 1
+        delay = self._backoff()
+        log.info("%s: %s; retrying in %.1f s", self.resource, error, delay)
+        self._set(RETRYING, error, time.monotonic() + delay)
+        await asyncio.sleep(delay)
+
+    async def _get(self, **params: Any) -> aiohttp.ClientResponse:
+        return await self.list_call(_preload_content=False, **params)
+
+    async def _list(self) -> None:
+        if not self.state.synced and self.state.phase not in (RETRYING, FORBIDDEN):
+            self._set(SYNCING)
+        timeout = aiohttp.ClientTimeout(sock_connect=self.connect_timeout, sock_read=self.read_timeout)
+        token: str | None = None
+        began = False
+        while True:
+            params: dict[str, Any] = {"limit": self.page_size, "_request_timeout": timeout}
+            if token:
+                params["_continue"] = token
+            resp = await self._get(**params)
+            async with resp:
+                body = await resp.read()
+            if resp.status != 200:
+                raise self._failure(resp.status, body)
+            with gc_paused():
+                doc = orjson.loads(body)
+                del body
+                if not began:
+                    self.sink.begin_list()
+                    began = True
+                list_item = self.sink.list_item
+                for item in doc.get("items") or ():
+                    list_item(item)
+                meta = doc.get("metadata") or {}
+                del doc
+            token = meta.get("continue")
+            if not token:
+                break
+        self.sink.end_list()
+        self.resource_version = meta.get("resourceVersion")
+        self.lists += 1
+        self.state.synced = True
+        self._set(LIVE)  # the data is current; a failing watch turns this to retrying
+
+    async def _watch(self) -> None:
+        assert self.resource_version is not None
+        timeout = aiohttp.ClientTimeout(sock_connect=self.connect_timeout, sock_read=self.inactivity_timeout)
+        started = time.monotonic()
+        resp = await self._get(
+            watch=True,
+            resource_version=self.resource_version,
+            allow_watch_bookmarks=True,
+            timeout_seconds=random.randint(*self.watch_seconds),
+            _request_timeout=timeout,
+        )
+        applied = 0
+        async with resp:
+            if resp.status != 200:
+                raise self._failure(resp.status, await resp.read())
+            self._set(LIVE)
+            stream = resp.content
+            pending = bytearray()
+            while True:
+                chunk = await stream.readany()
+                if not chunk:
+                    break
+                pending += chunk
+                if b"\n" not in chunk:
+                    continue
+                lines = pending.split(b"\n")
+                pending = lines.pop()
+                for line in lines:
+                    if line:
+                        applied += self._apply_line(line)
+            if pending.strip():
+                applied += self._apply_line(pending)
+        if applied == 0 and time.monotonic() - started < 1.0:
+            # A server that closes every watch at once must not make us spin.
+            await self._retry_later("watch closed immediately")
+
+    def _apply_line(self, line: bytes | bytearray) -> int:
+        event = orjson.loads(line)
+        event_type = event.get("type")
+        obj = event.get("object") or {}
+        if event_type == "ERROR":
+            code = int(obj.get("code") or 500)
+            if code == 410:
+                raise Gone()
+            raise ApiFailure(code, obj.get("message", ""))
+        rv = (obj.get("metadata") or {}).get("resourceVersion")
+        if event_type != "BOOKMARK":
+            self.sink.apply(event_type, obj)
+            self.events += 1
+        if rv:
+            self.resource_version = rv
+        return 1
+
+    def _failure(self, status: int, body: bytes) -> Exception:
+        if status == 410:
+            return Gone()
+        return ApiFailure(status, status_message(body))

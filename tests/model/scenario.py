@@ -1,0 +1,58 @@
+"""A small GPU cluster for the model tests, and helpers to run a model against it."""
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, Callable
+
+from gputui.kube.model import ClusterModel
+from gputui.kube.records import node_from, object_key
+from objects import container, event, node, plugin_pod, pod
+
+FAST = dict(backoff_initial=0.05, backoff_max=0.2, forbidden_retry=0.3)
+
+
+def small_cluster() -> list[dict[str, Any]]:
+    return [
+        node("gpu-1", capacity={"nvidia.com/gpu": 8}, labels={"nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}),
+        node("gpu-2", capacity={"nvidia.com/gpu": 4}, allocatable={"nvidia.com/gpu": 3}),
+        node("mig-1", capacity={"nvidia.com/gpu": 0, "nvidia.com/mig-1g.10gb": 7}),
+        node("cpu-1"),
+        plugin_pod("gpu-1"),
+        plugin_pod("gpu-2", "helm"),
+        plugin_pod("mig-1", "operator", waiting_reason="CrashLoopBackOff", restarts=3),
+        pod("ml", "train-0", node="gpu-1", gpu={"nvidia.com/gpu": 4}),
+        pod("ml", "two-containers", node="gpu-1", containers=[container("a", {"nvidia.com/gpu": 1}), container("b", {"nvidia.com/gpu": 1})]),
+        pod("ml", "with-init", node="gpu-2", containers=[container("a", {"nvidia.com/gpu": 1})], init_containers=[container("warmup", {"nvidia.com/gpu": 3})]),
+        pod("ml", "finished", node="gpu-2", gpu={"nvidia.com/gpu": 2}, phase="Succeeded"),
+        pod("ml", "waiting", gpu={"nvidia.com/gpu": 16}, unschedulable_message="0/4 nodes are available: 4 Insufficient nvidia.com/gpu."),
+        pod("ml", "slice", node="mig-1", gpu={"nvidia.com/mig-1g.10gb": 2}),
+        pod("web", "frontend", node="cpu-1"),
+        pod("web", "backend", node="gpu-1"),
+        event("ml", "waiting.1", kind="Pod", object_name="waiting", reason="FailedScheduling", message="0/4 nodes are available"),
+        event("web", "frontend.1", kind="Pod", object_name="frontend", reason="Pulled", message="pulled", type_="Normal"),
+        event("default", "gpu-2.1", kind="Node", object_name="gpu-2", object_namespace="", reason="NodeReady", message="ready", type_="Normal"),
+    ]
+
+
+async def until(condition: Callable[[], bool], timeout: float = 5.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+def expected_pods(model: ClusterModel, store) -> dict:
+    """What a fresh list gives: the store's pods through the model's own filter."""
+    out = {}
+    for obj in store.objects("pods"):
+        record = model._build_pod(obj)
+        if record is not None:
+            out[object_key(obj)] = record
+    return out
+
+
+def matches_fresh_list(model: ClusterModel, store) -> bool:
+    nodes = {o["metadata"]["name"]: node_from(o) for o in store.objects("nodes")}
+    return model.nodes.records == nodes and model.pods.records == expected_pods(model, store)
