@@ -570,7 +570,7 @@ class Api:
         if old is None:
             raise not_found(t.resource, t.name or "")
         try:
-            new = patching.apply(content_type, old, body)
+            new = patching.apply(content_type, orjson.loads(orjson.dumps(old)), body)
         except (patching.PatchError, IndexError, KeyError, ValueError, TypeError) as e:
             raise ApiError(422 if "testing value" in str(e) else 400, "Invalid" if "testing value" in str(e) else "BadRequest", str(e)) from None
         if not isinstance(new, dict):
