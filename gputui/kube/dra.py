@@ -1,0 +1,221 @@
+"""GPUs handed out by Dynamic Resource Allocation (`resource.k8s.io`).
+
+Works on raw objects of any served version: v1 and v1beta2 put a device's
+fields directly on it, v1beta1 wraps them in `basic:`.  ResourceSlices give the
+devices of each node; ResourceClaims say which devices are allocated and to
+which pods; DeviceClasses with `spec.extendedResourceName` (Kubernetes >= 1.34)
+say which allocations also count as an extended resource like nvidia.com/gpu.
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, replace
+from typing import Iterable
+
+NVIDIA_GPU_DRIVER = "gpu.nvidia.com"
+
+DeviceId = tuple[str, str, str]  # (driver, pool, device name)
+
+
+@dataclass(frozen=True)
+class DraDevice:
+    node: str | None  # None for network-attached or multi-node slices
+    driver: str
+    pool: str
+    name: str
+    type: str | None  # "gpu", "mig", "vfio"... (the NVIDIA driver's `type` attribute)
+    product: str | None
+    memory_mib: int | None
+    mig_profile: str | None
+    uuid: str | None
+    claim: str | None = None  # "namespace/name" of the claim it is allocated to
+    pods: tuple[str, ...] = ()  # "namespace/name" of the pods the claim is reserved for
+
+    @property
+    def id(self) -> DeviceId:
+        return (self.driver, self.pool, self.name)
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """One allocated device of one claim."""
+
+    device: DeviceId
+    claim: str  # "namespace/name"
+    request: str
+    device_class: str | None
+    pods: tuple[str, ...]
+    node: str | None  # from the claim's allocation node selector, when it names one node
+
+
+_QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?$")
+_FACTORS = {
+    None: 1, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
+    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
+}
+
+
+def quantity_to_mib(value: object) -> int | None:
+    """A Kubernetes quantity of bytes ("80Gi", "40960Mi", "42949672960") in MiB; None if unreadable."""
+    match = _QUANTITY.match(str(value).strip()) if value is not None else None
+    if not match:
+        return None
+    return round(float(match.group(1)) * _FACTORS[match.group(2)] / 2**20)
+
+
+def _attribute(attributes: dict, name: str, driver: str) -> object:
+    """An attribute's value, by plain name or qualified with the driver's domain."""
+    entry = attributes.get(name) or attributes.get(f"{driver}/{name}")
+    if not isinstance(entry, dict):
+        return None
+    for kind in ("string", "int", "version", "bool"):
+        if kind in entry:
+            return entry[kind]
+    return None
+
+
+def _capacity(capacity: dict, name: str) -> object:
+    entry = capacity.get(name)
+    return entry.get("value") if isinstance(entry, dict) else entry  # v1alpha3 had bare quantities
+
+
+def _slice_node(spec: dict) -> str | None:
+    if spec.get("nodeName"):
+        return spec["nodeName"]
+    return _single_node((spec.get("nodeSelector") or {}))
+
+
+def _single_node(selector: dict) -> str | None:
+    """The node a node selector pins, if it pins exactly one by name."""
+    for term in selector.get("nodeSelectorTerms") or []:
+        for field in term.get("matchFields") or []:
+            if field.get("key") == "metadata.name" and field.get("operator") == "In" and len(field.get("values") or []) == 1:
+                return field["values"][0]
+    return None
+
+
+def parse_slices(slices: Iterable[dict]) -> list[DraDevice]:
+    """Every device published in the given ResourceSlices (not yet joined with claims)."""
+    devices = []
+    for obj in slices:
+        spec = obj.get("spec") or {}
+        driver = spec.get("driver") or ""
+        pool = (spec.get("pool") or {}).get("name") or ""
+        node = _slice_node(spec)
+        for device in spec.get("devices") or []:
+            fields = device.get("basic") or device  # v1beta1 wraps the fields
+            attributes = fields.get("attributes") or {}
+            devices.append(DraDevice(
+                node=node,
+                driver=driver,
+                pool=pool,
+                name=device.get("name") or "",
+                type=_text(_attribute(attributes, "type", driver)),
+                product=_text(_attribute(attributes, "productName", driver)),
+                memory_mib=quantity_to_mib(_capacity(fields.get("capacity") or {}, "memory")),
+                mig_profile=_text(_attribute(attributes, "profile", driver)),
+                uuid=_text(_attribute(attributes, "uuid", driver)),
+            ))
+    return devices
+
+
+def _text(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+def _request_classes(claim: dict) -> dict[str, str | None]:
+    """Request name → device class name; "req/sub" names for firstAvailable sub-requests."""
+    classes: dict[str, str | None] = {}
+    for request in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
+        name = request.get("name") or ""
+        exactly = request.get("exactly") or request  # v1 nests under `exactly`; v1beta1 does not
+        classes[name] = exactly.get("deviceClassName")
+        for sub in request.get("firstAvailable") or []:
+            classes[f"{name}/{sub.get('name')}"] = sub.get("deviceClassName")
+    return classes
+
+
+def parse_claims(claims: Iterable[dict]) -> list[Allocation]:
+    """Every allocated device of every allocated claim."""
+    allocations = []
+    for claim in claims:
+        meta = claim.get("metadata") or {}
+        namespace = meta.get("namespace") or ""
+        claim_name = f"{namespace}/{meta.get('name', '')}"
+        status = claim.get("status") or {}
+        allocation = status.get("allocation") or {}
+        pods = tuple(
+            f"{namespace}/{ref.get('name')}"
+            for ref in status.get("reservedFor") or []
+            if ref.get("resource") == "pods" and not ref.get("apiGroup")
+        )
+        node = _single_node(allocation.get("nodeSelector") or {})
+        classes = _request_classes(claim)
+        for result in (allocation.get("devices") or {}).get("results") or []:
+            request = result.get("request") or ""
+            allocations.append(Allocation(
+                device=(result.get("driver") or "", result.get("pool") or "", result.get("device") or ""),
+                claim=claim_name,
+                request=request,
+                device_class=classes.get(request, classes.get(request.split("/", 1)[0])),
+                pods=pods,
+                node=node,
+            ))
+    return allocations
+
+
+def devices_by_node(slices: Iterable[dict], claims: Iterable[dict]) -> dict[str | None, list[DraDevice]]:
+    """DRA devices per node (None: not tied to a node), each with its claim and pods if allocated."""
+    holders = {a.device: a for a in parse_claims(claims)}
+    by_node: dict[str | None, list[DraDevice]] = {}
+    for device in parse_slices(slices):
+        holder = holders.get(device.id)
+        if holder:
+            device = replace(device, claim=holder.claim, pods=holder.pods)
+        by_node.setdefault(device.node, []).append(device)
+    for devices in by_node.values():
+        devices.sort(key=lambda d: (d.driver, d.pool, _natural(d.name)))
+    return by_node
+
+
+def _natural(name: str) -> list[object]:
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+
+
+def extended_resource_classes(device_classes: Iterable[dict]) -> dict[str, str]:
+    """DeviceClass name → the extended resource it stands for (spec.extendedResourceName)."""
+    mapping = {}
+    for device_class in device_classes:
+        resource = (device_class.get("spec") or {}).get("extendedResourceName")
+        if resource:
+            mapping[(device_class.get("metadata") or {}).get("name", "")] = resource
+    return mapping
+
+
+def held_extended_resources(
+    slices: Iterable[dict], claims: Iterable[dict], device_classes: Iterable[dict]
+) -> dict[str, Counter[str]]:
+    """Per node, how many devices DRA has allocated per extended resource.
+
+    Only classes with `spec.extendedResourceName` count (gpu.nvidia.com →
+    nvidia.com/gpu on the NVIDIA chart), so the result adds to a node's
+    allocated `nvidia.com/gpu`.  The node comes from the device's slice, or
+    the claim's allocation node selector, or, failing both, the pool name (the
+    NVIDIA driver names each node's pool after the node).
+    """
+    resource_of = extended_resource_classes(device_classes)
+    node_of = {d.id: d.node for d in parse_slices(slices)}
+    held: dict[str, Counter[str]] = {}
+    for allocation in parse_claims(claims):
+        resource = resource_of.get(allocation.device_class or "")
+        if not resource:
+            continue
+        node = node_of.get(allocation.device) or allocation.node or allocation.device[1]
+        held.setdefault(node, Counter())[resource] += 1
+    return held
+
+
+def dra_gpus_held(slices: Iterable[dict], claims: Iterable[dict], device_classes: Iterable[dict], resource: str = "nvidia.com/gpu") -> dict[str, int]:
+    """Per node, the number of `resource` (default nvidia.com/gpu) held through DRA."""
+    return {node: counts[resource] for node, counts in held_extended_resources(slices, claims, device_classes).items() if counts[resource]}
