@@ -30,7 +30,7 @@ import orjson
 import yaml
 from kubernetes_asyncio.client import ApiClient, CoreV1Api
 
-from .gpu import GPU, GPU_SHARED, GpuResources, node_usage
+from .gpu import GPU, GPU_SHARED, GpuResources, is_gpu_node, node_usage
 from .records import display_status, node_from, pod_from
 
 DEFAULT_IMAGE = "nvidia/cuda:12.4.0-base-ubuntu22.04"
@@ -64,6 +64,7 @@ RUNTIME = "runtime"
 NVIDIA_SMI = "nvidia-smi"
 TIMEOUT = "timeout"
 POD_FAILED = "pod-failed"
+CANCELLED = "cancelled"
 FORBIDDEN = "forbidden"
 API_ERROR = "api-error"
 CHECK_NOT_MADE = frozenset({FORBIDDEN, API_ERROR})
@@ -613,6 +614,13 @@ async def pods_on_node(api: ApiClient, node: str) -> list[dict[str, Any]]:
     return listed.get("items") or []
 
 
+async def gpu_node_names(api: ApiClient) -> list[str]:
+    """Every node with NVIDIA hardware labelled or GPU resources advertised, by name."""
+    listed = await _json(CoreV1Api(api).list_node(_preload_content=False))
+    nodes = [node_from(obj) for obj in listed.get("items") or []]
+    return sorted(n.name for n in nodes if is_gpu_node(n, node_usage(n, [], GpuResources())))
+
+
 async def plan_verification(api: ApiClient, node: str, options: VerifyOptions, namespace: str) -> Plan:
     """Read the node and what its pods hold, and plan its verification pod."""
     node_obj = await read_node(api, node)
@@ -689,17 +697,20 @@ class _Run:
         self.events: list[PodEvent] = []
         self.log_lines: list[str] = []
         self.logs_done = asyncio.Event()
-        self.logs_started = False
+        self.may_exist = False
         self.stage = PLANNED
 
     @property
     def elapsed(self) -> float:
         return time.monotonic() - self.started
 
-    def emit(self, stage: str, events: Sequence[PodEvent] = (), log_lines: Sequence[str] = (), verdict: Verdict | None = None) -> None:
+    def emit(
+        self, stage: str, events: Sequence[PodEvent] = (), log_lines: Sequence[str] = (), verdict: Verdict | None = None, status: str | None = None
+    ) -> None:
         self.stage = stage
         if self.on_update is not None:
-            status = pod_display_status(self.pod) if self.pod else ("Deleted" if stage == DONE else "")
+            if status is None:
+                status = pod_display_status(self.pod) if self.pod else ""
             self.on_update(Update(self.plan.node, stage, self.plan.name, status, self.elapsed, tuple(events), tuple(log_lines), verdict))
 
     def verdict(self, code: str, reason: str, **extra: Any) -> Verdict:
@@ -709,43 +720,53 @@ class _Run:
         )
 
     async def run(self) -> Verdict:
-        plan = self.plan
         if self.options.read_only:
             raise ReadOnlyError("read-only mode: verification would create a pod")
-        created = False
         verdict: Verdict | None = None
         try:
-            self.emit(CREATING)
-            created = True  # from here on the pod may exist, even if the call below never returns
-            try:
-                self.pod = await _json(self.core.create_namespaced_pod(plan.namespace, plan.manifest, _preload_content=False))
-            except ApiError as e:
-                created = False if e.status != 409 else created
-                if e.status == 403:
-                    verdict = self.verdict(FORBIDDEN, create_denied_message(e, plan.namespace))
-                else:
-                    verdict = self.verdict(API_ERROR, f"could not create the pod: {e}")
-                return verdict
-            self.emit(WAITING)
-            verdict = await self._follow()
-            return verdict
-        except (ApiError, OSError) as e:
-            verdict = self.verdict(API_ERROR, f"lost track of the pod: {e}")
-            return verdict
+            verdict = await self._create_and_follow()
         finally:
-            if created:
-                self.emit(DELETING)
-                confirmed, _ = await _delete_shielded(self.api, plan.namespace, plan.name, self.options.delete_timeout)
-            else:
-                confirmed = True
-            leftover = None if confirmed else f"{plan.namespace}/{plan.name}"
-            if verdict is not None:
-                verdict = replace(verdict, elapsed=self.elapsed, deleted=confirmed, leftover=leftover)
-                if leftover:
-                    verdict = replace(verdict, reason=f"{verdict.reason} (could not confirm deletion of pod {leftover}: delete it by hand)")
-            # On cancellation there is no verdict, but the view still learns the pod's fate.
-            self.pod = {}
-            self.emit(DONE, verdict=verdict or self.verdict("cancelled", "cancelled", deleted=confirmed, leftover=leftover, elapsed=self.elapsed))
+            # Runs on every path, cancellation included; the deletion itself is shielded.
+            verdict = await self._clean_up(verdict)
+        return verdict
+
+    async def _create_and_follow(self) -> Verdict:
+        plan = self.plan
+        self.emit(CREATING)
+        self.may_exist = True  # from here on, even if the call below never returns
+        try:
+            self.pod = await _json(self.core.create_namespaced_pod(plan.namespace, plan.manifest, _preload_content=False))
+        except ApiError as e:
+            self.may_exist = False  # refused (a 409 name clash is someone else's pod: leave it alone)
+            if e.status == 403:
+                return self.verdict(FORBIDDEN, create_denied_message(e, plan.namespace))
+            return self.verdict(API_ERROR, f"could not create the pod: {e}")
+        except (OSError, asyncio.TimeoutError) as e:
+            return self.verdict(API_ERROR, f"could not create the pod: {e}")
+        self.emit(WAITING)
+        try:
+            return await self._follow()
+        except (VerifyError, OSError) as e:
+            return self.verdict(API_ERROR, f"lost track of the pod: {e}")
+
+    async def _clean_up(self, verdict: Verdict | None) -> Verdict:
+        """Delete the pod if it may exist, and tell the view how that went (the last Update)."""
+        plan = self.plan
+        confirmed, cancelled_meanwhile = True, False
+        if self.may_exist:
+            self.emit(DELETING)
+            confirmed, cancelled_meanwhile = await _delete_shielded(self.api, plan.namespace, plan.name, self.options.delete_timeout)
+        leftover = None if confirmed else f"{plan.namespace}/{plan.name}"
+        # Cancelled runs have no verdict of their own; the view still learns the pod's fate.
+        final = verdict or self.verdict(CANCELLED, "cancelled")
+        final = replace(final, elapsed=self.elapsed, deleted=confirmed, leftover=leftover)
+        if leftover:
+            final = replace(final, reason=f"{final.reason} (could not confirm deletion of pod {leftover}: delete it by hand)")
+        status = "" if not self.may_exist else ("Deleted" if confirmed else "Terminating")
+        self.emit(DONE, verdict=final, status=status)
+        if cancelled_meanwhile:
+            raise asyncio.CancelledError  # the caller asked for it while we were cleaning up
+        return final
 
     async def _follow(self) -> Verdict:
         """Watch the pod, its events and logs until judged or timed out."""
@@ -886,7 +907,9 @@ async def run_plans(
 async def updates(api: ApiClient, plan: Plan, options: VerifyOptions) -> AsyncIterator[Update]:
     """The same as run_plan, as an async iterator of Updates; the last one carries the verdict.
 
-    Leaving the loop early (break, aclose, cancellation) deletes the pod before the iterator ends.
+    Leave early only inside `contextlib.aclosing(updates(...))` (or call aclose()):
+    closing the iterator deletes the pod before aclose() returns. Cancelling the
+    consuming task does the same.
     """
     queue: asyncio.Queue[Update] = asyncio.Queue()
     task = asyncio.create_task(run_plan(api, plan, options, queue.put_nowait))

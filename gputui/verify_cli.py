@@ -1,0 +1,295 @@
+"""`gputui verify NODE...`: run nvidia-smi in a pod on each node, judge it, delete it.
+
+Exit status: 0 every node passed, 1 some node failed, 2 usage or connection
+errors (including --read-only, a refused confirmation and a 403 on create).
+Progress goes to stderr, verdicts to stdout. Ctrl+C (or SIGTERM) deletes the
+pods before exiting with 130.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from typing import TextIO
+
+from .kube import verify as v
+from .kube.config import ConnectError, Connection, add_connection_args, check, connect
+from .kube.records import parse_time
+from .ui.sanitize import clean, log_line
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+DEFAULT_CONCURRENCY = 4
+
+
+class UsageError(Exception):
+    """Stops the command with exit status 2 and this one-line message."""
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {text}")
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 < value <= 86_400:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 86400 seconds: {text}")
+    return value
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "verify",
+        help="check nodes against their real GPUs: run nvidia-smi in a pod on each, judge it, delete it",
+        description=(
+            "Create a pod pinned to each NODE that asks for one GPU and runs nvidia-smi; "
+            "report PASS (the GPUs it saw) or FAIL with the reason. The pod is always deleted. "
+            "Exit status: 0 all passed, 1 some failed, 2 usage or connection errors."
+        ),
+    )
+    p.add_argument("nodes", nargs="*", metavar="NODE", help="node to verify")
+    p.add_argument("--all", action="store_true", help="verify every GPU node")
+    p.add_argument("-y", "--yes", action="store_true", help="create the pods without asking")
+    p.add_argument("--image", default=v.DEFAULT_IMAGE, help=f"container image with nvidia-smi (default: {v.DEFAULT_IMAGE})")
+    p.add_argument("-n", "--namespace", help="namespace of the pods (default: the context's namespace)")
+    p.add_argument("--resource", help="GPU resource to ask for (default: nvidia.com/gpu, else nvidia.com/gpu.shared, else the smallest free MIG slice)")
+    p.add_argument("--count", type=_positive_int, default=1, help="units of the resource (default: 1)")
+    p.add_argument("--runtime-class", metavar="NAME", help="runtimeClassName for the pod (e.g. nvidia)")
+    p.add_argument("--tolerate", action="append", default=[], metavar="TAINT_KEY", help="also tolerate this taint key (repeatable)")
+    p.add_argument("--timeout", type=_positive_seconds, default=v.DEFAULT_TIMEOUT, metavar="SECONDS", help="give up on a pod after this long (default: 120)")
+    p.add_argument("--concurrency", type=_positive_int, default=DEFAULT_CONCURRENCY, help=f"nodes verified at once (default: {DEFAULT_CONCURRENCY})")
+    p.add_argument("--clean-leftovers", action="store_true", help="delete verification pods left over from earlier runs without asking")
+    p.add_argument("--read-only", action="store_true", help="create nothing (verify then refuses)")
+    p.add_argument("-o", "--output", choices=("text", "json"), default="text", help="verdict format (default: text)")
+    add_connection_args(p)
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    err = sys.stderr
+    try:
+        if args.read_only:
+            raise UsageError("read-only mode: verification creates a pod on each node, so nothing was done")
+        if args.all and args.nodes:
+            raise UsageError("name nodes or pass --all, not both")
+        if not args.all and not args.nodes:
+            raise UsageError("name at least one NODE, or pass --all")
+        interactive = sys.stdin.isatty() and err.isatty()
+        if not args.yes and not interactive:
+            raise UsageError("refusing to create pods without confirmation: no terminal to ask on, pass --yes")
+        options = v.VerifyOptions(
+            image=args.image, resource=args.resource, count=args.count, runtime_class=args.runtime_class,
+            timeout=args.timeout, tolerate=tuple(args.tolerate),
+        )
+        with asyncio.Runner() as runner:
+            return _Command(args, options, interactive, runner).run()
+    except UsageError as e:
+        print(f"gputui verify: {e}", file=err)
+        return EXIT_USAGE
+
+
+class _Command:
+    """The steps of one `gputui verify`; asking the user happens between event-loop runs."""
+
+    def __init__(self, args: argparse.Namespace, options: v.VerifyOptions, interactive: bool, runner: asyncio.Runner) -> None:
+        self.args = args
+        self.options = options
+        self.interactive = interactive
+        self.runner = runner
+        self.err: TextIO = sys.stderr
+        self.out: TextIO = sys.stdout
+        self.conn: Connection | None = None
+
+    def say(self, text: str) -> None:
+        print(text, file=self.err, flush=True)
+
+    def run(self) -> int:
+        try:
+            self.conn = self.runner.run(self._connect())
+            return self._run_connected()
+        except ConnectError as e:
+            self.say(f"gputui verify: {e}")
+            return EXIT_USAGE
+        except v.VerifyError as e:
+            self.say(f"gputui verify: {e}")
+            return EXIT_USAGE
+        except KeyboardInterrupt:
+            self.say("gputui verify: interrupted before any pod was created")
+            return EXIT_INTERRUPTED
+        finally:
+            if self.conn is not None:
+                self.runner.run(self.conn.close())
+
+    async def _connect(self) -> Connection:
+        conn = await connect(self.args.kubeconfig, self.args.context)
+        try:
+            await check(conn)
+        except ConnectError:
+            await conn.close()
+            raise
+        return conn
+
+    def _run_connected(self) -> int:
+        assert self.conn is not None
+        namespace = self.args.namespace or self.conn.namespace
+        leftovers = self.runner.run(self._leftovers(namespace))
+        plans = self.runner.run(self._plans(namespace))
+        if not plans:
+            raise UsageError("no GPU nodes to verify")
+        if not self.args.yes and not self._confirm(plans):
+            self.say("gputui verify: nothing created")
+            return EXIT_USAGE
+        verdicts, interrupted = self.runner.run(self._execute(plans))
+        if interrupted:
+            left = [vd.leftover for vd in verdicts if vd.leftover]
+            if left:
+                self.say(f"gputui verify: interrupted; could not confirm deletion of: {', '.join(left)}")
+            else:
+                self.say("gputui verify: interrupted; every verification pod was deleted")
+            return EXIT_INTERRUPTED
+        self._print_verdicts(verdicts, leftovers)
+        if any(vd.code in v.CHECK_NOT_MADE for vd in verdicts):
+            return EXIT_USAGE
+        return EXIT_OK if all(vd.passed for vd in verdicts) else EXIT_FAILED
+
+    # -- before creating anything -------------------------------------------
+
+    async def _leftovers(self, namespace: str) -> list[v.Leftover]:
+        assert self.conn is not None
+        try:
+            found = await v.find_leftovers(self.conn.api, namespace)
+        except (v.ApiError, OSError) as e:
+            self.say(f"gputui verify: could not look for leftover verification pods: {clean(str(e))}")
+            return []
+        if not found:
+            return []
+        self.say(f"Found {len(found)} verification pod(s) left over from an earlier run:")
+        now = time.time()
+        for lo in found:
+            created = parse_time(lo.created)
+            age = f"{_age(now - created)} old" if created else "age unknown"
+            self.say(f"  {clean(lo.namespace)}/{clean(lo.name)}  node {clean(lo.node) or '?'}  {clean(lo.status)}  {age}")
+        if self.args.clean_leftovers or (self.interactive and _ask("Delete them now? [y/N] ")):
+            not_gone = await v.delete_leftovers(self.conn.api, found, self.options.delete_timeout)
+            for lo in not_gone:
+                self.say(f"  could not confirm deletion of {clean(lo.namespace)}/{clean(lo.name)}")
+            self.say(f"Deleted {len(found) - len(not_gone)} leftover pod(s).")
+            return not_gone
+        self.say("  (delete them with --clean-leftovers)")
+        return found
+
+    async def _plans(self, namespace: str) -> list[v.Plan]:
+        assert self.conn is not None
+        names = self.args.nodes or await v.gpu_node_names(self.conn.api)
+        # Unknown nodes are a usage error, found before anything is created.
+        return list(await asyncio.gather(*(v.plan_verification(self.conn.api, n, self.options, namespace) for n in dict.fromkeys(names))))
+
+    def _confirm(self, plans: Sequence[v.Plan]) -> bool:
+        self.say(f"gputui verify will create {len(plans)} pod(s) and delete each when done:")
+        self.say("")
+        self.say(plans[0].to_yaml().rstrip())
+        if len(plans) > 1:
+            self.say("")
+            self.say("and the same on:")
+            for plan in plans[1:]:
+                self.say(f"  {plan.node}: {plan.namespace}/{plan.name} asking for {plan.count} {plan.resource}")
+        self.say("")
+        return _ask("Create? [y/N] ")
+
+    # -- running -------------------------------------------------------------
+
+    async def _execute(self, plans: Sequence[v.Plan]) -> tuple[list[v.Verdict], bool]:
+        """Run every plan; the first SIGINT/SIGTERM cancels them (their pods get deleted), later ones only remind."""
+        assert self.conn is not None
+        finals: dict[str, v.Verdict] = {}
+        show_logs = len(plans) == 1 and self.args.output == "text"
+
+        def on_update(update: v.Update) -> None:
+            if update.verdict is not None:
+                finals[update.node] = update.verdict
+            self._print_update(update, show_logs)
+
+        work = asyncio.ensure_future(v.run_plans(self.conn.api, plans, self.options, on_update, self.args.concurrency))
+        interrupted = False
+
+        def on_signal() -> None:
+            nonlocal interrupted
+            if not interrupted:
+                interrupted = True
+                self.say("gputui verify: interrupted: deleting the verification pods...")
+                work.cancel()
+            else:
+                self.say("gputui verify: still deleting the verification pods, please wait")
+
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, on_signal)
+        try:
+            verdicts = await work
+        except asyncio.CancelledError:
+            if not interrupted:
+                raise
+            verdicts = list(finals.values())
+        finally:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
+        return verdicts, interrupted
+
+    def _print_update(self, update: v.Update, show_logs: bool) -> None:
+        head = f"{clean(update.node)} {update.elapsed:6.1f}s"
+        if update.stage == v.CREATING:
+            self.say(f"{head}  creating pod {clean(update.pod or '')}")
+        elif update.stage == v.DELETING:
+            self.say(f"{head}  deleting pod {clean(update.pod or '')}")
+        elif update.stage == v.DONE and update.verdict is not None:
+            vd = update.verdict
+            fate = f"could not confirm deletion of {vd.leftover}" if vd.leftover else "pod deleted"
+            self.say(f"{head}  {fate}")
+        for event in update.events:
+            self.say(f"{head}  {clean(event.type)} {clean(event.reason)}: {clean(event.message)}")
+        if show_logs:
+            for line in update.log_lines:
+                self.say(f"{head}  | {log_line(line)}")
+
+    def _print_verdicts(self, verdicts: Sequence[v.Verdict], leftovers: Sequence[v.Leftover]) -> None:
+        if self.args.output == "json":
+            doc = {
+                "verdicts": [vd.to_json() for vd in verdicts],
+                "passed": sum(vd.passed for vd in verdicts),
+                "failed": sum(not vd.passed for vd in verdicts),
+                "leftovers_from_earlier_runs": [f"{lo.namespace}/{lo.name}" for lo in leftovers],
+            }
+            print(json.dumps(doc, indent=2), file=self.out)
+            return
+        width = max(len("NODE"), *(len(clean(vd.node)) for vd in verdicts))
+        print(f"{'NODE':<{width}}  RESULT  {'RESOURCE':<24}  {'TIME':>6}  DETAIL", file=self.out)
+        for vd in verdicts:
+            resource = f"{vd.resource} x{vd.count}" if vd.resource else "-"
+            result = "PASS" if vd.passed else "FAIL"
+            print(f"{clean(vd.node):<{width}}  {result:<6}  {resource:<24}  {vd.elapsed:5.1f}s  {clean(vd.reason, 2000)}", file=self.out)
+
+
+def _ask(prompt: str) -> bool:
+    """A yes/no question on the terminal (stderr, so stdout keeps only verdicts)."""
+    print(prompt, end="", file=sys.stderr, flush=True)
+    return sys.stdin.readline().strip().lower() in ("y", "yes")
+
+
+def _age(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"

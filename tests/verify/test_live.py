@@ -1,0 +1,220 @@
+"""The verification pod against the simulated cluster: its scheduler, kubelets and node faults."""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import sys
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from gputui.kube import verify as v
+from gputui.kube.config import connect
+from gputui.sim.cluster import SimCluster
+
+sys.path.insert(0, str(Path(__file__).parent))
+import cluster  # noqa: E402
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+FAST = v.VerifyOptions(timeout=20, delete_timeout=10)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def sim():
+    async with SimCluster(cluster.objects(), speed=20, faults=True) as s:
+        yield s
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def api(sim):
+    conn = await connect(str(sim.kubeconfig_path))
+    yield conn.api
+    await conn.close()
+
+
+def verification_pods(sim) -> list[str]:
+    return [p["metadata"]["name"] for p in sim.store.objects("pods") if (p["metadata"].get("labels") or {}).get(v.MANAGED_BY_LABEL) == "gputui"]
+
+
+@pytest.fixture(autouse=True)
+def nothing_left_behind(sim):
+    yield
+    sim.faults.clear()
+    assert verification_pods(sim) == []
+
+
+async def verify(api, node, options=FAST, updates=None):
+    return await v.verify_node(api, node, options, "default", (updates.append if updates is not None else None))
+
+
+async def test_pass_on_a_free_gpu(api, sim):
+    updates: list[v.Update] = []
+    verdict = await verify(api, "gpu-ok", updates=updates)
+    assert verdict.passed, verdict.reason
+    assert (verdict.code, verdict.resource, verdict.count) == (v.PASS, "nvidia.com/gpu", 1)
+    assert verdict.report.models == ["NVIDIA H100 80GB HBM3"]
+    assert (verdict.report.driver, verdict.report.cuda) == ("550.54.15", "12.4")
+    assert verdict.mismatches == ()
+    assert verdict.deleted and verdict.leftover is None
+    assert "1 x NVIDIA H100 80GB HBM3, driver 550.54.15, CUDA 12.4" in verdict.reason
+    # what a live view gets: stages in order, the events, the log, a final verdict
+    stages = [u.stage for u in updates]
+    assert stages[0] == v.CREATING and stages[-1] == v.DONE
+    assert stages.index(v.WAITING) < stages.index(v.DELETING)
+    reasons = [e.reason for u in updates for e in u.events]
+    assert "Scheduled" in reasons
+    assert any("NVIDIA-SMI" in line for u in updates for line in u.log_lines)
+    assert updates[-1].verdict == verdict
+    assert all(u.pod == verdict.pod for u in updates)
+    assert updates[-1].elapsed >= updates[0].elapsed
+
+
+async def test_mig_node_gets_the_smallest_slice(api):
+    verdict = await verify(api, "gpu-mig")
+    assert verdict.passed, verdict.reason
+    assert verdict.resource == "nvidia.com/mig-1g.10gb"
+    assert len(verdict.report.migs) == 1
+    assert verdict.mismatches == ()
+
+
+async def test_shared_gpu_node(api):
+    verdict = await verify(api, "gpu-shared")
+    assert verdict.passed, verdict.reason
+    assert verdict.resource == "nvidia.com/gpu.shared"
+    assert verdict.report.models == ["Tesla T4"]
+
+
+async def test_user_chosen_resource(api):
+    verdict = await verify(api, "gpu-mig", v.VerifyOptions(resource="nvidia.com/mig-3g.40gb", timeout=20))
+    assert verdict.passed, verdict.reason
+    assert verdict.resource == "nvidia.com/mig-3g.40gb"
+
+
+@pytest.mark.parametrize(
+    ("node", "words"),
+    [
+        ("gpu-full", "Insufficient nvidia.com/gpu"),
+        ("gpu-cordoned", "node(s) were unschedulable"),
+        ("cpu-only", "Insufficient nvidia.com/gpu"),
+    ],
+)
+async def test_unschedulable_in_the_schedulers_words(api, node, words):
+    verdict = await verify(api, node)
+    assert verdict.code == v.UNSCHEDULABLE, verdict.reason
+    assert verdict.reason.startswith("unschedulable: 0/")
+    assert words in verdict.reason
+    assert verdict.deleted
+
+
+@pytest.mark.parametrize(
+    ("node", "code", "words"),
+    [
+        ("gpu-driver-broken", v.NVIDIA_SMI, "couldn't communicate with the NVIDIA driver"),
+        ("gpu-image-pull", v.IMAGE_PULL, "image pull failed"),
+        ("gpu-runtime-hook", v.RUNTIME, "nvidia-container-cli"),
+    ],
+)
+async def test_node_faults_are_classified(api, node, code, words):
+    verdict = await verify(api, node)
+    assert (verdict.code, verdict.passed) == (code, False), verdict.reason
+    assert words in verdict.reason
+    assert verdict.deleted
+
+
+async def test_timeout(api):
+    verdict = await verify(api, "gpu-ok", v.VerifyOptions(timeout=0.01))
+    assert verdict.code == v.TIMEOUT
+    assert verdict.reason.startswith("timed out after 0.01 s while ")
+    assert verdict.deleted
+
+
+async def test_forbidden_create_names_the_permission(api, sim):
+    sim.faults.fail("pods", 403)
+    verdict = await verify(api, "gpu-ok")
+    assert verdict.code == v.FORBIDDEN
+    assert "create pods in namespace default" in verdict.reason
+    assert verdict.deleted
+
+
+async def test_read_only_creates_nothing(api, sim):
+    before = sim.store.resource_version
+    with pytest.raises(v.ReadOnlyError):
+        await verify(api, "gpu-ok", v.VerifyOptions(read_only=True))
+    plan = await v.plan_verification(api, "gpu-ok", FAST, "default")
+    with pytest.raises(v.ReadOnlyError):
+        await v.run_plan(api, plan, v.VerifyOptions(read_only=True))
+    with pytest.raises(v.ReadOnlyError):
+        await v.run_plans(api, [plan], v.VerifyOptions(read_only=True))
+    assert sim.store.resource_version == before  # not one write
+
+
+async def test_unknown_node(api):
+    with pytest.raises(v.VerifyError, match="node 'no-such-node' not found"):
+        await verify(api, "no-such-node")
+
+
+async def test_cancellation_at_random_points_leaves_nothing(api, sim):
+    rng = random.Random(5)
+    nodes = ["gpu-ok", "gpu-mig", "gpu-full", "gpu-image-pull", "gpu-driver-broken"]
+    cancelled = 0
+    for _ in range(30):
+        last: list[v.Update] = []
+        task = asyncio.create_task(verify(api, rng.choice(nodes), updates=last))
+        await asyncio.sleep(rng.uniform(0, 0.15))
+        cancelled += task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        assert verification_pods(sim) == []
+        if last and last[-1].stage == v.DONE:
+            assert last[-1].verdict.deleted
+    assert cancelled >= 15  # most runs were still going when cancelled
+
+
+async def test_leaving_the_update_stream_early_deletes_the_pod(api, sim):
+    plan = await v.plan_verification(api, "gpu-ok", FAST, "default")
+    async with contextlib.aclosing(v.updates(api, plan, FAST)) as stream:
+        async for update in stream:
+            if update.stage == v.WAITING:
+                assert verification_pods(sim) == [plan.name]
+                break
+    assert verification_pods(sim) == []
+
+
+async def test_several_nodes_with_bounded_concurrency(api):
+    nodes = ["gpu-ok", "gpu-mig", "gpu-shared", "gpu-full", "gpu-driver-broken"]
+    plans = [await v.plan_verification(api, n, FAST, "default") for n in nodes]
+    running, peak = set(), 0
+
+    def track(update: v.Update) -> None:
+        nonlocal peak
+        running.add(update.node) if update.stage != v.DONE else running.discard(update.node)
+        peak = max(peak, len(running))
+
+    verdicts = await v.run_plans(api, plans, FAST, track, concurrency=2)
+    assert [vd.node for vd in verdicts] == nodes
+    assert [vd.passed for vd in verdicts] == [True, True, True, False, False]
+    assert peak == 2
+
+
+async def test_leftovers_are_found_and_deleted(api, sim):
+    options = v.VerifyOptions()
+    for node in ("gpu-ok", "gpu-shared"):  # what a killed run leaves: the pod, and nobody to delete it
+        sim.store.create("pods", v.build_pod(node, "default", "nvidia.com/gpu", options))
+    found = await v.find_leftovers(api, "default")
+    assert sorted(lo.node for lo in found) == ["gpu-ok", "gpu-shared"]
+    assert all(lo.name.startswith(f"gputui-verify-{lo.node}-") for lo in found)
+    assert await v.delete_leftovers(api, found, confirm_timeout=10) == []
+    assert await v.find_leftovers(api) == []
+
+
+async def test_unconfirmed_deletion_is_reported(api, sim):
+    # A pod bound to a node whose kubelet is gone stays Terminating: the deletion cannot be confirmed.
+    stuck = v.build_pod("gpu-ok", "default", "nvidia.com/gpu", v.VerifyOptions())
+    stuck["spec"]["nodeName"] = "gpu-gone"
+    sim.store.create("pods", stuck)
+    try:
+        assert await v.delete_pod(api, "default", stuck["metadata"]["name"], confirm_timeout=0.3) is False
+        assert [lo.status for lo in await v.find_leftovers(api)] == ["Terminating"]
+    finally:
+        sim.store.delete("pods", "default", stuck["metadata"]["name"])
