@@ -81,9 +81,8 @@ class LogBook:
 
     async def follow(self, ns: str, pod: str, container: str, *, tail: int | None = None) -> AsyncIterator[bytes]:
         """Yield the last `tail` lines, then new ones, until the instance ends or the pod is forgotten."""
-        inst = self._current_or_none(ns, pod, container)
-        if inst is None:
-            return
+        # A running container that has not logged yet still has a current instance to wait on.
+        inst = self._current_or_none(ns, pod, container) or self._current(ns, pod, container)
         lines = list(inst.lines)
         if tail is not None:
             lines = lines[-tail:] if tail > 0 else []
