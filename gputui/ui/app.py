@@ -1,0 +1,523 @@
+"""GpuTuiApp: the live screen. It owns the cluster model and the plugin-log stream.
+
+Data flows one way: watch event -> model -> Change (counted, not rendered) ->
+one coalesced refresh at most every REFRESH_INTERVAL -> keyed table deltas.
+Widgets never call the API.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+from typing import Awaitable, Callable
+
+from rich.text import Text
+from textual import on, work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.widgets import DataTable, Footer, Input
+
+from gputui.kube import gpu
+from gputui.kube.config import Connection, ConnectError, check
+from gputui.kube.model import PODS, STATE, Change, ClusterModel
+
+from . import render
+from .commands import GpuCommands
+from .panes import node_columns, node_row, pod_columns, pod_row
+from .sanitize import clean
+from .screens import HelpScreen, NodeDetails, NodeDetailsScreen, TextScreen
+from .table import KeyedTable
+from .widgets import ClusterHeader, FilterBar, NodesPane, PluginLog, PluginPane, PodsPane
+
+REFRESH_INTERVAL = 0.1  # at most ten refreshes a second, however fast events come
+AGE_INTERVAL = 5.0  # ages tick on their own; a cell is redrawn only when its text changes
+NARROW_WIDTH = 100
+PLUGIN_LOG_TAIL = 50
+
+Connector = Callable[[str | None], Awaitable[Connection]]
+LogStreamer = Callable[..., object]  # gputui.kube.logs.stream_logs
+
+
+def stylesheet() -> Path:
+    """styles/gputui.tcss from a source checkout, or gputui/styles/ in an installed wheel."""
+    package = Path(__file__).resolve().parent.parent
+    for candidate in (package / "styles" / "gputui.tcss", package.parent / "styles" / "gputui.tcss"):
+        if candidate.is_file():
+            return candidate
+    raise FileNotFoundError("gputui's stylesheet (styles/gputui.tcss) is missing from this installation")
+
+
+class GpuTuiApp(App[None]):
+    CSS_PATH = str(stylesheet())
+    TITLE = "gputui"
+    COMMANDS = App.COMMANDS | {GpuCommands}
+    BINDINGS = [
+        Binding("q", "quit", "Quit"),
+        Binding("question_mark", "help", "Help"),
+        Binding("slash", "filter", "Filter"),
+        Binding("a", "toggle_all_pods", "All/node pods"),
+        Binding("l", "logs_full", "Logs"),
+        Binding("escape", "back", "Back", show=False),
+        Binding("ctrl+p", "command_palette", "Palette", show=False),
+    ]
+
+    def __init__(
+        self,
+        connector: Connector,
+        *,
+        context: str | None = None,
+        contexts: Callable[[], list[str]] = lambda: [],
+        resources: gpu.GpuResources = gpu.GpuResources(),
+        clock: Callable[[], float] = time.time,
+        model_options: dict | None = None,
+    ) -> None:
+        super().__init__()
+        self.connector = connector
+        self.context = context
+        self.list_contexts = contexts
+        self.resources = resources
+        self.clock = clock
+        self.model_options = model_options or {}
+        self.conn: Connection | None = None
+        self.model: ClusterModel | None = None
+        self.server_version = ""
+        self.namespace: str | None = None  # None: all namespaces
+        self.selected_node: str | None = None
+        self.pods_all_nodes = True
+        self._unsubscribe: Callable[[], None] | None = None
+        self._flush_timer = None
+        self._changes = 0
+        self.refreshes = 0  # coalesced refreshes done (tests and the benchmark read it)
+        self._node_cells: dict[str, tuple[object, tuple]] = {}
+        self._pod_cells: dict[tuple[str, str], tuple[object, tuple, tuple]] = {}
+        self._plugin_identity: tuple[str, str, int] | None = None
+        self._plugin_changed = asyncio.Event()
+        self._plugin_info: Text | None = None
+        self._filter_target: KeyedTable | None = None
+        self._narrow: bool | None = None
+
+    # -- layout ------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield ClusterHeader(id="header")
+        yield NodesPane("Nodes", id="nodes")
+        yield PodsPane("GPU pods", id="pods")
+        yield PluginPane("Device plugin", id="plugin")
+        yield FilterBar(placeholder="filter (enter keeps, esc clears)", id="filter")
+        yield Footer()
+
+    @property
+    def nodes_table(self) -> KeyedTable:
+        return self.query_one("#nodes-table", KeyedTable)
+
+    @property
+    def pods_table(self) -> KeyedTable:
+        return self.query_one("#pods-table", KeyedTable)
+
+    @property
+    def plugin_log(self) -> PluginLog:
+        return self.query_one("#plugin-log", PluginLog)
+
+    def on_mount(self) -> None:
+        self.nodes_table.focus()
+        self._apply_layout(self.size.width)
+        self.query_one("#header", ClusterHeader).update(Text("connecting…", style="dim"))
+        self.set_interval(AGE_INTERVAL, self._refresh_views)
+        self._connect()
+
+    def on_resize(self, event) -> None:  # noqa: ANN001
+        self._apply_layout(event.size.width)
+        self._refresh_header()
+
+    def _apply_layout(self, width: int) -> None:
+        narrow = width < NARROW_WIDTH
+        if narrow == self._narrow:
+            return
+        self._narrow = narrow
+        self.screen.set_class(narrow, "-narrow")
+        self.nodes_table.set_columns(node_columns(narrow))
+        self.pods_table.set_columns(pod_columns(narrow))
+        self._node_cells.clear()
+        self._pod_cells.clear()
+        self._refresh_views()
+
+    # -- connecting and the change feed -------------------------------------------------
+    @work(exclusive=True, group="connect")
+    async def _connect(self) -> None:
+        await self._disconnect()
+        try:
+            self.conn = await self.connector(self.context)
+        except ConnectError as error:
+            self.exit(return_code=2, message=str(error))
+            return
+        self.context = self.conn.context
+        self.model = ClusterModel(self.conn.api, resources=self.resources, **self.model_options)
+        self._unsubscribe = self.model.subscribe(self._on_change)
+        await self.model.start()
+        self._refresh_views()
+        self._ask_version(self.conn)
+
+    @work(exclusive=True, group="version")
+    async def _ask_version(self, conn: Connection) -> None:
+        try:
+            self.server_version = await check(conn)
+        except ConnectError as error:
+            self.server_version = ""
+            self.notify(clean(str(error)), severity="warning", markup=False)
+        self._refresh_views()
+
+    async def _disconnect(self) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        if self.model is not None:
+            await self.model.stop()
+            self.model = None
+        if self.conn is not None:
+            await self.conn.close()
+            self.conn = None
+
+    def _on_change(self, change: Change) -> None:
+        """Called by the model once per applied event: count it, refresh later."""
+        self._changes += 1
+        if self._flush_timer is None:
+            self._flush_timer = self.set_timer(REFRESH_INTERVAL, self._flush)
+
+    def _flush(self) -> None:
+        self._flush_timer = None
+        self._refresh_views()
+
+    async def action_quit(self) -> None:
+        await self._disconnect()
+        self.exit()
+
+    async def on_unmount(self) -> None:
+        await self._disconnect()
+
+    # -- rendering ---------------------------------------------------------------------
+    def _refresh_views(self) -> None:
+        self.refreshes += 1
+        model = self.model
+        now = self.clock()
+        with self.batch_update():
+            self._refresh_header()
+            if model is None:
+                return
+            summaries = model.node_summaries()
+            self._refresh_nodes(summaries)
+            self._refresh_pods(model, now)
+            self._refresh_plugin(model, now)
+            if isinstance(self.screen, NodeDetailsScreen):
+                self.screen.refresh_from_model()
+
+    def _refresh_header(self) -> None:
+        header = self.query_one("#header", ClusterHeader)
+        line = Text(end="")
+        line.append("gputui", style="bold")
+        line.append("  context ", style="dim")
+        line.append_text(render.text(self.context or "in-cluster", limit=60))
+        if self.server_version:
+            line.append("  server ", style="dim")
+            line.append_text(render.text(self.server_version, limit=30))
+        if self.namespace:
+            line.append("  namespace ", style="dim")
+            line.append_text(render.text(self.namespace, limit=63))
+        model = self.model
+        if model is not None:
+            states = model.states
+            line.append("  watches ", style="dim")
+            if all(s.phase == "live" for s in states.values()):
+                line.append("live", style=render.OK_STYLE)
+            else:
+                parts = []
+                for kind, state in states.items():
+                    style = render.OK_STYLE if state.phase == "live" else (render.WARN_STYLE if state.phase == "syncing" else render.BAD_STYLE)
+                    parts.append(Text(f"{kind} ", end="") + render.text(state.describe(), style=style, limit=80))
+                line.append_text(render.joined(parts))
+            totals = render.pack(render.totals_parts(model.totals()), max(20, self.size.width - 2))
+        else:
+            totals = [Text("connecting…", style="dim")]
+        content = Text("\n", end="").join([line, *totals[:2]])
+        if content != header.shown:
+            header.shown = content
+            header.update(content)
+
+    def _refresh_nodes(self, summaries: list[gpu.NodeSummary]) -> None:
+        narrow = bool(self._narrow)
+        cache = self._node_cells
+        rows = []
+        for summary in summaries:
+            cached = cache.get(summary.name)
+            if cached is not None and cached[0] is summary:
+                cells = cached[1]
+            else:
+                cells = node_row(summary, narrow)
+                cache[summary.name] = (summary, cells)
+            rows.append((summary.name, cells))
+        if len(cache) > len(rows):
+            names = {name for name, _ in rows}
+            for name in [n for n in cache if n not in names]:
+                del cache[name]
+        self.nodes_table.show(rows)
+        pane = self.query_one("#nodes", NodesPane)
+        pane.set_status(self._pane_status("nodes", self.nodes_table))
+
+    def _refresh_pods(self, model: ClusterModel, now: float) -> None:
+        node = None if self.pods_all_nodes else self.selected_node
+        pods = model.gpu_pods(node=node, namespace=self.namespace) if (node or self.pods_all_nodes) else []
+        narrow = bool(self._narrow)
+        cache = self._pod_cells
+        rows = []
+        for entry in pods:
+            pod = entry.pod
+            age_text = render.age(pod.created, now)
+            cached = cache.get(pod.key)
+            if cached is not None and cached[0] is pod and cached[1] == (entry.reason, age_text):
+                cells = cached[2]
+            else:
+                cells = pod_row(entry, age_text, narrow)
+                cache[pod.key] = (pod, (entry.reason, age_text), cells)
+            rows.append((f"{pod.namespace}/{pod.name}", cells))
+        if len(cache) > 2 * len(rows) + 100:
+            keep = {entry.pod.key for entry in pods}
+            for key in [k for k in cache if k not in keep]:
+                del cache[key]
+        self.pods_table.show(rows)
+        where = "all nodes" if self.pods_all_nodes else f"node {clean(self.selected_node or '-', 60)}"
+        title = f"GPU pods · {where}"
+        if self.namespace:
+            title += f" · ns {clean(self.namespace, 63)}"
+        pane = self.query_one("#pods", PodsPane)
+        pane.border_title = title
+        pane.set_status(self._pane_status(PODS, self.pods_table))
+
+    def _pane_status(self, kind: str, table: KeyedTable) -> str:
+        parts = []
+        if self.model is not None:
+            state = self.model.states.get(kind)
+            if state is not None and state.phase != "live":
+                parts.append(state.describe())
+        if table.filter_text:
+            parts.append(f"filter: {clean(table.filter_text, 40)}")
+        return " · ".join(parts)
+
+    def _refresh_plugin(self, model: ClusterModel, now: float) -> None:
+        pane = self.query_one("#plugin", PluginPane)
+        info = self.query_one("#plugin-info")
+        node = self.selected_node
+        pod = model.plugin_pod(node) if node else None
+        identity = (pod.uid, pod.name, pod.restarts) if pod else None
+        if identity != self._plugin_identity:
+            self._plugin_identity = identity
+            self._plugin_changed.set()
+        pane.border_title = f"Device plugin · {clean(node, 60)}" if node else "Device plugin"
+        if pod is None:
+            known = model.pods_known
+            message = "no device-plugin pod on this node" if known else model.states[PODS].describe() if PODS in model.states else "pods are not watched"
+            info.update(Text(message if node else "no node selected", style="dim"))
+            pane.set_status("")
+            return
+        line = render.pod_name(pod)
+        line.append("  ")
+        ready = gpu.pod_is_ready(pod)
+        line.append("ready" if ready else "not ready", style=render.OK_STYLE if ready else render.BAD_STYLE)
+        line.append(f"  restarts {pod.restarts}", style=render.BAD_STYLE if gpu.crash_looping(pod) else "")
+        line.append(f"  age {render.age(pod.created, now)}", style="dim")
+        container = gpu.plugin_container(pod)
+        if container and len(pod.containers) > 1:
+            line.append("  container ", style="dim")
+            line.append_text(render.text(container, limit=60))
+        info.update(line)
+        pane.set_status(render.clean(pod.status, 40) if not ready else "")
+        if self._plugin_info != line:
+            self._plugin_info = line
+            info.update(line)
+
+    # -- the device-plugin log stream -------------------------------------------------------
+    @work(exclusive=True, group="plugin-log")
+    async def _follow_plugin_logs(self, node: str) -> None:
+        """Stream the node's plugin logs: last lines, then follow; onto the next instance
+        when the container restarts or the pod is replaced. Cancelled when the node changes."""
+        log = self.plugin_log
+        log.clear()
+        streamed: tuple[str, str, int] | None = None
+        while True:
+            model = self.model
+            pod = model.plugin_pod(node) if model is not None else None
+            if pod is None:
+                streamed = None
+                await self._wait_plugin_change(timeout=None)
+                continue
+            identity = (pod.uid, pod.name, pod.restarts)
+            if streamed is not None:
+                if identity == streamed:
+                    await self._wait_plugin_change(timeout=5.0)
+                    continue
+                what = "container restarted" if identity[0] == streamed[0] else "new plugin pod"
+                log.add_note(f"{what}: {clean(pod.name, 80)}, restarts {pod.restarts}")
+            container = gpu.plugin_container(pod)
+            streamed = identity
+            try:
+                await self._stream_into(log, pod.namespace, pod.name, container)
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:  # noqa: BLE001  (shown in place; the rest of the app goes on)
+                log.add_note(f"log stream failed: {clean(str(error), 200)}")
+                await self._wait_plugin_change(timeout=5.0)
+
+    async def _stream_into(self, log: PluginLog, namespace: str, pod: str, container: str | None) -> None:
+        from gputui.kube.logs import stream_logs  # noqa: PLC0415
+
+        assert self.conn is not None
+        pending: list[bytes] = []
+        flush_at = 0.0
+        async for line in stream_logs(self.conn.api, namespace, pod, container, tail=PLUGIN_LOG_TAIL, follow=True):
+            pending.append(line)
+            now = time.monotonic()
+            # A burst of lines becomes one write, at most ten a second.
+            if now >= flush_at:
+                log.add_lines(pending)
+                pending.clear()
+                flush_at = now + REFRESH_INTERVAL
+        if pending:
+            log.add_lines(pending)
+
+    async def _wait_plugin_change(self, timeout: float | None) -> None:
+        self._plugin_changed.clear()
+        try:
+            await asyncio.wait_for(self._plugin_changed.wait(), timeout)
+        except asyncio.TimeoutError:
+            pass
+
+    # -- selection and keys -------------------------------------------------------------------
+    @on(DataTable.RowHighlighted, "#nodes-table")
+    def _node_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        name = event.row_key.value
+        if name is None or name == self.selected_node:
+            return
+        first_selection = self.selected_node is None
+        self.selected_node = name
+        if not first_selection:
+            self.pods_all_nodes = False  # choosing a node narrows the pods to it
+        self._plugin_identity = None
+        self._plugin_info = None
+        self._follow_plugin_logs(name)
+        self._refresh_views()
+
+    @on(DataTable.RowSelected, "#nodes-table")
+    def _node_chosen(self, event: DataTable.RowSelected) -> None:
+        if event.row_key.value:
+            self.show_node(event.row_key.value)
+
+    @on(DataTable.RowSelected, "#pods-table")
+    def _pod_chosen(self, event: DataTable.RowSelected) -> None:
+        key = event.row_key.value or ""
+        namespace, _, name = key.partition("/")
+        model = self.model
+        pod = model.pod(namespace, name) if model else None
+        if pod is None:
+            return
+        entries = [e for e in model.gpu_pods(node=pod.node) if e.pod.key == pod.key] if pod.node else [
+            e for e in model.gpu_pods() if e.pod.key == pod.key
+        ]
+        body = Text(end="")
+        body.append_text(render.pod_name(pod))
+        body.append("\n")
+        body.append_text(render.pod_status(pod))
+        if entries and entries[0].reason:
+            body.append("\n\n")
+            body.append_text(render.text(entries[0].reason, limit=10_000))
+        for event_record in model.events_for("Pod", namespace, name)[:10]:
+            body.append("\n")
+            body.append_text(render.event_line(event_record, self.clock()))
+        self.push_screen(TextScreen("GPU pod", body))
+
+    def show_node(self, name: str) -> None:
+        self.push_screen(NodeDetailsScreen(name, self.node_details, self.clock))
+
+    def node_details(self, name: str) -> NodeDetails | None:
+        model = self.model
+        summary = model.summary(name) if model else None
+        if model is None or summary is None:
+            return None
+        pods = [(pod, self.resources.of(pod.requests)) for pod in model.pods_on_node(name) if not pod.finished]
+        return NodeDetails(summary, pods, model.events_for("Node", "", name)[:20])
+
+    def jump_to_node(self, name: str) -> None:
+        table = self.nodes_table
+        if name in table.shown_keys:
+            table.move_cursor(row=table.row_index(name))
+            table.focus()
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+    def action_toggle_all_pods(self) -> None:
+        self.pods_all_nodes = not self.pods_all_nodes
+        self._refresh_views()
+
+    def action_logs_full(self) -> None:
+        if self.screen.maximized is not None:
+            self.screen.minimize()
+        else:
+            self.screen.maximize(self.plugin_log)
+            self.plugin_log.focus()
+
+    def action_back(self) -> None:
+        bar = self.query_one(FilterBar)
+        if bar.has_class("-active"):
+            bar.value = ""  # esc in the filter clears it
+            self._close_filter()
+            return
+        if self.screen.maximized is not None:
+            self.screen.minimize()
+            return
+        focused = self.focused
+        if isinstance(focused, KeyedTable) and focused.filter_text:
+            focused.set_filter("")
+            self._refresh_views()
+
+    def toggle_pane(self, pane_id: str) -> None:
+        pane = self.query_one(f"#{pane_id}")
+        pane.set_class(not pane.has_class("-hidden"), "-hidden")
+
+    def set_namespace(self, namespace: str | None) -> None:
+        self.namespace = namespace
+        self._refresh_views()
+
+    def switch_context(self, context: str) -> None:
+        self.context = context
+        self.selected_node = None
+        self.server_version = ""
+        self._node_cells.clear()
+        self._pod_cells.clear()
+        self.nodes_table.show([])
+        self.pods_table.show([])
+        self.plugin_log.clear()
+        self._connect()
+
+    # -- filtering --------------------------------------------------------------------------
+    def action_filter(self) -> None:
+        focused = self.focused
+        table = focused if isinstance(focused, KeyedTable) else self.nodes_table
+        self._filter_target = table
+        bar = self.query_one(FilterBar)
+        bar.value = table.filter_text
+        bar.add_class("-active")
+        bar.focus()
+
+    @on(Input.Changed, "#filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        target = self._filter_target
+        if target is not None:
+            target.set_filter(event.value)
+            self._refresh_views()
+
+    @on(Input.Submitted, "#filter")
+    def _filter_kept(self) -> None:
+        self._close_filter()
+
+    def _close_filter(self) -> None:
+        bar = self.query_one(FilterBar)
+        bar.remove_class("-active")
+        (self._filter_target or self.nodes_table).focus()

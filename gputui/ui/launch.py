@@ -1,0 +1,81 @@
+"""`gputui` with no subcommand: open the app on a kubeconfig context, or on the demo cluster.
+
+Kept free of Textual at import time: the CLI reads the flags from here, and
+only `run` loads the UI.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from gputui.kube.config import add_connection_args
+
+
+def add_app_args(parser: argparse.ArgumentParser) -> None:
+    add_connection_args(parser)
+    parser.add_argument(
+        "--demo",
+        action="store_true",
+        help="start the simulated demo cluster on loopback and open the app on it",
+    )
+    parser.add_argument(
+        "--resource",
+        metavar="NAME",
+        action="append",
+        default=[],
+        help="also count this extended resource as a GPU (e.g. amd.com/gpu); repeatable",
+    )
+
+
+def kubeconfig_contexts(kubeconfig: str | None) -> list[str]:
+    """Context names for the palette; empty when the kubeconfig cannot be read (the app says why elsewhere)."""
+    from kubernetes_asyncio.config.kube_config import list_kube_config_contexts  # noqa: PLC0415
+
+    path = kubeconfig or os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
+    try:
+        contexts, _ = list_kube_config_contexts(path)
+    except Exception:  # noqa: BLE001  (a palette entry is not worth an error)
+        return []
+    return [c["name"] for c in contexts if isinstance(c, dict) and isinstance(c.get("name"), str)]
+
+
+def run(args: argparse.Namespace) -> int:
+    demo = None
+    kubeconfig = args.kubeconfig
+    context = args.context
+    if args.demo:
+        from .demo import BackgroundCluster  # noqa: PLC0415
+
+        demo = BackgroundCluster(scenario="demo")
+        try:
+            kubeconfig = str(demo.start())
+        except RuntimeError as error:
+            print(f"gputui: {error}", file=sys.stderr)
+            return 2
+        context = None
+    try:
+        return _run_app(kubeconfig, context, args.resource)
+    finally:
+        if demo is not None:
+            demo.stop()
+
+
+def _run_app(kubeconfig: str | None, context: str | None, extra_resources: list[str]) -> int:
+    from gputui.kube.config import connect  # noqa: PLC0415
+    from gputui.kube.gpu import GpuResources  # noqa: PLC0415
+
+    from .app import GpuTuiApp  # noqa: PLC0415
+
+    async def connector(chosen: str | None) -> Any:
+        return await connect(kubeconfig, chosen)
+
+    app = GpuTuiApp(
+        connector,
+        context=context,
+        contexts=lambda: kubeconfig_contexts(kubeconfig),
+        resources=GpuResources(frozenset(extra_resources)),
+    )
+    app.run()
+    return app.return_code or 0

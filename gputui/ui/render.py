@@ -1,0 +1,250 @@
+"""Pure renderers: model records in, rich `Text` cells out.
+
+No widget, no I/O, no markup: every string from the cluster goes through
+`sanitize.clean` into a `Text`, so brackets in a pod name stay brackets.
+Colour always comes with words or symbols, so NO_COLOR still tells.
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+from rich.text import Text
+
+from gputui.kube.gpu import GPU, GpuPod, NodeSummary, Problem, Usage
+from gputui.kube.records import Event, Node, Pod
+
+from .sanitize import clean
+
+OK_STYLE = "green"
+WARN_STYLE = "yellow"
+BAD_STYLE = "bold red"
+DIM_STYLE = "dim"
+
+_BAR_BLOCKS = " ▏▎▍▌▋▊▉█"
+
+# Verdicts by how bad they are; words shown in the Nodes pane.
+_VERDICT_WORDS = {
+    "plugin-not-registered": ("plugin not registered", BAD_STYLE),
+    "plugin-not-running": ("plugin not running", BAD_STYLE),
+    "unhealthy-gpus": ("unhealthy GPUs", BAD_STYLE),
+    "overcommitted": ("overcommitted", BAD_STYLE),
+    "not-ready": ("not ready", BAD_STYLE),
+    "cordoned": ("cordoned", WARN_STYLE),
+}
+
+
+def text(value: str | None, style: str = "", limit: int = 512) -> Text:
+    """Untrusted cluster text as a literal Text."""
+    return Text(clean(value or "", limit), style=style, end="")
+
+
+def short_resource(name: str) -> str:
+    """`nvidia.com/mig-1g.10gb` -> `mig-1g.10gb`; other vendors keep their domain."""
+    return name.removeprefix("nvidia.com/")
+
+
+def age(created: float | None, now: float) -> str:
+    """Compact age in the spirit of kubectl's: 45s, 3m, 5h, 12d, 2y."""
+    if created is None:
+        return "-"
+    seconds = max(0, int(now - created))
+    if seconds < 120:
+        return f"{seconds}s"
+    minutes = seconds // 60
+    if minutes < 10:
+        return _two(minutes, "m", seconds % 60, "s")
+    if minutes < 180:
+        return f"{minutes}m"
+    hours = minutes // 60
+    if hours < 8:
+        return _two(hours, "h", minutes % 60, "m")
+    if hours < 48:
+        return f"{hours}h"
+    days = hours // 24
+    if days < 8:
+        return _two(days, "d", hours % 24, "h")
+    if days < 730:
+        return f"{days}d"
+    return f"{days // 365}y"
+
+
+def _two(big: int, big_unit: str, small: int, small_unit: str) -> str:
+    return f"{big}{big_unit}{small}{small_unit}" if small else f"{big}{big_unit}"
+
+
+def bar(used: int, total: int, width: int = 6) -> Text:
+    """A usage bar in eighths of a cell: `▕███▍  ▏`; red when over, dim when empty."""
+    if total <= 0:
+        return Text("▕" + " " * width + "▏", style=DIM_STYLE, end="")
+    fraction = min(1.0, used / total)
+    eighths = round(fraction * width * 8)
+    if used > 0 and eighths == 0:
+        eighths = 1  # something is used: never look empty
+    full, part = divmod(eighths, 8)
+    body = "█" * full + (_BAR_BLOCKS[part] if part else "")
+    body = body.ljust(width)
+    style = BAD_STYLE if used > total else (WARN_STYLE if fraction >= 1.0 else OK_STYLE)
+    out = Text("▕", end="")
+    out.append(body, style=style)
+    out.append("▏")
+    return out
+
+
+def usage_cell(usage: Usage | None, bar_width: int = 6) -> Text:
+    """`3/8 ▕███   ▏`: allocated / allocatable, and capacity when some are unhealthy."""
+    if usage is None:
+        return Text("-", style=DIM_STYLE, end="")
+    out = Text(f"{usage.allocated}/{usage.allocatable}", end="")
+    if usage.capacity != usage.allocatable:
+        out.append(f" of {usage.capacity}", style=WARN_STYLE)
+    if bar_width:
+        out.append(" ")
+        out.append_text(bar(usage.allocated, usage.allocatable, bar_width))
+    return out
+
+
+def free_cell(usage: Usage | None) -> Text:
+    if usage is None:
+        return Text("-", style=DIM_STYLE, end="")
+    style = BAD_STYLE if usage.free < 0 else (DIM_STYLE if usage.free == 0 else "")
+    return Text(str(usage.free), style=style, end="")
+
+
+def other_resources_cell(usage: dict[str, Usage]) -> Text:
+    """MIG slices, shared GPUs and extra resources, plainly: `mig-1g.10gb 2/7 · gpu.shared 3/16`."""
+    out = Text(end="")
+    for name, u in usage.items():
+        if name == GPU:
+            continue
+        if out:
+            out.append(" · ", style=DIM_STYLE)
+        out.append(short_resource(name) + " ")
+        out.append(f"{u.allocated}/{u.allocatable}", style=BAD_STYLE if u.allocated > u.allocatable else "")
+    return out
+
+
+def node_status(node: Node) -> Text:
+    """Ready, NotReady or Unknown; a Ready node that is cordoned reads Cordoned."""
+    if node.ready is None:
+        return Text("Unknown", style=WARN_STYLE, end="")
+    if not node.ready:
+        return Text("NotReady", style=BAD_STYLE, end="")
+    if node.unschedulable:
+        return Text("Cordoned", style=WARN_STYLE, end="")
+    return Text("Ready", style=OK_STYLE, end="")
+
+
+def model_and_memory(summary: NodeSummary) -> Text:
+    """`H100-80GB-HBM3 80G`: GFD's product and per-GPU memory."""
+    name = summary.facts.product
+    mib = summary.facts.memory_mib
+    if not name and not mib:
+        return Text("-", style=DIM_STYLE, end="")
+    out = text((name or "?").removeprefix("NVIDIA-"), limit=32)
+    if mib:
+        out.append(f" {mib / 1024:.0f}G", style=DIM_STYLE)
+    return out
+
+
+def verdicts(problems: list[Problem], *, short: bool = False) -> Text:
+    """Worded and coloured: `✗ plugin not running, cordoned`; `✓ ok` when there is nothing."""
+    if not problems:
+        return Text("✓ ok", style=OK_STYLE, end="")
+    worst = BAD_STYLE if any(_VERDICT_WORDS.get(p.code, ("", BAD_STYLE))[1] == BAD_STYLE for p in problems) else WARN_STYLE
+    out = Text("✗ " if worst == BAD_STYLE else "! ", style=worst, end="")
+    if short:
+        word, style = _VERDICT_WORDS.get(problems[0].code, (problems[0].code, BAD_STYLE))
+        out.append(word, style=style)
+        if len(problems) > 1:
+            out.append(f" +{len(problems) - 1}", style=DIM_STYLE)
+        return out
+    for i, problem in enumerate(problems):
+        word, style = _VERDICT_WORDS.get(problem.code, (text(problem.code).plain, BAD_STYLE))
+        if i:
+            out.append(", ")
+        out.append(word, style=style)
+    return out
+
+
+def gpu_counts(gpu: dict[str, int]) -> Text:
+    """`2 gpu`, `1 mig-1g.10gb`, `1 gpu + 2 gpu.shared`."""
+    return Text(" + ".join(f"{n} {short_resource(name).removeprefix('nvidia.com/')}" for name, n in gpu.items()), end="")
+
+
+def pod_status(pod: Pod) -> Text:
+    status = pod.status
+    if status in ("Running", "Completed", "Succeeded") and pod.deleted is None:
+        style = OK_STYLE if pod.ready >= pod.total or status != "Running" else WARN_STYLE
+    elif status in ("Pending", "ContainerCreating", "PodInitializing", "Terminating") or status.startswith("Init:"):
+        style = WARN_STYLE
+    else:
+        style = BAD_STYLE
+    return text(status, style=style, limit=40)
+
+
+def reason(gpu_pod: GpuPod, limit: int = 60) -> Text:
+    """The pending reason, shortened to fit (the whole text is one key away)."""
+    if not gpu_pod.reason:
+        return Text("", end="")
+    return text(gpu_pod.reason, style=WARN_STYLE, limit=limit)
+
+
+def pod_name(pod: Pod, width: int | None = None) -> Text:
+    """`namespace/name`; when wider than `width`, the middle gives way (a name's tail tells pods apart)."""
+    namespace, name = clean(pod.namespace, 63), clean(pod.name, 253)
+    if width is not None and len(namespace) + 1 + len(name) > width:
+        room = width - len(namespace) - 2
+        if room < 8:  # a long namespace gives way too
+            namespace = namespace[: max(1, width // 3 - 1)] + "…"
+            room = width - len(namespace) - 2
+        head = room // 2
+        name = name[:head] + "…" + name[len(name) - (room - head) :]
+    out = Text(namespace, style=DIM_STYLE, end="")
+    out.append("/")
+    out.append(name)
+    return out
+
+
+def totals_parts(totals: dict[str, Usage]) -> list[Text]:
+    """Cluster totals per GPU resource, one part each: `gpu 21/40 (19 free)` (allocated/allocatable)."""
+    if not totals:
+        return [Text("no GPU resources advertised", style=DIM_STYLE, end="")]
+    parts = []
+    for name, u in totals.items():
+        part = Text(short_resource(name), style="bold", end="")
+        part.append(f" {u.allocated}/{u.allocatable} (")
+        part.append(f"{u.free} free", style=BAD_STYLE if u.free < 0 else (WARN_STYLE if u.free == 0 else OK_STYLE))
+        part.append(")")
+        parts.append(part)
+    return parts
+
+
+def pack(parts: list[Text], width: int, sep: str = " · ") -> list[Text]:
+    """Lay parts out on as few lines as fit `width`, breaking only between parts."""
+    lines: list[Text] = []
+    line = Text(end="")
+    for part in parts:
+        if line and line.cell_len + len(sep) + part.cell_len > width:
+            lines.append(line)
+            line = Text(end="")
+        if line:
+            line.append(sep, style=DIM_STYLE)
+        line.append_text(part)
+    lines.append(line)
+    return lines
+
+
+def event_line(event: Event, now: float) -> Text:
+    out = Text(f"{age(event.last, now):>6} ", style=DIM_STYLE, end="")
+    out.append_text(text(event.type or "-", style=WARN_STYLE if event.type == "Warning" else "", limit=10))
+    out.append(" ")
+    out.append_text(text(event.reason, style="bold", limit=40))
+    if event.count > 1:
+        out.append(f" ×{event.count}", style=DIM_STYLE)
+    out.append(" ")
+    out.append_text(text(event.message, limit=1000))
+    return out
+
+
+def joined(parts: Iterable[Text], sep: str = " · ") -> Text:
+    return Text(sep, style=DIM_STYLE, end="").join(parts)

@@ -1,0 +1,253 @@
+"""Screens other than the main one: help, a long text, node details."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen, Screen
+from textual.widgets import Footer, Static
+
+from . import render
+
+if TYPE_CHECKING:
+    from gputui.kube.gpu import NodeSummary
+    from gputui.kube.records import Event, Pod
+
+KEYS_HELP: tuple[tuple[str, str], ...] = (
+    ("↑ ↓  j k", "move in the focused table"),
+    ("tab  shift+tab", "next / previous pane"),
+    ("enter", "node details (Nodes) · whole pending reason (GPU pods)"),
+    ("a", "GPU pods: all nodes / the selected node"),
+    ("/", "filter the focused table (enter keeps it, esc clears)"),
+    ("l", "device-plugin logs full screen (esc back)"),
+    ("ctrl+p", "command palette: context, namespace, jump to node, panes"),
+    ("esc", "back"),
+    ("?", "this help"),
+    ("q", "quit"),
+)
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close")]
+
+    def compose(self) -> ComposeResult:
+        table = Table.grid(padding=(0, 2))
+        table.add_column(style="bold")
+        table.add_column()
+        for keys, what in KEYS_HELP:
+            table.add_row(keys, what)
+        with VerticalScroll() as scroll:
+            scroll.border_title = "gputui keys"
+            yield Static(table)
+            yield Static(
+                Text(
+                    "\nVerdicts: ✓ ok · ✗ a problem (plugin not registered, plugin not running, "
+                    "unhealthy GPUs, overcommitted, not ready) · ! cordoned. "
+                    "Usage reads allocated/allocatable; 'of N' is the capacity when some GPUs are unhealthy.",
+                    style="dim",
+                )
+            )
+
+    def action_dismiss(self, result: None = None) -> None:  # type: ignore[override]
+        self.dismiss(result)
+
+
+class TextScreen(ModalScreen[None]):
+    """One long text shown whole (a pending pod's reason)."""
+
+    BINDINGS = [Binding("escape,q,enter", "close", "Close")]
+
+    def __init__(self, title: str, body: Text) -> None:
+        super().__init__()
+        self._title = title
+        self._body = body
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll() as scroll:
+            scroll.border_title = self._title
+            yield Static(self._body)
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+class NodeDetailsScreen(Screen[None]):
+    """A describe-like view of one node; `refresh_from` redraws it from the model."""
+
+    BINDINGS = [Binding("escape,q", "back", "Back"), Binding("j", "scroll_down", show=False), Binding("k", "scroll_up", show=False)]
+
+    def __init__(self, node_name: str, source: Callable[[str], "NodeDetails | None"], clock: Callable[[], float]) -> None:
+        super().__init__()
+        self.node_name = node_name
+        self._source = source
+        self._clock = clock
+        self._shown: Text | None = None
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="details"):
+            yield Static(id="details-body")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.title = f"node {render.text(self.node_name).plain}"
+        self.refresh_from_model()
+        self.query_one("#details", VerticalScroll).focus()
+
+    def refresh_from_model(self) -> None:
+        details = self._source(self.node_name)
+        body = details_text(details, self._clock()) if details else Text(f"node {self.node_name} is gone", style="bold red")
+        if body != self._shown:  # no redraw when nothing changed
+            self._shown = body
+            self.query_one("#details-body", Static).update(body)
+
+    def action_back(self) -> None:
+        self.app.pop_screen()
+
+    def action_scroll_down(self) -> None:
+        self.query_one("#details", VerticalScroll).scroll_down(animate=False)
+
+    def action_scroll_up(self) -> None:
+        self.query_one("#details", VerticalScroll).scroll_up(animate=False)
+
+
+class NodeDetails:
+    """What the details screen shows, gathered by the app from the model."""
+
+    __slots__ = ("summary", "pods", "events")
+
+    def __init__(self, summary: "NodeSummary", pods: "list[tuple[Pod, dict[str, int]]]", events: "list[Event]") -> None:
+        self.summary = summary
+        self.pods = pods
+        self.events = events
+
+
+def _section(out: Text, title: str) -> None:
+    if out:
+        out.append("\n\n")
+    out.append(title, style="bold underline")
+    out.append("\n")
+
+
+def details_text(details: NodeDetails, now: float) -> Text:
+    """The whole details page as one Text (pure: tested without a screen)."""
+    summary = details.summary
+    node = summary.node
+    facts = summary.facts
+    out = Text(end="")
+
+    out.append_text(render.text(node.name, style="bold"))
+    out.append("  ")
+    out.append_text(render.node_status(node))
+    out.append("  ")
+    out.append_text(render.verdicts(summary.problems))
+    out.append(f"  age {render.age(node.created, now)}", style="dim")
+    if node.kubelet_version:
+        out.append("  kubelet ")
+        out.append_text(render.text(node.kubelet_version, limit=40))
+    for problem in summary.problems:
+        out.append("\n  • ")
+        out.append_text(render.text(problem.message, limit=1000))
+
+    _section(out, "GPU (from GPU Feature Discovery labels)")
+    fact_rows = [
+        ("product", facts.product),
+        ("memory", f"{facts.memory_mib} MiB" if facts.memory_mib else None),
+        ("count", str(facts.count) if facts.count is not None else None),
+        ("family", facts.family),
+        ("driver", facts.driver),
+        ("CUDA", facts.cuda),
+        ("MIG strategy", facts.mig_strategy),
+        ("MIG config", facts.mig_config + (f" ({facts.mig_config_state})" if facts.mig_config_state else "") if facts.mig_config else None),
+        ("sharing", facts.sharing),
+        ("replicas", str(facts.replicas) if facts.replicas is not None else None),
+    ]
+    for label, value in fact_rows:
+        if value:
+            out.append(f"  {label:<13}", style="dim")
+            out.append_text(render.text(value, limit=200))
+            out.append("\n")
+    gpu_labels = sorted((k, v) for k, v in node.labels.items() if k.startswith("nvidia.com/") or "pci-10de" in k)
+    if gpu_labels:
+        out.append("  labels\n", style="dim")
+        for key, value in gpu_labels:
+            out.append("    ")
+            out.append_text(render.text(key, limit=200))
+            out.append("=")
+            out.append_text(render.text(value, limit=200))
+            out.append("\n")
+    elif not facts.product:
+        out.append("  no GPU labels\n", style="dim")
+    out.rstrip()
+
+    _section(out, "Resources")
+    out.append(f"  {'RESOURCE':<34}{'CAPACITY':>10}{'ALLOCATABLE':>13}{'ALLOCATED':>11}{'FREE':>6}\n", style="dim")
+    names = sorted(set(node.capacity) | set(node.allocatable))
+    for name in names:
+        usage = summary.usage.get(name)
+        out.append("  ")
+        out.append_text(render.text(name.ljust(34), style="bold" if usage else "", limit=60))
+        out.append(f"{_raw(node.capacity.get(name)):>10}{_raw(node.allocatable.get(name)):>13}")
+        if usage is not None:
+            out.append(f"{usage.allocated:>11}")
+            out.append_text(Text(f"{usage.free:>6}", style="bold red" if usage.free < 0 else ""))
+        out.append("\n")
+    out.rstrip()
+
+    _section(out, "Conditions")
+    if not node.conditions:
+        out.append("  none reported", style="dim")
+    for condition in node.conditions:
+        good = (condition.status == "True") == (condition.type == "Ready")
+        out.append("  ")
+        out.append_text(render.text(f"{condition.type:<20}", limit=40))
+        out.append(f"{condition.status:<8}", style="green" if good else "bold red")
+        out.append_text(render.text(condition.reason, limit=60))
+        if condition.message:
+            out.append("  ")
+            out.append_text(render.text(condition.message, style="dim", limit=300))
+        out.append("\n")
+    out.rstrip()
+
+    _section(out, "Taints")
+    if not node.taints:
+        out.append("  none", style="dim")
+    for taint in node.taints:
+        out.append("  ")
+        out.append_text(render.text(taint.key + (f"={taint.value}" if taint.value else "") + f":{taint.effect}", limit=300))
+        out.append("\n")
+    out.rstrip()
+
+    _section(out, "Pods on this node holding GPUs or running the GPU stack")
+    if not details.pods:
+        out.append("  none", style="dim")
+    for pod, gpu in details.pods:
+        out.append("  ")
+        out.append_text(render.pod_name(pod))
+        out.append("  ")
+        out.append_text(render.gpu_counts(gpu) if gpu else Text("GPU stack", style="dim"))
+        out.append("  ")
+        out.append_text(render.pod_status(pod))
+        out.append(f"  {render.age(pod.created, now)}", style="dim")
+        out.append("\n")
+    if summary.plugin is not None:
+        out.append("  device plugin: ", style="dim")
+        out.append_text(render.pod_name(summary.plugin))
+    out.rstrip()
+
+    _section(out, "Recent events")
+    if not details.events:
+        out.append("  none", style="dim")
+    for event in details.events:
+        out.append("  ")
+        out.append_text(render.event_line(event, now))
+        out.append("\n")
+    out.rstrip()
+    return out
+
+
+def _raw(quantity: str | None) -> str:
+    return render.clean(quantity, 10) if quantity else "-"

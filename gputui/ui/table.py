@@ -1,0 +1,144 @@
+"""KeyedTable: a DataTable that is brought up to date, never rebuilt.
+
+`show(rows)` takes the complete wanted content (row key -> cells, in order)
+and applies only the difference: stale rows removed, changed cells updated one
+by one, new rows added, rows re-ordered only when the order changed; the
+cursor stays on the same row and the scroll position stays put. A filter
+(`/`) hides rows whose text does not contain it, without asking the model.
+Cells are `rich.text.Text`, never markup strings.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from rich.cells import cell_len
+from rich.text import Text
+from textual.binding import Binding
+from textual.widgets import DataTable
+from textual.widgets.data_table import ColumnKey, RowKey
+
+Cells = tuple[Text, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    key: str
+    label: str
+    width: int | None = None  # None: as wide as the content
+
+
+class KeyedTable(DataTable):
+    DEFAULT_CSS = """
+    KeyedTable { height: 1fr; }
+    """
+    BINDINGS = [
+        Binding("j", "cursor_down", "Down", show=False),
+        Binding("k", "cursor_up", "Up", show=False),
+    ]
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes, cursor_type="row", zebra_stripes=False)
+        self._wanted: list[tuple[str, Cells]] = []
+        self._shown: dict[str, Cells] = {}
+        self._order: list[str] = []
+        self._columns: tuple[Column, ...] = ()
+        self._rank: dict[str, int] = {}
+        self.filter_text = ""
+
+    # -- columns ---------------------------------------------------------
+    def set_columns(self, columns: Sequence[Column]) -> None:
+        """Change the columns (a layout change: the rows are laid out again once)."""
+        columns = tuple(columns)
+        if columns == self._columns:
+            return
+        cursor_key = self.cursor_key
+        self._columns = columns
+        self.clear(columns=True)
+        self._shown.clear()
+        self._order.clear()
+        for column in columns:
+            self.add_column(column.label, key=column.key, width=column.width)
+        self._apply(cursor_key)
+
+    @property
+    def column_keys(self) -> tuple[str, ...]:
+        return tuple(c.key for c in self._columns)
+
+    # -- rows ------------------------------------------------------------
+    @property
+    def cursor_key(self) -> str | None:
+        if not self._order or self.cursor_row < 0 or self.cursor_row >= len(self._order):
+            return None
+        return self._order[self.cursor_row]
+
+    @property
+    def shown_keys(self) -> list[str]:
+        """Keys of the rows on screen, in order (the filter applied)."""
+        return list(self._order)
+
+    def row_index(self, key: str) -> int:
+        return self._order.index(key)
+
+    def show(self, rows: Sequence[tuple[str, Cells]]) -> None:
+        """Make the table show these rows (cells in column order), changing only what differs."""
+        self._wanted = list(rows)
+        self._apply(self.cursor_key)
+
+    def set_filter(self, text: str) -> None:
+        self.filter_text = text
+        self._apply(self.cursor_key)
+
+    def _visible(self) -> list[tuple[str, Cells]]:
+        needle = self.filter_text.casefold()
+        if not needle:
+            return self._wanted
+        return [(key, cells) for key, cells in self._wanted if any(needle in c.plain.casefold() for c in cells)]
+
+    def _apply(self, cursor_key: str | None) -> None:
+        if not self._columns:
+            return
+        visible = self._visible()
+        wanted_keys = {key for key, _ in visible}
+        columns = [ColumnKey(c.key) for c in self._columns]
+        with self.app.batch_update():
+            for key in [k for k in self._shown if k not in wanted_keys]:
+                self.remove_row(key)
+                del self._shown[key]
+            added = False
+            for key, cells in visible:
+                old = self._shown.get(key)
+                if old is None:
+                    self.add_row(*cells, key=key)
+                    added = True
+                elif old != cells:
+                    row_key = RowKey(key)
+                    for column, before, after in zip(columns, old, cells):
+                        if before != after:
+                            grow = cell_len(after.plain) > self.columns[column].content_width
+                            self.update_cell(row_key, column, after, update_width=grow)
+                self._shown[key] = cells
+            order = [key for key, _ in visible]
+            if added or order != self._order:
+                if order != self._current_order():
+                    self._rank = {key: i for i, key in enumerate(order)}
+                    self._sort_by_rank()
+                self._order = order
+            self._keep_cursor_on(cursor_key)
+
+    def _current_order(self) -> list[str]:
+        return [row.key.value for row in self.ordered_rows]  # type: ignore[misc]
+
+    def _sort_by_rank(self) -> None:
+        # DataTable sorts on cell values, not row keys; the first cell of each
+        # row is an object we made and still hold, so its id leads to its key.
+        first = self._columns[0].key
+        rank_of_cell = {id(cells[0]): self._rank.get(key, len(self._rank)) for key, cells in self._shown.items()}
+        self.sort(first, key=lambda cell: rank_of_cell.get(id(cell), len(rank_of_cell)))
+
+    def _keep_cursor_on(self, key: str | None) -> None:
+        if key is None or key not in self._shown:
+            return
+        index = self._order.index(key)
+        if index != self.cursor_row:
+            self.move_cursor(row=index, animate=False, scroll=False)

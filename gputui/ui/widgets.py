@@ -1,0 +1,72 @@
+"""The main screen's panes. They show what they are given; they never call the API."""
+from __future__ import annotations
+
+from typing import Iterable
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Input, Log, Static
+
+from .sanitize import log_line
+from .table import KeyedTable
+
+LOG_LINES_KEPT = 2_000
+
+
+class PluginLog(Log):
+    """Container log lines, sanitised and bounded. Text stays text: Log never reads markup."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(max_lines=LOG_LINES_KEPT, auto_scroll=True, id=id)
+
+    def add_lines(self, raw_lines: Iterable[bytes | str]) -> None:
+        self.write_lines([log_line(raw) for raw in raw_lines])
+
+    def add_note(self, note: str) -> None:
+        """A line of gputui's own (stream switched, container restarted), set apart by its dashes."""
+        self.write_line(f"── {note} ──")
+
+
+class FilterBar(Input):
+    """`/`: type to narrow the focused table; enter keeps the filter, esc clears it."""
+
+    DEFAULT_CSS = """
+    FilterBar { display: none; }
+    FilterBar.-active { display: block; }
+    """
+
+
+class Pane(Vertical):
+    """A bordered pane with a title and an in-place status line (errors, filters, modes)."""
+
+    def __init__(self, title: str, *, id: str) -> None:
+        super().__init__(id=id, classes="pane")
+        self.border_title = title
+
+    def set_status(self, status: Text | str) -> None:
+        self.border_subtitle = status.plain if isinstance(status, Text) else status
+
+
+class NodesPane(Pane):
+    def compose(self) -> ComposeResult:
+        yield KeyedTable(id="nodes-table")
+
+
+class PodsPane(Pane):
+    def compose(self) -> ComposeResult:
+        yield KeyedTable(id="pods-table")
+
+
+class PluginPane(Pane):
+    def compose(self) -> ComposeResult:
+        yield Static(id="plugin-info")
+        yield PluginLog(id="plugin-log")
+
+
+class ClusterHeader(Static):
+    """Context, server, watch states and GPU totals: two lines of Text."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.shown: Text | None = None  # what is on screen: no update when nothing changed
