@@ -22,6 +22,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     sim_cli.add_parser(sub)
 
+    from . import report  # noqa: PLC0415
+
+    report.add_parser(sub)
+
     from . import verify_cli  # noqa: PLC0415
 
     verify_cli.add_parser(sub)

@@ -299,14 +299,23 @@ def is_gpu_node(node: Node, usage: dict[str, Usage]) -> bool:
     return has_gpu_hardware(node) or any(u.capacity or u.allocatable for u in usage.values())
 
 
+def is_nvidia_resource(name: str) -> bool:
+    return name == GPU or name == GPU_SHARED or name.startswith(MIG_PREFIX)
+
+
+def needs_nvidia_plugin(node: Node, usage: dict[str, Usage]) -> bool:
+    """NVIDIA hardware labelled, or an NVIDIA resource advertised (user-added names such as amd.com/gpu do not count)."""
+    return has_gpu_hardware(node) or any(u.capacity and is_nvidia_resource(name) for name, u in usage.items())
+
+
 def _ready_problem(node: Node) -> Problem | None:
     if node.ready:
         return None
     for c in node.conditions:
         if c.type == "Ready":
             detail = ": ".join(p for p in (c.reason, c.message) if p)
-            state = "unknown" if c.status == "Unknown" else "not Ready"
-            return Problem("not-ready", f"node is {state}" + (f" ({detail})" if detail else ""))
+            state = "node is not Ready" + (": its status is unknown" if c.status == "Unknown" else "")
+            return Problem("not-ready", state + (f" ({detail})" if detail else ""))
     return Problem("not-ready", "node reports no Ready condition")
 
 
@@ -348,7 +357,7 @@ def node_problems(
         problems.append(ready)
     if node.unschedulable:
         problems.append(Problem("cordoned", "node is cordoned: no new pods are scheduled on it"))
-    if pods_known and is_gpu_node(node, usage):
+    if pods_known and needs_nvidia_plugin(node, usage):
         plugin_problem = _plugin_problem(plugin)
         if plugin_problem:
             problems.append(plugin_problem)

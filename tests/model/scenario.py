@@ -24,6 +24,7 @@ def small_cluster() -> list[dict[str, Any]]:
         pod("ml", "train-0", node="gpu-1", gpu={"nvidia.com/gpu": 4}),
         pod("ml", "two-containers", node="gpu-1", containers=[container("a", {"nvidia.com/gpu": 1}), container("b", {"nvidia.com/gpu": 1})]),
         pod("ml", "with-init", node="gpu-2", containers=[container("a", {"nvidia.com/gpu": 1})], init_containers=[container("warmup", {"nvidia.com/gpu": 3})]),
+        pod("ml", "init-only", node="gpu-1", containers=[container("a")], init_containers=[container("warmup", {"nvidia.com/gpu": 1})]),
         pod("ml", "finished", node="gpu-2", gpu={"nvidia.com/gpu": 2}, phase="Succeeded"),
         pod("ml", "waiting", gpu={"nvidia.com/gpu": 16}, unschedulable_message="0/4 nodes are available: 4 Insufficient nvidia.com/gpu."),
         pod("ml", "slice", node="mig-1", gpu={"nvidia.com/mig-1g.10gb": 2}),
