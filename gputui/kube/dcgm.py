@@ -9,6 +9,7 @@ utilisation history per device for a sparkline, and turns XIDs into the
 from __future__ import annotations
 
 import math
+import re
 from collections import OrderedDict, deque
 from dataclasses import dataclass
 from typing import Iterable
@@ -174,6 +175,34 @@ class _Accumulator:
         )
 
 
+_SAMPLE_NAME = re.compile(r"\s*([a-zA-Z_:][a-zA-Z0-9_:]*)[{\s]")
+
+
+def _samples_worth_parsing(text: str) -> str:
+    """The text without comments and without samples of metrics not read here.
+
+    An exporter serves many more fields than gputui shows; skipping them before
+    the (slow) Prometheus parser makes a scrape several times cheaper.  The
+    first metric is kept whatever it is, so a device the exporter lists without
+    any of the read fields still appears; lines that are not samples at all
+    are kept too, so malformed text still fails.
+    """
+    kept = []
+    first = None
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        match = _SAMPLE_NAME.match(line)
+        if match:
+            name = match.group(1)
+            first = first or name
+            if name not in _READ_METRICS and name != first:
+                continue
+        kept.append(line)
+    return "\n".join(kept) + "\n" if kept else ""
+
+
 def parse_metrics(text: str) -> list[GpuReading]:
     """Readings for every GPU and MIG instance in one exporter's text.
 
@@ -182,7 +211,7 @@ def parse_metrics(text: str) -> list[GpuReading]:
     """
     devices: dict[tuple[str | None, str, str | None], _Accumulator] = {}
     try:
-        for family in text_string_to_metric_families(text):
+        for family in text_string_to_metric_families(_samples_worth_parsing(text)):
             for sample in family.samples:
                 labels = sample.labels
                 uuid = labels.get("UUID") or labels.get("uuid")
