@@ -1,0 +1,171 @@
+"""The simulated cluster's behaviour: the scheduler (scheduler.py) and one kubelet per node (kubelet.py).
+
+They react to store writes (Store.subscribe) and do their work in asyncio
+tasks; `stop()` ends them all. Time runs `cluster.speed` times faster than
+real time (1.0: an image pull takes about a second; tests use 20 or more).
+
+Node annotation a scenario can set (comma-separated values):
+
+    sim.gputui.io/fault: driver-broken   nvidia-smi exits 9 with the driver error; device-plugin
+                                         containers fail to initialize NVML and crash-loop
+    sim.gputui.io/fault: image-pull      image pulls fail (ErrImagePull, then ImagePullBackOff),
+                                         for images not already on the node
+    sim.gputui.io/fault: runtime-hook    containers given GPUs fail to start: the NVIDIA runtime
+                                         hook's nvidia-container-cli error (RunContainerError,
+                                         or StartError/Failed with restartPolicy Never)
+
+Pod annotations:
+
+    sim.gputui.io/run-seconds: "N"       app containers exit after N simulated seconds...
+    sim.gputui.io/exit-code: "C"         ...with exit code C (default 0); with restartPolicy
+                                         Always a non-zero code crash-loops with back-off
+
+Without them a container runs until stopped; one whose command or args
+contain `nvidia-smi` prints nvidia-smi's table for the devices it was given
+and exits 0. Device plugins, GPU Operator operands and NFD write realistic
+log lines (programs.py).
+"""
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Coroutine
+
+from . import builders as b
+from .kubelet import Kubelet
+from .scheduler import Scheduler
+from .store import Event, NotFound
+
+Obj = dict[str, Any]
+
+
+class EventRecorder:
+    """Writes core v1 Events; a repeat of the same event bumps count and lastTimestamp instead of adding one."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self._index: dict[tuple[str, ...], tuple[str, str]] | None = None
+        self._serial = 0
+
+    @staticmethod
+    def _key(ev: Obj, same_message: bool) -> tuple[str, ...]:
+        ref = ev.get("involvedObject") or {}
+        source = ev.get("source") or {}
+        return (ref.get("uid", ""), ref.get("fieldPath", ""), ev.get("reason", ""), source.get("component", ""),
+                ev.get("message", "") if same_message else "")
+
+    def _load(self) -> dict[tuple[str, ...], tuple[str, str]]:
+        if self._index is None:
+            self._index = {}
+            for entry in self.store.entries("events"):
+                ev = entry.obj
+                ident = (ev["metadata"].get("namespace", ""), ev["metadata"]["name"])
+                self._index[self._key(ev, True)] = ident
+                if ev.get("reason") == "FailedScheduling":
+                    self._index[self._key(ev, False)] = ident
+        return self._index
+
+    def record(self, involved: Obj, reason: str, message: str, *, kind: str = "Normal", component: str = "kubelet",
+               host: str | None = None, field_path: str | None = None, same_message: bool = True) -> None:
+        """same_message=False: a repeat with a new message updates the one event (as FailedScheduling does)."""
+        index = self._load()
+        self._serial += 1
+        ev = b.event(involved, reason, message, kind=kind, component=component, host=host, field_path=field_path,
+                     serial=self._serial)
+        key = self._key(ev, same_message)
+        existing = index.get(key)
+        if existing is not None:
+            now = b.rfc3339(b.utcnow())
+
+            def bump(obj: Obj) -> None:
+                obj["count"] = int(obj.get("count") or 1) + 1
+                obj["lastTimestamp"] = now
+                obj["message"] = message
+
+            try:
+                self.store.mutate("events", *existing, bump)
+                return
+            except NotFound:
+                pass
+        created = self.store.create("events", ev)
+        index[key] = (created["metadata"]["namespace"], created["metadata"]["name"])
+
+
+class Controllers:
+    def __init__(self, cluster: Any) -> None:
+        self.cluster = cluster
+        self.store = cluster.store
+        self.logs = cluster.logs
+        self.events = EventRecorder(self.store)
+        self.scheduler = Scheduler(self)
+        self.kubelets: dict[str, Kubelet] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._running = False
+        self._subscribed = False
+
+    @property
+    def speed(self) -> float:
+        return max(float(getattr(self.cluster, "speed", 1.0) or 1.0), 1e-3)
+
+    async def sleep(self, sim_seconds: float) -> None:
+        await asyncio.sleep(max(0.0, sim_seconds) / self.speed)
+
+    def track(self, coro: Coroutine[Any, Any, Any]) -> None:
+        """Run a coroutine as a task that stop() will wait for."""
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def start(self) -> None:
+        self._running = True
+        if not self._subscribed:
+            self.store.subscribe(self._on_event)
+            self._subscribed = True
+        by_node: dict[str, list[Obj]] = {}
+        for entry in self.store.entries("pods"):
+            node = (entry.obj.get("spec") or {}).get("nodeName")
+            if node:
+                by_node.setdefault(node, []).append(entry.obj)
+        for index, entry in enumerate(self.store.entries("nodes")):
+            kubelet = self._add_kubelet(entry.obj, index)
+            for pod in by_node.get(kubelet.name, []):
+                kubelet.images.update(c["image"] for c in (pod["spec"].get("containers") or []) + (pod["spec"].get("initContainers") or []))
+        self.scheduler.start()
+        for kubelet in self.kubelets.values():
+            kubelet.sync_all(by_node.get(kubelet.name, []))
+
+    def _add_kubelet(self, node: Obj, index: int | None = None) -> Kubelet:
+        name = node["metadata"]["name"]
+        kubelet = Kubelet(self, node, len(self.kubelets) if index is None else index)
+        self.kubelets[name] = kubelet
+        return kubelet
+
+    def _on_event(self, event: Event) -> None:
+        if not self._running:
+            return
+        key = event.resource.key
+        if key == "nodes":
+            name = event.obj["metadata"]["name"]
+            if event.type == "DELETED":
+                kubelet = self.kubelets.pop(name, None)
+                if kubelet is not None:
+                    self.track(kubelet.stop())
+            elif name in self.kubelets:
+                self.kubelets[name].on_node(event.obj)
+            else:
+                self._add_kubelet(event.obj).sync_all()
+            self.scheduler.on_event(event)
+        elif key == "pods":
+            self.scheduler.on_event(event)
+            node = (event.obj.get("spec") or {}).get("nodeName")
+            kubelet = self.kubelets.get(node) if node else None
+            if kubelet is not None:
+                kubelet.on_pod(event)
+
+    async def stop(self) -> None:
+        self._running = False
+        await self.scheduler.stop()
+        await asyncio.gather(*(k.stop() for k in self.kubelets.values()), return_exceptions=True)
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
