@@ -211,36 +211,47 @@ class GpuTuiApp(App[None]):
                 self.screen.refresh_from_model()
 
     def _refresh_header(self) -> None:
+        """Context, server, watch states, then the cluster's GPU totals; two lines at 80 columns."""
         header = self.query_one("#header", ClusterHeader)
-        line = Text(end="")
-        line.append("gputui", style="bold")
-        line.append("  context ", style="dim")
-        line.append_text(render.text(self.context or "in-cluster", limit=60))
+        narrow = bool(self._narrow)
+        first = [Text("gputui", style="bold", end="")]
+        first.append(Text("context ", style="dim", end="") + render.text(self.context or "in-cluster", limit=60))
         if self.server_version:
-            line.append("  server ", style="dim")
-            line.append_text(render.text(self.server_version, limit=30))
+            first.append(Text("server ", style="dim", end="") + render.text(self.server_version, limit=30))
         if self.namespace:
-            line.append("  namespace ", style="dim")
-            line.append_text(render.text(self.namespace, limit=63))
+            first.append(Text("namespace ", style="dim", end="") + render.text(self.namespace, limit=63))
         model = self.model
-        if model is not None:
-            states = model.states
-            line.append("  watches ", style="dim")
-            if all(s.phase == "live" for s in states.values()):
-                line.append("live", style=render.OK_STYLE)
-            else:
-                parts = []
-                for kind, state in states.items():
-                    style = render.OK_STYLE if state.phase == "live" else (render.WARN_STYLE if state.phase == "syncing" else render.BAD_STYLE)
-                    parts.append(Text(f"{kind} ", end="") + render.text(state.describe(), style=style, limit=80))
-                line.append_text(render.joined(parts))
-            totals = render.pack(render.totals_parts(model.totals()), max(20, self.size.width - 2))
+        if model is None:
+            first.append(Text("connecting…", style="dim", end=""))
+            totals: list[Text] = []
         else:
-            totals = [Text("connecting…", style="dim")]
-        content = Text("\n", end="").join([line, *totals[:2]])
+            first.append(self._watch_states(model))
+            totals = render.totals_parts(model.totals(), compact=narrow)
+        width = max(20, self.size.width - 2)
+        if narrow:
+            lines = render.pack(first + totals, width)
+        else:
+            lines = render.pack(first, width, sep="  ") + render.pack(totals, width)
+        if len(lines) > 2:
+            lines = lines[:2]
+            lines[1].append(" …", style="dim")
+        content = Text("\n", end="").join(lines)
         if content != header.shown:
             header.shown = content
             header.update(content)
+
+    @staticmethod
+    def _watch_states(model: ClusterModel) -> Text:
+        states = model.states
+        out = Text("watches ", style="dim", end="")
+        if all(s.phase == "live" for s in states.values()):
+            out.append("live", style=render.OK_STYLE)
+            return out
+        parts = []
+        for kind, state in states.items():
+            style = render.OK_STYLE if state.phase == "live" else (render.WARN_STYLE if state.phase == "syncing" else render.BAD_STYLE)
+            parts.append(Text(f"{kind} ", end="") + render.text(state.describe(), style=style, limit=80))
+        return out + render.joined(parts)
 
     def _refresh_nodes(self, summaries: list[gpu.NodeSummary]) -> None:
         narrow = bool(self._narrow)

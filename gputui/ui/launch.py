@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
+from typing import Any, Callable
 
 from gputui.kube.config import add_connection_args
 
@@ -63,6 +63,19 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_app(kubeconfig: str | None, context: str | None, extra_resources: list[str]) -> int:
+    app = make_app(kubeconfig, context, extra_resources)
+    app.run()
+    return app.return_code or 0
+
+
+def make_app(
+    kubeconfig: str | None,
+    context: str | None = None,
+    extra_resources: list[str] | tuple[str, ...] = (),
+    *,
+    clock: Callable[[], float] | None = None,
+) -> Any:
+    """The app on a kubeconfig context (also used by tests, screenshots and the benchmark)."""
     from gputui.kube.config import connect  # noqa: PLC0415
     from gputui.kube.gpu import GpuResources  # noqa: PLC0415
 
@@ -71,11 +84,11 @@ def _run_app(kubeconfig: str | None, context: str | None, extra_resources: list[
     async def connector(chosen: str | None) -> Any:
         return await connect(kubeconfig, chosen)
 
-    app = GpuTuiApp(
+    options: dict[str, Any] = {} if clock is None else {"clock": clock}
+    return GpuTuiApp(
         connector,
         context=context,
         contexts=lambda: kubeconfig_contexts(kubeconfig),
         resources=GpuResources(frozenset(extra_resources)),
+        **options,
     )
-    app.run()
-    return app.return_code or 0

@@ -17,12 +17,12 @@ from .table import Column
 def node_columns(narrow: bool) -> list[Column]:
     if narrow:
         return [
-            Column("node", "NODE", 16),
+            Column("node", "NODE", 14),
             Column("status", "STATUS", 8),
             Column("gpu", "GPU ALLOC", 10),
             Column("free", "FREE", 4),
-            Column("verdict", "VERDICT", 16),
-            Column("other", "MIG/SHARED", 12),
+            Column("verdict", "VERDICT", 17),
+            Column("other", "MIG/SHARED", 11),
         ]
     # Most telling first: what does not fit falls off the right edge.
     return [
@@ -30,8 +30,8 @@ def node_columns(narrow: bool) -> list[Column]:
         Column("status", "STATUS"),
         Column("gpu", "GPU ALLOC"),
         Column("free", "FREE"),
-        Column("verdict", "VERDICT", 24),
-        Column("other", "MIG / SHARED ALLOC", 22),
+        Column("verdict", "VERDICT", 22),
+        Column("other", "MIG / SHARED ALLOC"),
         Column("model", "GPU MODEL"),
     ]
 
@@ -41,9 +41,9 @@ def node_row(summary: NodeSummary, narrow: bool) -> tuple[Text, ...]:
     cells = (
         render.text(summary.name, limit=40 if narrow else 63),
         render.node_status(summary.node),
-        render.usage_cell(gpu_usage, bar_width=3 if narrow else 4),
+        render.usage_cell(gpu_usage, bar_width=3 if narrow else 4, capacity=not narrow),
         render.free_cell(gpu_usage),
-        render.verdicts(summary.problems, short=narrow),
+        render.verdicts(summary.problems, short=narrow, width=17 if narrow else 22),
         render.other_resources_cell(summary.usage),
     )
     return cells if narrow else cells + (render.model_and_memory(summary),)
@@ -52,9 +52,9 @@ def node_row(summary: NodeSummary, narrow: bool) -> tuple[Text, ...]:
 def pod_columns(narrow: bool) -> list[Column]:
     if narrow:
         return [
-            Column("pod", "NAMESPACE/POD", 24),
+            Column("pod", "NAMESPACE/POD", 22),
             Column("node", "NODE", 10),
-            Column("gpus", "GPUS", 7),
+            Column("gpus", "GPUS", 11),
             Column("status", "STATUS", 9),
             Column("age", "AGE", 4),
             Column("reason", "REASON"),
@@ -75,7 +75,7 @@ def pod_row(entry: GpuPod, age_text: str, narrow: bool) -> tuple[Text, ...]:
     node = render.text(pod.node, limit=63) if pod.node else Text("<none>", style=render.DIM_STYLE, end="")
     reason = render.reason(entry, limit=30 if narrow else 60)
     if narrow:
-        return (render.pod_name(pod, 24), node, render.gpu_counts(entry.gpu), render.pod_status(pod), Text(age_text, end=""), reason)
+        return (render.pod_name(pod, 22), node, render.gpu_counts(entry.gpu), render.pod_status(pod), Text(age_text, end=""), reason)
     return (
         render.pod_name(pod, 40),
         node,

@@ -22,7 +22,13 @@ DIM_STYLE = "dim"
 
 _BAR_BLOCKS = " ▏▎▍▌▋▊▉█"
 
-# Verdicts by how bad they are; words shown in the Nodes pane.
+# Verdicts: words shown in the Nodes pane (short ones for narrow terminals) and how bad.
+_SHORT_WORDS = {
+    "plugin-not-registered": "unregistered",
+    "plugin-not-running": "plugin down",
+    "unhealthy-gpus": "unhealthy",
+    "overcommitted": "overcommit",
+}
 _VERDICT_WORDS = {
     "plugin-not-registered": ("plugin not registered", BAD_STYLE),
     "plugin-not-running": ("plugin not running", BAD_STYLE),
@@ -90,12 +96,12 @@ def bar(used: int, total: int, width: int = 6) -> Text:
     return out
 
 
-def usage_cell(usage: Usage | None, bar_width: int = 6) -> Text:
+def usage_cell(usage: Usage | None, bar_width: int = 6, *, capacity: bool = True) -> Text:
     """`3/8 ▕███   ▏`: allocated / allocatable, and capacity when some are unhealthy."""
     if usage is None:
         return Text("-", style=DIM_STYLE, end="")
     out = Text(f"{usage.allocated}/{usage.allocatable}", end="")
-    if usage.capacity != usage.allocatable:
+    if capacity and usage.capacity != usage.allocatable:
         out.append(f" of {usage.capacity}", style=WARN_STYLE)
     if bar_width:
         out.append(" ")
@@ -141,25 +147,27 @@ def model_and_memory(summary: NodeSummary) -> Text:
     if not name and not mib:
         return Text("-", style=DIM_STYLE, end="")
     out = text((name or "?").removeprefix("NVIDIA-"), limit=32)
-    if mib:
+    if mib and "GB" not in (name or ""):  # most product names already say it
         out.append(f" {mib / 1024:.0f}G", style=DIM_STYLE)
     return out
 
 
-def verdicts(problems: list[Problem], *, short: bool = False) -> Text:
-    """Worded and coloured: `✗ plugin not running, cordoned`; `✓ ok` when there is nothing."""
+def verdicts(problems: list[Problem], *, short: bool = False, width: int = 24) -> Text:
+    """Worded and coloured: `✗ plugin not running, cordoned`, `✓ ok` when nothing is wrong.
+    What does not fit in `width` is counted (`+2`); short uses the short words."""
     if not problems:
         return Text("✓ ok", style=OK_STYLE, end="")
-    worst = BAD_STYLE if any(_VERDICT_WORDS.get(p.code, ("", BAD_STYLE))[1] == BAD_STYLE for p in problems) else WARN_STYLE
-    out = Text("✗ " if worst == BAD_STYLE else "! ", style=worst, end="")
-    if short:
-        word, style = _VERDICT_WORDS.get(problems[0].code, (problems[0].code, BAD_STYLE))
-        out.append(word, style=style)
-        if len(problems) > 1:
-            out.append(f" +{len(problems) - 1}", style=DIM_STYLE)
-        return out
+    bad = any(_VERDICT_WORDS.get(p.code, ("", BAD_STYLE))[1] == BAD_STYLE for p in problems)
+    out = Text("✗ " if bad else "! ", style=BAD_STYLE if bad else WARN_STYLE, end="")
     for i, problem in enumerate(problems):
-        word, style = _VERDICT_WORDS.get(problem.code, (text(problem.code).plain, BAD_STYLE))
+        word, style = _VERDICT_WORDS.get(problem.code, (clean(problem.code, 40), BAD_STYLE))
+        if short:
+            word = _SHORT_WORDS.get(problem.code, word)
+        rest = len(problems) - i - 1
+        room = width - out.cell_len - (2 if i else 0) - (len(f" +{rest}") if rest else 0)
+        if i and len(word) > room:
+            out.append(f" +{len(problems) - i}", style=DIM_STYLE)
+            break
         if i:
             out.append(", ")
         out.append(word, style=style)
@@ -205,15 +213,16 @@ def pod_name(pod: Pod, width: int | None = None) -> Text:
     return out
 
 
-def totals_parts(totals: dict[str, Usage]) -> list[Text]:
-    """Cluster totals per GPU resource, one part each: `gpu 21/40 (19 free)` (allocated/allocatable)."""
+def totals_parts(totals: dict[str, Usage], *, compact: bool = False) -> list[Text]:
+    """Cluster totals per GPU resource, one part each: `gpu 21/40 (19 free)` (allocated/allocatable);
+    compact: `gpu 21/40 (19)`."""
     if not totals:
         return [Text("no GPU resources advertised", style=DIM_STYLE, end="")]
     parts = []
     for name, u in totals.items():
         part = Text(short_resource(name), style="bold", end="")
         part.append(f" {u.allocated}/{u.allocatable} (")
-        part.append(f"{u.free} free", style=BAD_STYLE if u.free < 0 else (WARN_STYLE if u.free == 0 else OK_STYLE))
+        part.append(str(u.free) if compact else f"{u.free} free", style=BAD_STYLE if u.free < 0 else (WARN_STYLE if u.free == 0 else OK_STYLE))
         part.append(")")
         parts.append(part)
     return parts

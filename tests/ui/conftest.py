@@ -1,0 +1,47 @@
+"""UI test fixtures: a simulated cluster per module, in its own thread, and waiting helpers."""
+from __future__ import annotations
+
+import io
+import time
+from typing import Any, Callable, Iterator
+
+import pytest
+from rich.console import Console
+
+from gputui.ui.demo import BackgroundCluster
+from gputui.ui.launch import make_app
+
+from .scenario import NOW_TS
+
+
+def start_cluster(objects: list[dict]) -> Iterator[BackgroundCluster]:
+    cluster = BackgroundCluster(scenario=objects)
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def app_on(cluster: BackgroundCluster, *, clock: Callable[[], float] = lambda: NOW_TS) -> Any:
+    return make_app(str(cluster.kubeconfig_path), clock=clock)
+
+
+async def wait_for(pilot: Any, condition: Callable[[], Any], timeout: float = 8.0, what: str = "") -> Any:
+    """Let the app run until condition() is truthy; fail with `what` after timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what or condition}")
+        await pilot.pause(0.02)
+
+
+def screen_text(app: Any) -> str:
+    """What the terminal shows now, as plain text (as App.export_screenshot renders it, minus SVG)."""
+    width, height = app.size
+    console = Console(width=width, height=height, file=io.StringIO(), force_terminal=True, record=True, legacy_windows=False)
+    console.print(app.screen._compositor.render_update(full=True, screen_stack=app._background_screens))
+    return console.export_text()
