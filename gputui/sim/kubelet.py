@@ -131,6 +131,9 @@ class PodRunner:
         status = pod.get("status") or {}
         self.inits = [Container(c, True) for c in spec.get("initContainers") or []]
         self.apps = [Container(c, False) for c in spec.get("containers") or []]
+        if any(not c.sidecar for c in self.inits):
+            for ctr in self.apps:
+                ctr.state = {"waiting": {"reason": "PodInitializing"}}
         self._load(status.get("initContainerStatuses") or [], self.inits)
         self._load(status.get("containerStatuses") or [], self.apps)
         self.start_time = status.get("startTime")
@@ -396,7 +399,7 @@ class PodRunner:
         else:
             await self._pull(ctr)
         await ctl.sleep(0.2)
-        if "runtime-hook" in faults and self._wants_gpu(ctr):
+        if "runtime-hook" in self.kubelet.faults and self._wants_gpu(ctr):
             self.event("Created", f"Created container {ctr.name}", ctr=ctr)
             self.event("Failed", f"Error: {RUNTIME_HOOK_ERROR}", "Warning", ctr)
             ctr.ran = True
@@ -555,8 +558,11 @@ class Kubelet:
         return b.node_is_ready(self.node)
 
     def next_pod_ip(self) -> str:
+        """An address from the node's podCIDR (scenario pods use the low ones)."""
         self._ip_slot += 1
-        return b.pod_ip(self.index, 100 + self._ip_slot)
+        cidr = (self.node.get("spec") or {}).get("podCIDR") or f"10.244.{self.index}.0/24"
+        prefix = cidr.split("/")[0].rsplit(".", 1)[0]
+        return f"{prefix}.{100 + self._ip_slot % 150}"
 
     # -- reacting to the store ------------------------------------------
     def sync_all(self, pods: list[Obj] | None = None) -> None:
