@@ -51,6 +51,7 @@ class SimCluster:
         faults: bool = False,
         nodes: int | None = None,
         pods: int | None = None,
+        run_controllers: bool = True,
     ) -> None:
         from .faults import Faults  # noqa: PLC0415  (kept local: small import graph for the CLI)
 
@@ -67,6 +68,8 @@ class SimCluster:
         self._tmpdir: tempfile.TemporaryDirectory[str] | None = None
         self._runner: web.AppRunner | None = None
         self.controllers = None
+        # False: a static cluster (no scheduler, no kubelets), for tests of the HTTP layer alone.
+        self._run_controllers = run_controllers
         self.url = ""
         self.kubeconfig_path: Path | None = None
 
@@ -84,7 +87,8 @@ class SimCluster:
         self.controllers = Controllers(self)
         await self._serve()
         self.url = f"http://{self.host}:{self.port}"
-        self.controllers.start()
+        if self._run_controllers:
+            self.controllers.start()
         self.kubeconfig_path = self.write_kubeconfig(self._kubeconfig_out)
         return self
 
@@ -126,7 +130,7 @@ class SimCluster:
         return path
 
     async def stop(self) -> None:
-        if self.controllers is not None:
+        if self.controllers is not None and self._run_controllers:
             await self.controllers.stop()
         self.store.drop_watches()
         if self._runner is not None:

@@ -12,7 +12,7 @@ from sim_api_objects import small_cluster
 
 @pytest.fixture(scope="module")
 def sim():
-    with BackgroundCluster(scenario=small_cluster(), faults=True, speed=50.0) as cluster:
+    with BackgroundCluster(scenario=small_cluster(), faults=True, run_controllers=False) as cluster:
         yield cluster
 
 

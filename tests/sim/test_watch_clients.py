@@ -20,7 +20,7 @@ BOOKMARK_INTERVAL = 0.3
 
 @pytest.fixture(scope="module")
 def sim():
-    with BackgroundCluster(scenario=small_cluster(), faults=True, bookmark_interval=BOOKMARK_INTERVAL, speed=50.0) as cluster:
+    with BackgroundCluster(scenario=small_cluster(), faults=True, bookmark_interval=BOOKMARK_INTERVAL, run_controllers=False) as cluster:
         yield cluster
 
 
