@@ -373,7 +373,7 @@ class Api:
             entries = entries[bisect.bisect_right([_sort_key(e) for e in entries], start):]
         selected: list[Entry] = []
         more = False
-        for e in entries:
+        for index, e in enumerate(entries):
             if matches(e.obj):
                 if limit and len(selected) == limit:
                     more = True
@@ -382,6 +382,8 @@ class Api:
         meta: Obj = {"resourceVersion": str(rv)}
         if more:
             meta["continue"] = _encode_continue(rv, _sort_key(selected[-1]))
+            if not request.query.get("labelSelector") and not request.query.get("fieldSelector"):
+                meta["remainingItemCount"] = len(entries) - index
         if _wants_table(request):
             return await send_large(request, self._table(r, selected, request, meta))
         head = orjson.dumps({"kind": r.list_kind, "apiVersion": r.api_version, "metadata": meta})[:-1] + b',"items":['

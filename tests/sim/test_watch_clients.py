@@ -225,6 +225,8 @@ async def test_paging_with_limit_and_continue(sim):
             assert page["kind"] == "PodList" and page["apiVersion"] == "v1"
             assert len(page["items"]) <= 2
             names += [p["metadata"]["name"] for p in page["items"]]
+            if "continue" in page["metadata"]:
+                assert page["metadata"]["remainingItemCount"] > 0
             token = page["metadata"].get("continue")
             if not token:
                 break
@@ -326,12 +328,25 @@ async def test_log_endpoint_errors_and_follow(sim):
         sim.call(lambda: sim.sim.logs.end("kube-system", "nvidia-device-plugin-ds-abcde", "nvidia-device-plugin-ctr"))
         rest = await asyncio.wait_for(follow.content.read(), 2)
         limited = await http.get("/api/v1/namespaces/kube-system/pods/nvidia-device-plugin-ds-abcde/log", params={"limitBytes": "10"})
+
+        def restart_trainer() -> None:
+            sim.sim.logs.append("ml", "train-0", "trainer", "first run\nout of memory")
+            sim.sim.logs.end("ml", "train-0", "trainer")
+            sim.sim.logs.append("ml", "train-0", "trainer", "second run")
+
+        sim.call(restart_trainer)
+        previous = await http.get("/api/v1/namespaces/ml/pods/train-0/log", params={"previous": "true", "tailLines": "1"})
+        current = await http.get("/api/v1/namespaces/ml/pods/train-0/log")
+        no_previous = await http.get("/api/v1/namespaces/ml/pods/infer-0/log", params={"previous": "true", "container": "server"})
         message = (await ambiguous.json())["message"]
     assert ambiguous.status == 400
     assert message == "a container name must be specified for pod infer-0, choose one of: [server metrics]"
     assert waiting.status == 200 and await waiting.read() == b""
     assert first == b"Registered device plugin\n" and rest == b""
     assert await limited.read() == b"Registered"
+    assert await previous.read() == b"out of memory\n" and await current.read() == b"second run\n"
+    assert no_previous.status == 400
+    assert (await no_previous.json())["message"] == 'previous terminated container "server" in pod "infer-0" not found'
 
 
 async def test_faults_500_slow_and_restart(sim):
