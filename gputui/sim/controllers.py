@@ -33,7 +33,7 @@ from typing import Any, Coroutine
 from . import builders as b
 from .kubelet import Kubelet
 from .scheduler import Scheduler
-from .store import Event, NotFound
+from .store import Event
 
 Obj = dict[str, Any]
 
@@ -48,10 +48,12 @@ class EventRecorder:
 
     @staticmethod
     def _key(ev: Obj, same_message: bool) -> tuple[str, ...]:
+        # By name rather than uid, so that events given in a scenario (whose uids may not match) are continued too;
+        # a hit whose uid differs from a known one is a new object of the same name (checked in record).
         ref = ev.get("involvedObject") or {}
         source = ev.get("source") or {}
-        return (ref.get("uid", ""), ref.get("fieldPath", ""), ev.get("reason", ""), source.get("component", ""),
-                ev.get("message", "") if same_message else "")
+        return (ref.get("namespace", ""), ref.get("kind", ""), ref.get("name", ""), ref.get("fieldPath", ""),
+                ev.get("reason", ""), source.get("component", ""), ev.get("message", "") if same_message else "")
 
     def _load(self) -> dict[tuple[str, ...], tuple[str, str]]:
         if self._index is None:
@@ -73,7 +75,9 @@ class EventRecorder:
                      serial=self._serial)
         key = self._key(ev, same_message)
         existing = index.get(key)
-        if existing is not None:
+        current = self.store.find("events", *existing) if existing is not None else None
+        known_uid = ((current or {}).get("involvedObject") or {}).get("uid")
+        if current is not None and (not known_uid or known_uid == ev["involvedObject"].get("uid")):
             now = b.rfc3339(b.utcnow())
 
             def bump(obj: Obj) -> None:
@@ -81,11 +85,8 @@ class EventRecorder:
                 obj["lastTimestamp"] = now
                 obj["message"] = message
 
-            try:
-                self.store.mutate("events", *existing, bump)
-                return
-            except NotFound:
-                pass
+            self.store.mutate("events", *existing, bump)  # type: ignore[misc]
+            return
         created = self.store.create("events", ev)
         index[key] = (created["metadata"]["namespace"], created["metadata"]["name"])
 

@@ -402,6 +402,9 @@ class PodRunner:
         if "runtime-hook" in self.kubelet.faults and self._wants_gpu(ctr):
             self.event("Created", f"Created container {ctr.name}", ctr=ctr)
             self.event("Failed", f"Error: {RUNTIME_HOOK_ERROR}", "Warning", ctr)
+            # The container was created and never ran: an empty log that has ended.
+            self.kubelet.logs.append(self.namespace, self.name, ctr.name, b"")
+            self.kubelet.logs.end(self.namespace, self.name, ctr.name)
             ctr.ran = True
             ctr.last_state = ctr.state if "terminated" in ctr.state else ctr.last_state
             now = b.rfc3339(b.utcnow())
