@@ -10,12 +10,14 @@ import asyncio
 import os
 import time
 from pathlib import Path
-from typing import Awaitable, Callable
+from typing import Awaitable, Callable, TypeVar
 
 from rich.text import Text
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
+from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Input
 
 from gputui.kube import gpu
@@ -29,6 +31,8 @@ from .sanitize import clean
 from .screens import HelpScreen, NodeDetails, NodeDetailsScreen, TextScreen
 from .table import KeyedTable
 from .widgets import ClusterHeader, FilterBar, NodesPane, PluginLog, PluginPane, PodsPane
+
+W = TypeVar("W", bound=Widget)
 
 REFRESH_INTERVAL = 0.1  # at most ten refreshes a second, however fast events come
 AGE_INTERVAL = 5.0  # ages tick on their own; a cell is redrawn only when its text changes
@@ -48,6 +52,28 @@ def stylesheet() -> Path:
     raise FileNotFoundError("gputui's stylesheet (styles/gputui.tcss) is missing from this installation")
 
 
+class MainScreen(Screen[None]):
+    """Header, the three panes, the filter bar and the footer. Its keys act on the app."""
+
+    BINDINGS = [
+        Binding("slash", "app.filter", "Filter"),
+        Binding("a", "app.toggle_all_pods", "All/node pods"),
+        Binding("l", "app.logs_full", "Logs"),
+        Binding("escape", "app.back", "Back", show=False),
+    ]
+
+    def compose(self) -> ComposeResult:
+        yield ClusterHeader(id="header")
+        yield NodesPane("Nodes", id="nodes")
+        yield PodsPane("GPU pods", id="pods")
+        yield PluginPane("Device plugin", id="plugin")
+        yield FilterBar(placeholder="filter (enter keeps, esc clears)", id="filter")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.app.main_screen_ready()  # type: ignore[attr-defined]
+
+
 class GpuTuiApp(App[None]):
     CSS_PATH = str(stylesheet())
     TITLE = "gputui"
@@ -55,10 +81,6 @@ class GpuTuiApp(App[None]):
     BINDINGS = [
         Binding("q", "quit", "Quit"),
         Binding("question_mark", "help", "Help"),
-        Binding("slash", "filter", "Filter"),
-        Binding("a", "toggle_all_pods", "All/node pods"),
-        Binding("l", "logs_full", "Logs"),
-        Binding("escape", "back", "Back", show=False),
         Binding("ctrl+p", "command_palette", "Palette", show=False),
     ]
 
@@ -96,36 +118,40 @@ class GpuTuiApp(App[None]):
         self._plugin_info: Text | None = None
         self._filter_target: KeyedTable | None = None
         self._narrow: bool | None = None
+        self._main_ready = False
 
     # -- layout ------------------------------------------------------------------
-    def compose(self) -> ComposeResult:
-        yield ClusterHeader(id="header")
-        yield NodesPane("Nodes", id="nodes")
-        yield PodsPane("GPU pods", id="pods")
-        yield PluginPane("Device plugin", id="plugin")
-        yield FilterBar(placeholder="filter (enter keeps, esc clears)", id="filter")
-        yield Footer()
+    def get_default_screen(self) -> Screen:
+        return MainScreen(id="main")
+
+    def _main(self, selector: str, expect_type: type[W] = Widget) -> W:  # type: ignore[assignment]
+        """A widget of the main screen, whichever screen is on top."""
+        return self.screen_stack[0].query_one(selector, expect_type)
 
     @property
     def nodes_table(self) -> KeyedTable:
-        return self.query_one("#nodes-table", KeyedTable)
+        return self._main("#nodes-table", KeyedTable)
 
     @property
     def pods_table(self) -> KeyedTable:
-        return self.query_one("#pods-table", KeyedTable)
+        return self._main("#pods-table", KeyedTable)
 
     @property
     def plugin_log(self) -> PluginLog:
-        return self.query_one("#plugin-log", PluginLog)
+        return self._main("#plugin-log", PluginLog)
 
-    def on_mount(self) -> None:
+    def main_screen_ready(self) -> None:
+        """The panes exist: start connecting."""
+        self._main_ready = True
         self.nodes_table.focus()
         self._apply_layout(self.size.width)
-        self.query_one("#header", ClusterHeader).update(Text("connecting…", style="dim"))
+        self._main("#header", ClusterHeader).update(Text("connecting…", style="dim"))
         self.set_interval(AGE_INTERVAL, self._refresh_views)
         self._connect()
 
     def on_resize(self, event) -> None:  # noqa: ANN001
+        if not self._main_ready or not self.screen_stack:
+            return
         self._apply_layout(event.size.width)
         self._refresh_header()
 
@@ -134,7 +160,7 @@ class GpuTuiApp(App[None]):
         if narrow == self._narrow:
             return
         self._narrow = narrow
-        self.screen.set_class(narrow, "-narrow")
+        self.screen_stack[0].set_class(narrow, "-narrow")
         self.nodes_table.set_columns(node_columns(narrow))
         self.pods_table.set_columns(pod_columns(narrow))
         self._node_cells.clear()
@@ -188,14 +214,18 @@ class GpuTuiApp(App[None]):
         self._refresh_views()
 
     async def action_quit(self) -> None:
+        self._main_ready = False
         await self._disconnect()
         self.exit()
 
     async def on_unmount(self) -> None:
+        self._main_ready = False
         await self._disconnect()
 
     # -- rendering ---------------------------------------------------------------------
     def _refresh_views(self) -> None:
+        if not self._main_ready or not self.screen_stack:
+            return  # not mounted yet, or shutting down
         self.refreshes += 1
         model = self.model
         now = self.clock()
@@ -212,7 +242,7 @@ class GpuTuiApp(App[None]):
 
     def _refresh_header(self) -> None:
         """Context, server, watch states, then the cluster's GPU totals; two lines at 80 columns."""
-        header = self.query_one("#header", ClusterHeader)
+        header = self._main("#header", ClusterHeader)
         narrow = bool(self._narrow)
         first = [Text("gputui", style="bold", end="")]
         first.append(Text("context ", style="dim", end="") + render.text(self.context or "in-cluster", limit=60))
@@ -270,7 +300,7 @@ class GpuTuiApp(App[None]):
             for name in [n for n in cache if n not in names]:
                 del cache[name]
         self.nodes_table.show(rows)
-        pane = self.query_one("#nodes", NodesPane)
+        pane = self._main("#nodes", NodesPane)
         pane.set_status(self._pane_status("nodes", self.nodes_table))
 
     def _refresh_pods(self, model: ClusterModel, now: float) -> None:
@@ -298,7 +328,7 @@ class GpuTuiApp(App[None]):
         title = f"GPU pods · {where}"
         if self.namespace:
             title += f" · ns {clean(self.namespace, 63)}"
-        pane = self.query_one("#pods", PodsPane)
+        pane = self._main("#pods", PodsPane)
         pane.border_title = title
         pane.set_status(self._pane_status(PODS, self.pods_table))
 
@@ -313,8 +343,8 @@ class GpuTuiApp(App[None]):
         return " · ".join(parts)
 
     def _refresh_plugin(self, model: ClusterModel, now: float) -> None:
-        pane = self.query_one("#plugin", PluginPane)
-        info = self.query_one("#plugin-info")
+        pane = self._main("#plugin", PluginPane)
+        info = self._main("#plugin-info")
         node = self.selected_node
         pod = model.plugin_pod(node) if node else None
         identity = (pod.uid, pod.name, pod.restarts) if pod else None
@@ -380,18 +410,9 @@ class GpuTuiApp(App[None]):
         from gputui.kube.logs import stream_logs  # noqa: PLC0415
 
         assert self.conn is not None
-        pending: list[bytes] = []
-        flush_at = 0.0
         async for line in stream_logs(self.conn.api, namespace, pod, container, tail=PLUGIN_LOG_TAIL, follow=True):
-            pending.append(line)
-            now = time.monotonic()
-            # A burst of lines becomes one write, at most ten a second.
-            if now >= flush_at:
-                log.add_lines(pending)
-                pending.clear()
-                flush_at = now + REFRESH_INTERVAL
-        if pending:
-            log.add_lines(pending)
+            log.queue(line)
+        log.flush()
 
     async def _wait_plugin_change(self, timeout: float | None) -> None:
         self._plugin_changed.clear()
@@ -475,7 +496,7 @@ class GpuTuiApp(App[None]):
             self.plugin_log.focus()
 
     def action_back(self) -> None:
-        bar = self.query_one(FilterBar)
+        bar = self._main(FilterBar)
         if bar.has_class("-active"):
             bar.value = ""  # esc in the filter clears it
             self._close_filter()
@@ -489,7 +510,7 @@ class GpuTuiApp(App[None]):
             self._refresh_views()
 
     def toggle_pane(self, pane_id: str) -> None:
-        pane = self.query_one(f"#{pane_id}")
+        pane = self._main(f"#{pane_id}")
         pane.set_class(not pane.has_class("-hidden"), "-hidden")
 
     def set_namespace(self, namespace: str | None) -> None:
@@ -512,7 +533,7 @@ class GpuTuiApp(App[None]):
         focused = self.focused
         table = focused if isinstance(focused, KeyedTable) else self.nodes_table
         self._filter_target = table
-        bar = self.query_one(FilterBar)
+        bar = self._main(FilterBar)
         bar.value = table.filter_text
         bar.add_class("-active")
         bar.focus()
@@ -529,6 +550,6 @@ class GpuTuiApp(App[None]):
         self._close_filter()
 
     def _close_filter(self) -> None:
-        bar = self.query_one(FilterBar)
+        bar = self._main(FilterBar)
         bar.remove_class("-active")
         (self._filter_target or self.nodes_table).focus()

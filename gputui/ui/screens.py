@@ -71,6 +71,10 @@ class TextScreen(ModalScreen[None]):
             scroll.border_title = self._title
             yield Static(self._body)
 
+    @property
+    def text(self) -> str:
+        return self._body.plain
+
     def action_close(self) -> None:
         self.dismiss(None)
 
@@ -103,6 +107,11 @@ class NodeDetailsScreen(Screen[None]):
         if body != self._shown:  # no redraw when nothing changed
             self._shown = body
             self.query_one("#details-body", Static).update(body)
+
+    @property
+    def text(self) -> str:
+        """The page as plain text."""
+        return self._shown.plain if self._shown is not None else ""
 
     def action_back(self) -> None:
         self.app.pop_screen()
@@ -143,7 +152,7 @@ def details_text(details: NodeDetails, now: float) -> Text:
     out.append("  ")
     out.append_text(render.node_status(node))
     out.append("  ")
-    out.append_text(render.verdicts(summary.problems))
+    out.append_text(render.verdicts(summary.problems, width=200))
     out.append(f"  age {render.age(node.created, now)}", style="dim")
     if node.kubelet_version:
         out.append("  kubelet ")
@@ -170,17 +179,6 @@ def details_text(details: NodeDetails, now: float) -> Text:
             out.append(f"  {label:<13}", style="dim")
             out.append_text(render.text(value, limit=200))
             out.append("\n")
-    gpu_labels = sorted((k, v) for k, v in node.labels.items() if k.startswith("nvidia.com/") or "pci-10de" in k)
-    if gpu_labels:
-        out.append("  labels\n", style="dim")
-        for key, value in gpu_labels:
-            out.append("    ")
-            out.append_text(render.text(key, limit=200))
-            out.append("=")
-            out.append_text(render.text(value, limit=200))
-            out.append("\n")
-    elif not facts.product:
-        out.append("  no GPU labels\n", style="dim")
     out.rstrip()
 
     _section(out, "Resources")
@@ -245,6 +243,19 @@ def details_text(details: NodeDetails, now: float) -> Text:
         out.append("  ")
         out.append_text(render.event_line(event, now))
         out.append("\n")
+    out.rstrip()
+
+    _section(out, "GPU labels")
+    gpu_labels = sorted((k, v) for k, v in node.labels.items() if k.startswith("nvidia.com/") or "pci-10de" in k)
+    if gpu_labels:
+        for key, value in gpu_labels:
+            out.append("    ")
+            out.append_text(render.text(key, limit=200))
+            out.append("=")
+            out.append_text(render.text(value, limit=200))
+            out.append("\n")
+    else:
+        out.append("  none\n", style="dim")
     out.rstrip()
     return out
 

@@ -1,11 +1,13 @@
 """The main screen's panes. They show what they are given; they never call the API."""
 from __future__ import annotations
 
+from collections import deque
 from typing import Iterable
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.timer import Timer
 from textual.widgets import Input, Log, Static
 
 from .sanitize import log_line
@@ -15,16 +17,41 @@ LOG_LINES_KEPT = 2_000
 
 
 class PluginLog(Log):
-    """Container log lines, sanitised and bounded. Text stays text: Log never reads markup."""
+    """Container log lines, sanitised and bounded. Text stays text: Log never reads markup.
+
+    `queue` collects lines as they stream in and writes them in one go at most
+    every FLUSH_INTERVAL, so a burst costs one redraw; at most LOG_LINES_KEPT wait.
+    """
+
+    ALLOW_MAXIMIZE = True
+    FLUSH_INTERVAL = 0.1
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(max_lines=LOG_LINES_KEPT, auto_scroll=True, id=id)
+        self._pending: deque[bytes | str] = deque(maxlen=LOG_LINES_KEPT)
+        self._flush_timer: Timer | None = None
+
+    def queue(self, raw: bytes | str) -> None:
+        self._pending.append(raw)
+        if self._flush_timer is None:
+            self._flush_timer = self.set_timer(self.FLUSH_INTERVAL, self.flush)
+
+    def flush(self) -> None:
+        self._flush_timer = None
+        if self._pending:
+            self.add_lines(self._pending)
+            self._pending.clear()
 
     def add_lines(self, raw_lines: Iterable[bytes | str]) -> None:
         self.write_lines([log_line(raw) for raw in raw_lines])
 
+    def clear(self) -> "PluginLog":
+        self._pending.clear()
+        return super().clear()
+
     def add_note(self, note: str) -> None:
         """A line of gputui's own (stream switched, container restarted), set apart by its dashes."""
+        self.flush()
         self.write_line(f"── {note} ──")
 
 

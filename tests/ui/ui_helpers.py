@@ -1,4 +1,4 @@
-"""UI test fixtures: a simulated cluster per module, in its own thread, and waiting helpers."""
+"""UI test helpers: a simulated cluster in its own thread, waiting, and the screen as text."""
 from __future__ import annotations
 
 import io
@@ -11,7 +11,7 @@ from rich.console import Console
 from gputui.ui.demo import BackgroundCluster
 from gputui.ui.launch import make_app
 
-from .scenario import NOW_TS
+from ui_scenario import NOW_TS
 
 
 def start_cluster(objects: list[dict]) -> Iterator[BackgroundCluster]:

@@ -1,7 +1,7 @@
 """Small, fixed clusters for the UI tests and snapshots (every time relative to NOW).
 
-`gpu_cluster()`: four GPU nodes (plain, MIG mixed, time-sliced, one whose
-plugin crash-loops), a CPU node, the static device plugin on each GPU node,
+`gpu_cluster()`: four GPU nodes (plain, MIG mixed, time-sliced, one cordoned
+with an unhealthy GPU whose plugin crash-loops or is missing), a CPU node, the static device plugin on each GPU node,
 GPU pods (one pending with the scheduler's reason) and a few events.
 `hostile_cluster()`: the same shape, with markup, ANSI escapes, control
 characters and very long strings wherever the cluster can put text.
@@ -43,8 +43,10 @@ def _gpu_pod(name: str, namespace: str, node: dict | None, index: int, slot: int
     return pod
 
 
-def gpu_cluster(*, node_name_prefix: str = "", text: dict[str, str] | None = None) -> list[dict]:
-    """The objects; `text` overrides the strings hostile_cluster() poisons."""
+def gpu_cluster(*, node_name_prefix: str = "", text: dict[str, str] | None = None, crash_loop: bool = True) -> list[dict]:
+    """The objects; `text` overrides the strings hostile_cluster() poisons. With crash_loop, a100-2's
+    plugin crash-loops (the simulated kubelet keeps restarting it); without, it has no plugin pod
+    at all, so nothing changes by itself (snapshots)."""
     text = text or {}
     p = node_name_prefix
     nodes = [
@@ -69,6 +71,8 @@ def gpu_cluster(*, node_name_prefix: str = "", text: dict[str, str] | None = Non
     example = None
     for i, node in enumerate(nodes[:4]):
         name = node["metadata"]["name"]
+        if name.endswith("a100-2") and not crash_loop:
+            continue
         ctr = b.container(PLUGIN_CONTAINER, PLUGIN_IMAGE)
         pod = b.pod(plugin_pod_name(name), PLUGIN_NS, [ctr], node_name=name, labels=dict(PLUGIN_LABELS),
                     owner=("DaemonSet", "nvidia-device-plugin-daemonset", b.stable_uid("ds")), age_s=20 * DAY, now=NOW)
