@@ -500,6 +500,8 @@ class PodRunner:
                 self.event("Killing", f"Stopping container {ctr.name}", ctr=ctr)
                 self._terminate(ctr, 0)
             self.kubelet.logs.end(self.namespace, self.name, ctr.name)
+        # Stopped containers give their devices back before the pod's terminal phase lets the scheduler reuse them.
+        self.kubelet.release(self)
         try:
             self.publish()
         except NotFound:
@@ -675,8 +677,9 @@ class Kubelet:
         for resource, count in b.pod_requests(pod).items():
             if b.is_gpu_resource(resource) and count > 0:
                 taken = self.allocated.setdefault(resource, {})
+                held = sum(1 for owner in taken.values() if owner == uid)
                 free = [d for d in self.gpus.healthy_devices(resource) if d not in taken]
-                for device in free[: int(count)]:
+                for device in free[: max(0, int(count) - held)]:
                     taken[device] = uid
 
     def release(self, runner: PodRunner) -> None:
