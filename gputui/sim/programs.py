@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Awaitable, Callable, Protocol
 
 from . import builders as b
@@ -39,14 +39,35 @@ class Context(Protocol):
 Program = Callable[[Context], Awaitable[int]]
 
 
-def klog(level: str, when: datetime, source: str, message: str) -> str:
+class Ticker:
+    """Successive timestamps a few hundred microseconds apart from a start, as a burst of log lines has."""
+
+    def __init__(self, start: datetime, seed: str = "") -> None:
+        self._at = start + timedelta(microseconds=int(b.digest("tick", seed, start, length=5), 16) % 400_000)
+        self._seed = seed
+        self._n = 0
+
+    def __call__(self) -> datetime:
+        self._n += 1
+        self._at += timedelta(microseconds=40 + int(b.digest(self._seed, self._n, length=4), 16) % 900)
+        return self._at
+
+
+When = datetime | Ticker
+
+
+def _at(when: When) -> datetime:
+    return when() if isinstance(when, Ticker) else when
+
+
+def klog(level: str, when: When, source: str, message: str) -> str:
     """A klog line: `I0624 22:58:05.486593       1 health.go:159] message`."""
-    return f"{level}{when:%m%d %H:%M:%S.%f} {1:>7} {source}] {message}"
+    return f"{level}{_at(when):%m%d %H:%M:%S.%f} {1:>7} {source}] {message}"
 
 
-def logfmt(when: datetime, level: str, message: str) -> str:
+def logfmt(when: When, level: str, message: str) -> str:
     """A logrus line, as the container toolkit, DCGM exporter and MIG manager write them."""
-    return f'time="{when:%Y-%m-%dT%H:%M:%SZ}" level={level} msg="{message}"'
+    return f'time="{_at(when):%Y-%m-%dT%H:%M:%SZ}" level={level} msg="{message}"'
 
 
 async def forever(ctx: Context, every: float = 0.0, line: Callable[[], str] | None = None) -> int:
@@ -99,7 +120,7 @@ def _plugin_config(gpus: NodeGpus) -> str:
 
 
 async def device_plugin(ctx: Context) -> int:
-    t = ctx.started
+    t = Ticker(ctx.started, ctx.pod["metadata"]["name"])
     lines = [
         klog("I", t, "main.go:199", "Starting FS watcher."),
         klog("I", t, "main.go:206", "Starting OS watcher."),
@@ -165,13 +186,13 @@ def _handle(uuid: str) -> str:
 class Chatter:
     """A program that writes some startup lines, then a line every `every` seconds (or nothing), forever."""
 
-    startup: Callable[[datetime, Context], list[str]]
+    startup: Callable[[Ticker, Context], list[str]]
     every: float = 0.0
     periodic: Callable[[datetime, Context], str] | None = None
     exit_code: int | None = None  # exits with this code after the startup lines (init containers)
 
     async def __call__(self, ctx: Context) -> int:
-        ctx.log("\n".join(self.startup(ctx.started, ctx)))
+        ctx.log("\n".join(self.startup(Ticker(ctx.started, ctx.pod["metadata"]["name"] + ctx.container["name"]), ctx)))
         if self.exit_code is not None:
             await ctx.sleep(1)
             return self.exit_code
@@ -179,7 +200,7 @@ class Chatter:
         return await forever(ctx, self.every, (lambda: periodic(ctx.now(), ctx)) if periodic else None)
 
 
-def _driver_lines(t: datetime, ctx: Context) -> list[str]:
+def _driver_lines(t: When, ctx: Context) -> list[str]:
     driver = ctx.gpus.driver
     return [
         "========== NVIDIA Software Installer ==========",
@@ -198,7 +219,7 @@ def _driver_lines(t: datetime, ctx: Context) -> list[str]:
     ]
 
 
-def _toolkit_lines(t: datetime, ctx: Context) -> list[str]:
+def _toolkit_lines(t: When, ctx: Context) -> list[str]:
     return [
         logfmt(t, "info", "Parsing arguments"),
         logfmt(t, "info", "Starting nvidia-toolkit"),
@@ -213,7 +234,7 @@ def _toolkit_lines(t: datetime, ctx: Context) -> list[str]:
     ]
 
 
-def _gfd_lines(t: datetime, ctx: Context) -> list[str]:
+def _gfd_lines(t: When, ctx: Context) -> list[str]:
     return [
         klog("I", t, "main.go:163", "Starting OS watcher."),
         klog("I", t, "main.go:168", "Loading configuration."),
@@ -231,7 +252,8 @@ def _gfd_periodic(t: datetime, ctx: Context) -> str:
     return klog("I", t, "main.go:283", "Sleeping for 60000000000")
 
 
-def _dcgm_lines(t: datetime, ctx: Context) -> list[str]:
+def _dcgm_lines(t: When, ctx: Context) -> list[str]:
+    t = _at(t)
     return [
         logfmt(t, "info", "Starting dcgm-exporter"),
         logfmt(t, "info", "DCGM successfully initialized!"),
@@ -246,7 +268,7 @@ def _dcgm_lines(t: datetime, ctx: Context) -> list[str]:
     ]
 
 
-def _mig_manager_lines(t: datetime, ctx: Context) -> list[str]:
+def _mig_manager_lines(t: When, ctx: Context) -> list[str]:
     config = ctx.gpus.labels.get("nvidia.com/mig.config", "all-disabled")
     return [
         logfmt(t, "info", "Waiting for change to 'nvidia.com/mig.config' label"),
@@ -259,11 +281,11 @@ def _mig_manager_lines(t: datetime, ctx: Context) -> list[str]:
     ]
 
 
-def _validator_lines(t: datetime, ctx: Context) -> list[str]:
+def _validator_lines(t: When, ctx: Context) -> list[str]:
     return ["all validations are successful"]
 
 
-def _validation_init_lines(t: datetime, ctx: Context) -> list[str]:
+def _validation_init_lines(t: When, ctx: Context) -> list[str]:
     name = ctx.container["name"]
     component = name.removesuffix("-validation")
     lines = [logfmt(t, "info", f"version: {b.digest('validator', length=8)}, commit: {b.digest('commit', length=7)}")]
@@ -274,7 +296,7 @@ def _validation_init_lines(t: datetime, ctx: Context) -> list[str]:
     return lines
 
 
-def _config_manager_lines(t: datetime, ctx: Context) -> list[str]:
+def _config_manager_lines(t: When, ctx: Context) -> list[str]:
     return [
         klog("I", t, "main.go:246", "Waiting for change to 'nvidia.com/device-plugin.config' label"),
         klog("I", t, "main.go:248", "Label change detected: nvidia.com/device-plugin.config="),
@@ -284,7 +306,7 @@ def _config_manager_lines(t: datetime, ctx: Context) -> list[str]:
     ]
 
 
-def _nfd_worker_lines(t: datetime, ctx: Context) -> list[str]:
+def _nfd_worker_lines(t: When, ctx: Context) -> list[str]:
     return [
         klog("I", t, "main.go:66", '"-server is deprecated, will be removed in a future release along with the deprecated gRPC API"'),
         klog("I", t, "nfd-worker.go:219", '"Node Feature Discovery Worker" version="v0.15.4" nodeName="' + (ctx.pod["spec"].get("nodeName") or "") + '" namespace="gpu-operator"'),
@@ -298,8 +320,8 @@ def _nfd_periodic(t: datetime, ctx: Context) -> str:
     return klog("I", t, "nfd-worker.go:613", '"feature discovery completed"')
 
 
-def _operator_lines(t: datetime, ctx: Context) -> list[str]:
-    stamp = t.strftime("%Y-%m-%dT%H:%M:%SZ")
+def _operator_lines(t: When, ctx: Context) -> list[str]:
+    stamp = _at(t).strftime("%Y-%m-%dT%H:%M:%SZ")
     return [json.dumps({"level": "info", "ts": stamp, "logger": "controllers.ClusterPolicy", "msg": message, "name": "cluster-policy"})
             for message in ("Reconciliate ClusterPolicies", "Found Resource, updating...", "ClusterPolicy step completed",
                             "ClusterPolicy is ready as all resources have been successfully reconciled")]
