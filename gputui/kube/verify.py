@@ -31,6 +31,7 @@ import yaml
 from kubernetes_asyncio.client import ApiClient, CoreV1Api
 
 from .gpu import GPU, GPU_SHARED, GpuResources, is_gpu_node, node_usage
+from .logs import LogError, stream_logs
 from .records import display_status, node_from, pod_from
 
 DEFAULT_IMAGE = "nvidia/cuda:12.4.0-base-ubuntu22.04"
@@ -51,6 +52,7 @@ _NAME_PREFIX = "gputui-verify-"
 _RANDOM_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # as Kubernetes' generateName: no vowels, no look-alikes
 _RANDOM_LEN = 5
 _MAX_NAME = 63  # a pod name that is also a valid hostname and label value
+MAX_LOG_LINE = 64 * 1024  # bytes kept of one log line
 
 IMAGE_PULL_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull", "RegistryUnavailable"})
 RUNTIME_REASONS = frozenset({"RunContainerError", "CreateContainerError", "StartError", "ContainerCannotRun", "CreateContainerConfigError"})
@@ -547,23 +549,19 @@ async def _json(request: Awaitable[Any]) -> dict[str, Any]:
     return orjson.loads(body)
 
 
-async def _lines(request: Awaitable[Any], max_line: int = 64 * 1024) -> AsyncIterator[bytes]:
-    """The lines of a streamed response (watch or log), each cut to max_line bytes."""
+async def _lines(request: Awaitable[Any]) -> AsyncIterator[bytes]:
+    """The lines of a watch response: one JSON event each."""
     resp = await request
     try:
         if resp.status >= 300:
             raise ApiError.from_body(resp.status, await resp.read())
         pending = b""
         async for chunk in resp.content.iter_any():
-            pending += chunk
-            *complete, pending = pending.split(b"\n")
+            *complete, pending = (pending + chunk).split(b"\n")
             for line in complete:
-                yield line[:max_line]
-            if len(pending) > max_line:  # a monstrous line: keep its start, drop the rest
-                yield pending[:max_line]
-                pending = b""
+                yield line
         if pending:
-            yield pending[:max_line]
+            yield pending
     finally:
         resp.close()
 
@@ -802,12 +800,9 @@ class _Run:
 
     async def _stream_logs(self, queue: asyncio.Queue[tuple[str, Any]]) -> None:
         try:
-            request = self.core.read_namespaced_pod_log(
-                self.plan.name, self.plan.namespace, container=CONTAINER, follow=True, _preload_content=False
-            )
-            async for line in _lines(request):
+            async for line in stream_logs(self.api, self.plan.namespace, self.plan.name, CONTAINER, tail=None, max_line=MAX_LOG_LINE):
                 await queue.put(("log", line.decode(errors="replace").rstrip("\r")))
-        except (ApiError, OSError):
+        except LogError:
             pass  # the pod's status still tells the outcome; the log is a bonus
         finally:
             self.logs_done.set()

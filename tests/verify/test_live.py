@@ -4,6 +4,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+import time
 import sys
 from pathlib import Path
 
@@ -36,6 +37,20 @@ async def api(sim):
 
 def verification_pods(sim) -> list[str]:
     return [p["metadata"]["name"] for p in sim.store.objects("pods") if (p["metadata"].get("labels") or {}).get(v.MANAGED_BY_LABEL) == "gputui"]
+
+
+@pytest.fixture(scope="module")
+def created(sim) -> list[str]:
+    """Names of every verification pod ever created in the module's cluster."""
+    names: list[str] = []
+
+    def record(event) -> None:
+        labels = event.obj["metadata"].get("labels") or {}
+        if event.type == "ADDED" and event.resource.key == "pods" and labels.get(v.MANAGED_BY_LABEL) == "gputui":
+            names.append(event.obj["metadata"]["name"])
+
+    sim.store.subscribe(record)
+    return names
 
 
 @pytest.fixture(autouse=True)
@@ -138,8 +153,8 @@ async def test_forbidden_create_names_the_permission(api, sim):
     assert verdict.deleted
 
 
-async def test_read_only_creates_nothing(api, sim):
-    before = sim.store.resource_version
+async def test_read_only_creates_nothing(api, created):
+    before = len(created)
     with pytest.raises(v.ReadOnlyError):
         await verify(api, "gpu-ok", v.VerifyOptions(read_only=True))
     plan = await v.plan_verification(api, "gpu-ok", FAST, "default")
@@ -147,7 +162,7 @@ async def test_read_only_creates_nothing(api, sim):
         await v.run_plan(api, plan, v.VerifyOptions(read_only=True))
     with pytest.raises(v.ReadOnlyError):
         await v.run_plans(api, [plan], v.VerifyOptions(read_only=True))
-    assert sim.store.resource_version == before  # not one write
+    assert len(created) == before
 
 
 async def test_unknown_node(api):
@@ -156,19 +171,42 @@ async def test_unknown_node(api):
 
 
 async def test_cancellation_at_random_points_leaves_nothing(api, sim):
+    started = time.perf_counter()
+    await verify(api, "gpu-ok")
+    full_run = time.perf_counter() - started  # spread the cancellations over a whole run
     rng = random.Random(5)
     nodes = ["gpu-ok", "gpu-mig", "gpu-full", "gpu-image-pull", "gpu-driver-broken"]
-    cancelled = 0
+    stages_hit: list[str] = []
     for _ in range(30):
-        last: list[v.Update] = []
-        task = asyncio.create_task(verify(api, rng.choice(nodes), updates=last))
-        await asyncio.sleep(rng.uniform(0, 0.15))
-        cancelled += task.cancel()
+        seen: list[v.Update] = []
+        task = asyncio.create_task(verify(api, rng.choice(nodes), updates=seen))
+        await asyncio.sleep(rng.uniform(0, full_run))
+        if task.cancel():
+            stages_hit.append(seen[-1].stage if seen else "not started")
         await asyncio.gather(task, return_exceptions=True)
         assert verification_pods(sim) == []
-        if last and last[-1].stage == v.DONE:
-            assert last[-1].verdict.deleted
-    assert cancelled >= 15  # most runs were still going when cancelled
+        if seen and seen[-1].stage == v.DONE:
+            assert seen[-1].verdict.deleted
+    assert len(stages_hit) >= 15  # most runs were still going when cancelled...
+    assert len(set(stages_hit)) >= 3  # ...at different points of their lives
+
+
+@pytest.mark.parametrize("stage", [v.CREATING, v.WAITING, v.RUNNING, v.JUDGING, v.DELETING])
+async def test_cancelled_at_each_stage(api, sim, stage):
+    # Cancelled from inside the progress callback: at that very point, the create call in flight included.
+    hit: list[v.Update] = []
+
+    def cancel_at_stage(update: v.Update) -> None:
+        hit.append(update)
+        if update.stage == stage and len([u for u in hit if u.stage == stage]) == 1:
+            task.cancel()
+
+    task = asyncio.create_task(v.verify_node(api, "gpu-ok", FAST, "default", cancel_at_stage))
+    (outcome,) = await asyncio.gather(task, return_exceptions=True)
+    assert stage in [u.stage for u in hit]
+    assert isinstance(outcome, asyncio.CancelledError)
+    assert hit[-1].stage == v.DONE and hit[-1].verdict.deleted and hit[-1].status == "Deleted"
+    assert verification_pods(sim) == []
 
 
 async def test_leaving_the_update_stream_early_deletes_the_pod(api, sim):
