@@ -18,7 +18,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import DataTable, Footer, Input
+from textual.widgets import DataTable, Footer, Input, Static
 
 from gputui.kube import gpu
 from gputui.kube.config import Connection, ConnectError, check
@@ -30,7 +30,7 @@ from .panes import node_columns, node_row, pod_columns, pod_row
 from .sanitize import clean
 from .screens import HelpScreen, NodeDetails, NodeDetailsScreen, TextScreen
 from .table import KeyedTable
-from .widgets import ClusterHeader, FilterBar, NodesPane, PluginLog, PluginPane, PodsPane
+from .widgets import ClusterHeader, FilterBar, Pane, PluginLog
 
 W = TypeVar("W", bound=Widget)
 
@@ -64,9 +64,13 @@ class MainScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield ClusterHeader(id="header")
-        yield NodesPane("Nodes", id="nodes")
-        yield PodsPane("GPU pods", id="pods")
-        yield PluginPane("Device plugin", id="plugin")
+        with Pane("Nodes", id="nodes"):
+            yield KeyedTable(id="nodes-table")
+        with Pane("GPU pods", id="pods"):
+            yield KeyedTable(id="pods-table")
+        with Pane("Device plugin", id="plugin"):
+            yield Static(id="plugin-info")
+            yield PluginLog(id="plugin-log")
         yield FilterBar(placeholder="filter (enter keeps, esc clears)", id="filter")
         yield Footer()
 
@@ -300,7 +304,7 @@ class GpuTuiApp(App[None]):
             for name in [n for n in cache if n not in names]:
                 del cache[name]
         self.nodes_table.show(rows)
-        pane = self._main("#nodes", NodesPane)
+        pane = self._main("#nodes", Pane)
         pane.set_status(self._pane_status("nodes", self.nodes_table))
 
     def _refresh_pods(self, model: ClusterModel, now: float) -> None:
@@ -328,7 +332,7 @@ class GpuTuiApp(App[None]):
         title = f"GPU pods · {where}"
         if self.namespace:
             title += f" · ns {clean(self.namespace, 63)}"
-        pane = self._main("#pods", PodsPane)
+        pane = self._main("#pods", Pane)
         pane.border_title = title
         pane.set_status(self._pane_status(PODS, self.pods_table))
 
@@ -343,7 +347,7 @@ class GpuTuiApp(App[None]):
         return " · ".join(parts)
 
     def _refresh_plugin(self, model: ClusterModel, now: float) -> None:
-        pane = self._main("#plugin", PluginPane)
+        pane = self._main("#plugin", Pane)
         info = self._main("#plugin-info")
         node = self.selected_node
         pod = model.plugin_pod(node) if node else None

@@ -46,6 +46,13 @@ class KeyedTable(DataTable):
         self._rank: dict[str, int] = {}
         self.filter_text = ""
 
+    def _update_dimensions(self, new_rows):  # type: ignore[no-untyped-def]
+        # Textual 8 measures new rows when idle and may widen columns then,
+        # but a row drawn just before (the cursor's, typically) stays cached at
+        # the old widths: drop the render caches when the widths are settled.
+        super()._update_dimensions(new_rows)
+        self._clear_caches()
+
     # -- columns ---------------------------------------------------------
     def set_columns(self, columns: Sequence[Column]) -> None:
         """Change the columns (a layout change: the rows are laid out again once)."""

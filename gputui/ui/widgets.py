@@ -5,13 +5,11 @@ from collections import deque
 from typing import Iterable
 
 from rich.text import Text
-from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.timer import Timer
 from textual.widgets import Input, Log, Static
 
 from .sanitize import log_line
-from .table import KeyedTable
 
 LOG_LINES_KEPT = 2_000
 
@@ -73,22 +71,6 @@ class Pane(Vertical):
 
     def set_status(self, status: Text | str) -> None:
         self.border_subtitle = status.plain if isinstance(status, Text) else status
-
-
-class NodesPane(Pane):
-    def compose(self) -> ComposeResult:
-        yield KeyedTable(id="nodes-table")
-
-
-class PodsPane(Pane):
-    def compose(self) -> ComposeResult:
-        yield KeyedTable(id="pods-table")
-
-
-class PluginPane(Pane):
-    def compose(self) -> ComposeResult:
-        yield Static(id="plugin-info")
-        yield PluginLog(id="plugin-log")
 
 
 class ClusterHeader(Static):
