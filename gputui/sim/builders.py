@@ -7,6 +7,7 @@ the Python clients refuse objects without them).
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 from datetime import datetime, timedelta, timezone
 from typing import Any, Iterable
@@ -91,7 +92,12 @@ def parse_quantity(value: object) -> float:
     """A Kubernetes quantity as a number (cpu in cores, memory in bytes)."""
     if isinstance(value, (int, float)):
         return float(value)
-    s = str(value).strip()
+    return _parse_quantity_text(str(value))
+
+
+@functools.lru_cache(maxsize=4096)  # clusters repeat a few quantities over and over
+def _parse_quantity_text(text: str) -> float:
+    s = text.strip()
     binary = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
     decimal = {"n": 1e-9, "u": 1e-6, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
     for unit, factor in binary.items():
