@@ -12,6 +12,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Static
 
 from . import render
+from .sanitize import clean
 
 if TYPE_CHECKING:
     from gputui.kube.gpu import NodeSummary
@@ -182,13 +183,13 @@ def details_text(details: NodeDetails, now: float) -> Text:
     out.rstrip()
 
     _section(out, "Resources")
-    out.append(f"  {'RESOURCE':<34}{'CAPACITY':>10}{'ALLOCATABLE':>13}{'ALLOCATED':>11}{'FREE':>6}\n", style="dim")
+    out.append(f"  {'RESOURCE':<34}{'CAPACITY':>14}{'ALLOCATABLE':>14}{'ALLOCATED':>11}{'FREE':>6}\n", style="dim")
     names = sorted(set(node.capacity) | set(node.allocatable))
     for name in names:
         usage = summary.usage.get(name)
         out.append("  ")
         out.append_text(render.text(name.ljust(34), style="bold" if usage else "", limit=60))
-        out.append(f"{_raw(node.capacity.get(name)):>10}{_raw(node.allocatable.get(name)):>13}")
+        out.append(f"{_raw(node.capacity.get(name)):>14}{_raw(node.allocatable.get(name)):>14}")
         if usage is not None:
             out.append(f"{usage.allocated:>11}")
             out.append_text(Text(f"{usage.free:>6}", style="bold red" if usage.free < 0 else ""))
@@ -261,4 +262,4 @@ def details_text(details: NodeDetails, now: float) -> Text:
 
 
 def _raw(quantity: str | None) -> str:
-    return render.clean(quantity, 10) if quantity else "-"
+    return clean(quantity, 13) if quantity else "-"

@@ -65,6 +65,8 @@ class FilterBar(Input):
 class Pane(Vertical):
     """A bordered pane with a title and an in-place status line (errors, filters, modes)."""
 
+    ALLOW_MAXIMIZE = True  # `l` fills the screen with the plugin pane, its title and pod line included
+
     def __init__(self, title: str, *, id: str) -> None:
         super().__init__(id=id, classes="pane")
         self.border_title = title

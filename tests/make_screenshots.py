@@ -1,0 +1,76 @@
+"""Write screenshots/*.svg from the demo cluster: the main screen, node details, the plugin logs.
+
+    python tests/make_screenshots.py [--out screenshots]
+
+The demo's objects are built for a fixed instant and the app reads that
+instant as "now", so ages do not change from run to run; the simulated
+kubelets still stamp their log lines with the real time.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from gputui.sim import demo  # noqa: E402
+from gputui.ui.demo import BackgroundCluster  # noqa: E402
+from gputui.ui.launch import make_app  # noqa: E402
+
+NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=timezone.utc)
+SIZE = (120, 40)
+DETAILS_NODE = "h100-mig-1"
+LOGS_NODE = "a100-2"  # its plugin crash-loops: the log shows why
+
+
+async def wait_for(pilot, condition, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise SystemExit("the demo did not settle in time")
+        await pilot.pause(0.05)
+
+
+async def shoot(kubeconfig: str, out: Path) -> list[Path]:
+    app = make_app(kubeconfig, clock=NOW.timestamp)
+    written = []
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.model is not None and app.pods_table.row_count > 0 and app.server_version)
+        await wait_for(pilot, lambda: app.plugin_log.line_count > 0)
+        await pilot.pause(0.5)
+        written.append(Path(app.save_screenshot("main.svg", str(out))))
+
+        app.jump_to_node(DETAILS_NODE)
+        await pilot.press("enter")
+        await pilot.pause(0.5)
+        written.append(Path(app.save_screenshot("node-details.svg", str(out))))
+        await pilot.press("escape")
+
+        app.jump_to_node(LOGS_NODE)
+        await wait_for(pilot, lambda: app.selected_node == LOGS_NODE and app.plugin_log.line_count > 0)
+        await pilot.pause(0.5)
+        await pilot.press("l")
+        await pilot.pause(0.3)
+        written.append(Path(app.save_screenshot("plugin-logs.svg", str(out))))
+        await pilot.press("escape", "q")
+    return written
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=str(Path(__file__).resolve().parent.parent / "screenshots"))
+    args = parser.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    with BackgroundCluster(scenario=demo.build(now=NOW)) as cluster:
+        for path in asyncio.run(shoot(str(cluster.kubeconfig_path), out)):
+            print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
