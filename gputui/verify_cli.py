@@ -273,12 +273,15 @@ class _Command:
             }
             print(json.dumps(doc, indent=2), file=self.out)
             return
-        width = max(len("NODE"), *(len(clean(vd.node)) for vd in verdicts))
-        print(f"{'NODE':<{width}}  RESULT  {'RESOURCE':<24}  {'TIME':>6}  DETAIL", file=self.out)
-        for vd in verdicts:
-            resource = f"{vd.resource} x{vd.count}" if vd.resource else "-"
-            result = "PASS" if vd.passed else "FAIL"
-            print(f"{clean(vd.node):<{width}}  {result:<6}  {resource:<24}  {vd.elapsed:5.1f}s  {clean(vd.reason, 2000)}", file=self.out)
+        rows = [
+            (clean(vd.node), "PASS" if vd.passed else "FAIL", f"{vd.resource} x{vd.count}" if vd.resource else "-", f"{vd.elapsed:.1f}s", clean(vd.reason, 2000))
+            for vd in verdicts
+        ]
+        header = ("NODE", "RESULT", "RESOURCE", "TIME", "DETAIL")
+        widths = [max(len(row[i]) for row in [header, *rows]) for i in range(4)]
+        for row in [header, *rows]:
+            cells = [row[0].ljust(widths[0]), row[1].ljust(widths[1]), row[2].ljust(widths[2]), row[3].rjust(widths[3]), row[4]]
+            print("  ".join(cells), file=self.out)
 
 
 def _ask(prompt: str) -> bool:

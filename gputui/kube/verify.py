@@ -123,6 +123,7 @@ class Plan:
     manifest: dict[str, Any]
     node_labels: Mapping[str, str] = field(default_factory=dict)
     free: Mapping[str, int] = field(default_factory=dict)  # GPU resources free on the node when planned
+    obstacles: tuple[str, ...] = ()  # what on the node itself will keep the pod off it, as seen when planned
 
     @property
     def name(self) -> str:
@@ -236,6 +237,29 @@ def build_pod(
     }
 
 
+def node_obstacles(node: Mapping[str, Any], resource: str, count: int, free: Mapping[str, int], tolerated: Iterable[str]) -> list[str]:
+    """Plain reasons the node will refuse the pod: the scheduler's message counts every node, this names ours."""
+    record = node_from(dict(node))
+    found = []
+    if record.unschedulable:
+        found.append(f"node {record.name} is cordoned")
+    if record.ready is not True:
+        found.append(f"node {record.name} is not Ready")
+    # Taints the node lifecycle controller sets say the same as "cordoned" and "not Ready" above.
+    skip = set(tolerated) | {"node.kubernetes.io/unschedulable", "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"}
+    effects: dict[str, list[str]] = {}
+    for taint in record.taints:
+        if taint.effect in ("NoSchedule", "NoExecute") and taint.key not in skip:
+            effects.setdefault(taint.key, []).append(taint.effect)
+    for key, kinds in effects.items():
+        found.append(f"untolerated taint {key} ({', '.join(kinds)}; add --tolerate {key})")
+    if resource not in free:
+        found.append(f"node advertises no {resource} (is its device plugin running?)")
+    elif free[resource] < count:
+        found.append(f"only {free[resource]} {resource} free on the node")
+    return found
+
+
 def plan_for(node: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], namespace: str, options: VerifyOptions) -> Plan:
     """The plan for a node object and the pods bound to it (pure: no API calls)."""
     meta = node.get("metadata") or {}
@@ -244,7 +268,9 @@ def plan_for(node: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], namespa
     free, allocatable = gpu_usage(node, pods)
     resource = options.resource or choose_resource(free, allocatable)
     manifest = build_pod(node_name, namespace, resource, options, hostname=labels.get("kubernetes.io/hostname"))
-    return Plan(node_name, namespace, resource, options.count, manifest, dict(labels), free)
+    tolerated = [t["key"] for t in manifest["spec"]["tolerations"]]
+    obstacles = tuple(node_obstacles(node, resource, options.count, free, tolerated))
+    return Plan(node_name, namespace, resource, options.count, manifest, dict(labels), free, obstacles)
 
 
 # -- nvidia-smi output -----------------------------------------------------
@@ -849,6 +875,9 @@ class _Run:
                 await asyncio.gather(log_task, return_exceptions=True)
 
     def _verdict_from(self, code: str, reason: str) -> Verdict:
+        if code == UNSCHEDULABLE and self.plan.obstacles:
+            words = reason.removeprefix("unschedulable: ")
+            return self.verdict(code, f"unschedulable: {'; '.join(self.plan.obstacles)}. The scheduler says: {words}")
         if code != PASS:
             return self.verdict(code, reason)
         report = parse_nvidia_smi("\n".join(self.log_lines))

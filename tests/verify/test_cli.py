@@ -74,19 +74,28 @@ async def wait_for_pod(sim, timeout: float = 20.0) -> str:
     return pods[0]
 
 
-async def test_refuses_without_a_terminal_or_yes(sim, created):
-    before = len(created)
-    code, out, err = await gputui_verify(sim, "gpu-ok")
-    assert code == 2
-    assert err.strip() == "gputui verify: refusing to create pods without confirmation: no terminal to ask on, pass --yes"
-    assert len(created) == before
+def run_in_process(capsys, *args: str) -> tuple[int, str, str]:
+    """For the refusals that happen before any connection: no process to start."""
+    from gputui.cli import main
+
+    code = main(["verify", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
 
 
-async def test_read_only_creates_nothing(sim, created):
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["gpu-ok"], "gputui verify: refusing to create pods without confirmation: no terminal to ask on, pass --yes"),
+        (["gpu-ok", "--yes", "--read-only"], "gputui verify: read-only mode: verification creates a pod on each node, so nothing was done"),
+        (["--yes"], "gputui verify: name at least one NODE, or pass --all"),
+        (["gpu-ok", "--all", "--yes"], "gputui verify: name nodes or pass --all, not both"),
+    ],
+)
+async def test_refusals_before_connecting(sim, created, capsys, args, message):
     before = len(created)
-    code, _, err = await gputui_verify(sim, "gpu-ok", "--yes", "--read-only")
-    assert code == 2
-    assert "read-only" in err and "nothing was done" in err
+    code, out, err = run_in_process(capsys, *args, "--kubeconfig", str(sim.kubeconfig_path))
+    assert (code, out, err.strip()) == (2, "", message)
     assert len(created) == before
 
 
@@ -123,17 +132,9 @@ async def test_all_gpu_nodes(sim):
     assert verdicts["gpu-image-pull"]["code"] == "image-pull"
 
 
-@pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        (["no-such-node", "--yes"], "gputui verify: node 'no-such-node' not found"),
-        (["--yes"], "gputui verify: name at least one NODE, or pass --all"),
-        (["gpu-ok", "--all", "--yes"], "gputui verify: name nodes or pass --all, not both"),
-    ],
-)
-async def test_usage_errors(sim, args, message):
-    code, out, err = await gputui_verify(sim, *args)
-    assert (code, out, err.strip()) == (2, "", message)
+async def test_unknown_node(sim):
+    code, out, err = await gputui_verify(sim, "no-such-node", "--yes")
+    assert (code, out, err.strip()) == (2, "", "gputui verify: node 'no-such-node' not found")
 
 
 async def test_connection_errors_are_one_line(sim, tmp_path):

@@ -108,17 +108,17 @@ async def test_user_chosen_resource(api):
 
 
 @pytest.mark.parametrize(
-    ("node", "words"),
+    ("node", "ours", "words"),
     [
-        ("gpu-full", "Insufficient nvidia.com/gpu"),
-        ("gpu-cordoned", "node(s) were unschedulable"),
-        ("cpu-only", "Insufficient nvidia.com/gpu"),
+        ("gpu-full", "only 0 nvidia.com/gpu free on the node", "Insufficient nvidia.com/gpu"),
+        ("gpu-cordoned", "node gpu-cordoned is cordoned", "node(s) were unschedulable"),
+        ("cpu-only", "node advertises no nvidia.com/gpu (is its device plugin running?)", "Insufficient nvidia.com/gpu"),
     ],
 )
-async def test_unschedulable_in_the_schedulers_words(api, node, words):
+async def test_unschedulable_names_the_cause_and_quotes_the_scheduler(api, node, ours, words):
     verdict = await verify(api, node)
     assert verdict.code == v.UNSCHEDULABLE, verdict.reason
-    assert verdict.reason.startswith("unschedulable: 0/")
+    assert verdict.reason.startswith(f"unschedulable: {ours}. The scheduler says: 0/")
     assert words in verdict.reason
     assert verdict.deleted
 

@@ -72,6 +72,29 @@ def test_user_resource_and_count_win():
     assert plan.manifest["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu.shared": "2"}
 
 
+def test_obstacles_on_the_node_itself():
+    n = node("gpu-a", {"nvidia.com/gpu": "1"})
+    n["spec"] = {"unschedulable": True, "taints": [
+        {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
+        {"key": "dedicated", "value": "ml", "effect": "NoExecute"},
+        {"key": "dedicated", "value": "ml", "effect": "NoSchedule"},
+        {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"},
+        {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"},
+        {"key": "soft", "value": "x", "effect": "PreferNoSchedule"},
+    ]}
+    n["status"]["conditions"] = [{"type": "Ready", "status": "Unknown"}]
+    plan = v.plan_for(n, [gpu_pod("gpu-a", "nvidia.com/gpu", 1)], "ops", v.VerifyOptions())
+    assert plan.obstacles == (
+        "node gpu-a is cordoned",
+        "node gpu-a is not Ready",
+        "untolerated taint dedicated (NoExecute, NoSchedule; add --tolerate dedicated)",
+        "only 0 nvidia.com/gpu free on the node",
+    )
+    tolerant = v.plan_for(n, [], "ops", v.VerifyOptions(tolerate=("dedicated",)))
+    assert not any("dedicated" in o for o in tolerant.obstacles)
+    assert v.plan_for(node("gpu-b", {"nvidia.com/gpu": "2"}), [], "ops", v.VerifyOptions()).obstacles == ()
+
+
 # -- the pod ----------------------------------------------------------------
 
 
