@@ -16,8 +16,10 @@ import time
 from collections.abc import Sequence
 from typing import TextIO
 
+import aiohttp
+
 from .kube import verify as v
-from .kube.config import ConnectError, Connection, add_connection_args, check, connect
+from .kube.config import ConnectError, Connection, add_connection_args, check, connect, describe_network_error
 from .kube.records import parse_time
 from .ui.sanitize import clean, log_line
 
@@ -123,7 +125,10 @@ class _Command:
             self.say(f"gputui verify: {e}")
             return EXIT_USAGE
         except v.VerifyError as e:
-            self.say(f"gputui verify: {e}")
+            self.say(f"gputui verify: {clean(str(e))}")
+            return EXIT_USAGE
+        except (OSError, aiohttp.ClientError) as e:
+            self.say(f"gputui verify: lost the connection to the cluster: {describe_network_error(e)}")
             return EXIT_USAGE
         except KeyboardInterrupt:
             self.say("gputui verify: interrupted before any pod was created")
@@ -170,8 +175,8 @@ class _Command:
         assert self.conn is not None
         try:
             found = await v.find_leftovers(self.conn.api, namespace)
-        except (v.ApiError, OSError) as e:
-            self.say(f"gputui verify: could not look for leftover verification pods: {clean(str(e))}")
+        except (v.ApiError, OSError, aiohttp.ClientError) as e:
+            self.say(f"gputui verify: could not look for leftover verification pods: {clean(str(e) or type(e).__name__)}")
             return []
         if not found:
             return []

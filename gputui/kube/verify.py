@@ -26,10 +26,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import aiohttp
 import orjson
 import yaml
 from kubernetes_asyncio.client import ApiClient, CoreV1Api
 
+from .config import describe_network_error
 from .gpu import GPU, GPU_SHARED, GpuResources, is_gpu_node, node_usage
 from .logs import LogError, stream_logs
 from .records import display_status, node_from, pod_from
@@ -433,7 +435,6 @@ class PodEvent:
 
 
 # Stages of one verification, in order.
-PLANNED = "planned"
 CREATING = "creating"
 WAITING = "waiting"  # created, not running yet
 RUNNING = "running"
@@ -592,36 +593,43 @@ async def _lines(request: Awaitable[Any]) -> AsyncIterator[bytes]:
         resp.close()
 
 
+RETRY_PAUSE = 0.2  # seconds between reconnects; callers bound the whole wait with their own timeout
+
+
 async def _watch(
     list_call: Callable[..., Awaitable[Any]], namespace: str, field_selector: str, since: str
 ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
-    """(type, object) from a watch that resumes where it ended and lists again after a 410."""
+    """(type, object) from a watch that resumes where it ended, reconnects after connection
+    errors (an API server restart) and lists again after a 410. Runs until the caller stops it."""
     while True:
-        stream = _lines(
-            list_call(
-                namespace, field_selector=field_selector, watch=True, resource_version=since,
-                allow_watch_bookmarks=True, timeout_seconds=300, _preload_content=False,
-            )
-        )
         expired = False
-        async for line in stream:
-            if not line.strip():
-                continue
-            event = orjson.loads(line)
-            kind, obj = event.get("type"), event.get("object") or {}
-            if kind == "ERROR":
-                if obj.get("code") == 410:
-                    expired = True
-                    break
-                raise ApiError(int(obj.get("code") or 500), str(obj.get("message") or "watch failed"), str(obj.get("reason") or ""))
-            since = (obj.get("metadata") or {}).get("resourceVersion") or since
-            if kind != "BOOKMARK":
-                yield kind, obj
-        if expired:
-            listed = await _json(list_call(namespace, field_selector=field_selector, _preload_content=False))
-            for obj in listed.get("items") or []:
-                yield "ADDED", obj
-            since = listed["metadata"]["resourceVersion"]
+        try:
+            stream = _lines(
+                list_call(
+                    namespace, field_selector=field_selector, watch=True, resource_version=since,
+                    allow_watch_bookmarks=True, timeout_seconds=300, _preload_content=False,
+                )
+            )
+            async for line in stream:
+                if not line.strip():
+                    continue
+                event = orjson.loads(line)
+                kind, obj = event.get("type"), event.get("object") or {}
+                if kind == "ERROR":
+                    if obj.get("code") == 410:
+                        expired = True
+                        break
+                    raise ApiError(int(obj.get("code") or 500), str(obj.get("message") or "watch failed"), str(obj.get("reason") or ""))
+                since = (obj.get("metadata") or {}).get("resourceVersion") or since
+                if kind != "BOOKMARK":
+                    yield kind, obj
+            if expired:
+                listed = await _json(list_call(namespace, field_selector=field_selector, _preload_content=False))
+                for obj in listed.get("items") or []:
+                    yield "ADDED", obj
+                since = listed["metadata"]["resourceVersion"]
+        except (OSError, aiohttp.ClientError):
+            await asyncio.sleep(RETRY_PAUSE)
 
 
 async def read_node(api: ApiClient, node: str) -> dict[str, Any]:
@@ -667,29 +675,37 @@ def create_denied_message(e: ApiError, namespace: str) -> str:
 
 
 async def delete_pod(api: ApiClient, namespace: str, name: str, confirm_timeout: float = DELETE_CONFIRM_TIMEOUT) -> bool:
-    """Delete the pod and wait until it is gone; True once that is confirmed."""
+    """Delete the pod and wait until it is gone; True once that is confirmed within confirm_timeout."""
     core = CoreV1Api(api)
     try:
         async with asyncio.timeout(confirm_timeout):
-            try:
-                await _json(core.delete_namespaced_pod(name, namespace, grace_period_seconds=1, _preload_content=False))
-            except ApiError as e:
-                if e.status == 404:
-                    return True
-                raise
             while True:
                 try:
-                    current = await _json(core.read_namespaced_pod(name, namespace, _preload_content=False))
-                except ApiError as e:
-                    if e.status == 404:
-                        return True
-                    raise
-                since = current["metadata"]["resourceVersion"]
-                async for kind, _obj in _watch(core.list_namespaced_pod, namespace, f"metadata.name={name}", since):
-                    if kind == "DELETED":
-                        return True
-    except (TimeoutError, ApiError, OSError, ValueError):
+                    return await _delete_and_wait(core, namespace, name)
+                except (OSError, aiohttp.ClientError):
+                    await asyncio.sleep(RETRY_PAUSE)  # the API server may be restarting: try again
+    except (TimeoutError, ApiError, ValueError):
         return False
+
+
+async def _delete_and_wait(core: CoreV1Api, namespace: str, name: str) -> bool:
+    try:
+        await _json(core.delete_namespaced_pod(name, namespace, grace_period_seconds=1, _preload_content=False))
+    except ApiError as e:
+        if e.status == 404:
+            return True
+        raise
+    while True:
+        try:
+            current = await _json(core.read_namespaced_pod(name, namespace, _preload_content=False))
+        except ApiError as e:
+            if e.status == 404:
+                return True
+            raise
+        since = current["metadata"]["resourceVersion"]
+        async for kind, _obj in _watch(core.list_namespaced_pod, namespace, f"metadata.name={name}", since):
+            if kind == "DELETED":
+                return True
 
 
 async def _delete_shielded(api: ApiClient, namespace: str, name: str, confirm_timeout: float) -> tuple[bool, bool]:
@@ -722,7 +738,6 @@ class _Run:
         self.log_lines: list[str] = []
         self.logs_done = asyncio.Event()
         self.may_exist = False
-        self.stage = PLANNED
 
     @property
     def elapsed(self) -> float:
@@ -731,7 +746,6 @@ class _Run:
     def emit(
         self, stage: str, events: Sequence[PodEvent] = (), log_lines: Sequence[str] = (), verdict: Verdict | None = None, status: str | None = None
     ) -> None:
-        self.stage = stage
         if self.on_update is not None:
             if status is None:
                 status = pod_display_status(self.pod) if self.pod else ""
@@ -765,13 +779,15 @@ class _Run:
             if e.status == 403:
                 return self.verdict(FORBIDDEN, create_denied_message(e, plan.namespace))
             return self.verdict(API_ERROR, f"could not create the pod: {e}")
-        except (OSError, asyncio.TimeoutError) as e:
-            return self.verdict(API_ERROR, f"could not create the pod: {e}")
+        except (OSError, TimeoutError, aiohttp.ClientError) as e:
+            return self.verdict(API_ERROR, f"could not create the pod: {describe_network_error(e)}")
         self.emit(WAITING)
         try:
             return await self._follow()
-        except (VerifyError, OSError) as e:
+        except VerifyError as e:
             return self.verdict(API_ERROR, f"lost track of the pod: {e}")
+        except (OSError, aiohttp.ClientError) as e:
+            return self.verdict(API_ERROR, f"lost track of the pod: {describe_network_error(e)}")
 
     async def _clean_up(self, verdict: Verdict | None) -> Verdict:
         """Delete the pod if it may exist, and tell the view how that went (the last Update)."""

@@ -256,3 +256,17 @@ async def test_unconfirmed_deletion_is_reported(api, sim):
         assert [lo.status for lo in await v.find_leftovers(api)] == ["Terminating"]
     finally:
         sim.store.delete("pods", "default", stuck["metadata"]["name"])
+
+
+async def test_an_api_server_restart_mid_run_is_survived(api, sim):
+    restarts: list[asyncio.Task] = []
+
+    def restart_once_waiting(update: v.Update) -> None:
+        if update.stage == v.WAITING and not restarts:
+            restarts.append(asyncio.create_task(sim.faults.restart(downtime=0.3)))
+
+    verdict = await v.verify_node(api, "gpu-ok", FAST, "default", restart_once_waiting)
+    await restarts[0]
+    assert verdict.passed, verdict.reason
+    assert verdict.elapsed >= 0.3  # it did wait through the downtime
+    assert verdict.deleted
