@@ -102,6 +102,18 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+def list_metadata(body: bytes) -> Obj:
+    """A list's metadata without parsing its items: servers write metadata before items
+    (Go field order), so the head is parsed alone; otherwise the whole body is."""
+    head_end = body.find(b',"items":', 0, 1 << 16)
+    if head_end > 0:
+        try:
+            return orjson.loads(body[:head_end] + b"}").get("metadata") or {}
+        except orjson.JSONDecodeError:
+            pass
+    return orjson.loads(body).get("metadata") or {}
+
+
 class Reflector:
     def __init__(
         self,
@@ -191,35 +203,43 @@ class Reflector:
     async def _get(self, **params: Any) -> aiohttp.ClientResponse:
         return await self.list_call(_preload_content=False, **params)
 
+    async def _fetch_page(self, token: str | None) -> bytes:
+        timeout = aiohttp.ClientTimeout(sock_connect=self.connect_timeout, sock_read=self.read_timeout)
+        params: dict[str, Any] = {"limit": self.page_size, "_request_timeout": timeout}
+        if token:
+            params["_continue"] = token
+        resp = await self._get(**params)
+        async with resp:
+            body = await resp.read()
+        if resp.status != 200:
+            raise self._failure(resp.status, body)
+        return body
+
     async def _list(self) -> None:
         if not self.state.synced and self.state.phase not in (RETRYING, FORBIDDEN):
             self._set(SYNCING)
-        timeout = aiohttp.ClientTimeout(sock_connect=self.connect_timeout, sock_read=self.read_timeout)
-        token: str | None = None
-        began = False
-        while True:
-            params: dict[str, Any] = {"limit": self.page_size, "_request_timeout": timeout}
-            if token:
-                params["_continue"] = token
-            resp = await self._get(**params)
-            async with resp:
-                body = await resp.read()
-            if resp.status != 200:
-                raise self._failure(resp.status, body)
-            with gc_paused():
-                doc = orjson.loads(body)
-                del body
-                if not began:
-                    self.sink.begin_list()
-                    began = True
-                list_item = self.sink.list_item
-                for item in doc.get("items") or ():
-                    list_item(item)
-                meta = doc.get("metadata") or {}
-                del doc
-            token = meta.get("continue")
-            if not token:
-                break
+        self.sink.begin_list()
+        page: asyncio.Future[bytes] = asyncio.ensure_future(self._fetch_page(None))
+        try:
+            while True:
+                body = await page
+                # Ask for the next page before parsing this one, so the server works while we parse.
+                meta = list_metadata(body)
+                token = meta.get("continue")
+                if token:
+                    page = asyncio.ensure_future(self._fetch_page(token))
+                with gc_paused():
+                    doc = orjson.loads(body)
+                    del body
+                    list_item = self.sink.list_item
+                    for item in doc.get("items") or ():
+                        list_item(item)
+                    del doc
+                if not token:
+                    break
+        finally:
+            if not page.done():
+                page.cancel()
         self.sink.end_list()
         self.resource_version = meta.get("resourceVersion")
         self.lists += 1

@@ -1,0 +1,299 @@
+"""Benchmark of the model's initial sync (a script, not a test).
+
+    python tests/bench_model.py              # 20,000 pods, then 5,000 nodes / 150,000 pods
+    python tests/bench_model.py --smoke      # a few hundred pods, a few seconds
+
+On a synthetic simulated cluster (its own process), times the initial sync to
+a complete GPU summary for:
+  gputui          ClusterModel: paged list, raw JSON, slim records (its own process: its own peak RSS)
+  kubectl+jq      the seed's recipes (node capacity/allocatable, totals, GPU pods)
+  models          kubernetes_asyncio with its default model deserialisation
+  raw             the raw HTTP fetch of the same paged lists, bytes only
+and the rate at which the model applies watch events. Prints medians, ratios
+and peak RSS.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run as a script from anywhere
+LISTS = ("nodes", "pods", "events")
+SEED_RECIPES = [
+    "kubectl get nodes -o custom-columns='NODE:.metadata.name,GPU_CAPACITY:.status.capacity.nvidia\\.com/gpu,"
+    "GPU_ALLOCATABLE:.status.allocatable.nvidia\\.com/gpu'",
+    """kubectl get nodes -o json | jq -r '.items[] | [.metadata.name, (.status.allocatable["nvidia.com/gpu"] // "0")] | @tsv'""",
+    """kubectl get pods -A -o json | jq -r '.items[] | select(.spec.containers[].resources.requests["nvidia.com/gpu"] != null)"""
+    """ | [.metadata.namespace, .metadata.name] | @tsv'""",
+]
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+# -- children: each measurement runs in its own process ---------------------------------
+async def child_gputui(kubeconfig: str) -> dict:
+    from gputui.kube.config import connect
+    from gputui.kube.model import EVENTS, NODES, PODS, ClusterModel
+
+    base = peak_rss_mb()
+    start = time.perf_counter()
+    async with await connect(kubeconfig) as conn:
+        model = ClusterModel(conn.api, kinds=(NODES, PODS, EVENTS))
+        async with model:
+            assert await model.wait_synced(600), model.states
+            summaries = model.node_summaries()
+            totals = model.totals()
+            gpu_pods = model.gpu_pods()
+            seconds = time.perf_counter() - start
+            return {
+                "seconds": seconds, "rss_mb": peak_rss_mb(), "rss_after_imports_mb": base,
+                "nodes": len(summaries), "kept_pods": len(model.pods.records), "gpu_pods": len(gpu_pods),
+                "events": len(model.events.records),
+                "totals": {k: v.as_dict() for k, v in totals.items()},
+            }
+
+
+async def _paged(kubeconfig: str, preload: bool) -> dict:
+    from kubernetes_asyncio.client import CoreV1Api
+    from kubernetes_asyncio.config import new_client_from_config
+
+    api = await new_client_from_config(kubeconfig)
+    core = CoreV1Api(api)
+    calls = {"nodes": core.list_node, "pods": core.list_pod_for_all_namespaces, "events": core.list_event_for_all_namespaces}
+    start = time.perf_counter()
+    counts = {}
+    size = 0
+    for kind in LISTS:
+        token, n = None, 0
+        while True:
+            params = {"limit": 500, **({"_continue": token} if token else {})}
+            if preload:
+                result = await calls[kind](**params)
+                n += len(result.items)
+                token = result.metadata._continue
+            else:
+                resp = await calls[kind](_preload_content=False, **params)
+                body = await resp.read()
+                size += len(body)
+                # the continue token is all we look at: find it without parsing the page
+                marker = body.rfind(b'"continue":"')
+                token = body[marker + 12: body.index(b'"', marker + 12)].decode() if marker >= 0 else None
+            if not token:
+                break
+        counts[kind] = n
+    seconds = time.perf_counter() - start
+    await api.close()
+    return {"seconds": seconds, "rss_mb": peak_rss_mb(), "counts": counts, "bytes": size}
+
+
+async def child_models(kubeconfig: str) -> dict:
+    return await _paged(kubeconfig, preload=True)
+
+
+async def child_raw(kubeconfig: str) -> dict:
+    return await _paged(kubeconfig, preload=False)
+
+
+async def child_events(kubeconfig: str) -> dict:
+    """Watch events applied per second by the model: real pod JSON from the cluster, replayed as MODIFIED lines."""
+    import orjson
+    from kubernetes_asyncio.client import CoreV1Api
+    from kubernetes_asyncio.config import new_client_from_config
+
+    from gputui.kube.model import PODS, ClusterModel
+
+    api = await new_client_from_config(kubeconfig)
+    resp = await CoreV1Api(api).list_pod_for_all_namespaces(limit=2000, _preload_content=False)
+    items = orjson.loads(await resp.read())["items"]
+    model = ClusterModel(api, kinds=(PODS,))
+    applied = [0]
+    model.subscribe(lambda change: applied.__setitem__(0, applied[0] + 1))
+    reflector = model.reflectors[PODS]
+    lines = []
+    for i in range(20_000):
+        obj = items[i % len(items)]
+        obj["metadata"]["resourceVersion"] = str(10**6 + i)
+        lines.append(orjson.dumps({"type": "MODIFIED", "object": obj}))
+    start = time.perf_counter()
+    for line in lines:
+        reflector._apply_line(line)
+    seconds = time.perf_counter() - start
+    await api.close()
+    return {"seconds": seconds, "events": len(lines), "per_second": len(lines) / seconds,
+            "changes_to_listeners": applied[0], "rss_mb": peak_rss_mb()}
+
+
+async def child_watch_e2e(_: str) -> dict:
+    """End to end through a real watch stream: an in-process simulator (sharing these cores) writes, the model follows."""
+    from gputui.kube.config import connect
+    from gputui.kube.model import PODS, ClusterModel
+    from gputui.sim.cluster import SimCluster
+
+    n = 5000
+    async with SimCluster(nodes=20, pods=400) as sim:
+        async with await connect(str(sim.kubeconfig_path)) as conn:
+            model = ClusterModel(conn.api, kinds=(PODS,))
+            async with model:
+                await model.wait_synced(60)
+                await asyncio.sleep(0.2)
+                reflector = model.reflectors[PODS]
+                pods = [(p["metadata"]["namespace"], p["metadata"]["name"]) for p in sim.store.objects("pods")]
+                before = reflector.events
+                start = time.perf_counter()
+                for i in range(n):
+                    ns, name = pods[i % len(pods)]
+                    sim.store.mutate("pods", ns, name, lambda p: p["metadata"].setdefault("annotations", {}).update(bench=str(i)))
+                    if i % 200 == 0:
+                        await asyncio.sleep(0)
+                while reflector.events - before < n:
+                    await asyncio.sleep(0.005)
+                seconds = time.perf_counter() - start
+    return {"seconds": seconds, "events": n, "per_second": n / seconds}
+
+
+CHILDREN = {"gputui": child_gputui, "models": child_models, "raw": child_raw, "events": child_events, "watch-e2e": child_watch_e2e}
+
+
+# -- the parent --------------------------------------------------------------------------
+def run_child(method: str, kubeconfig: str) -> dict:
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", method, "--kubeconfig", kubeconfig],
+        capture_output=True, text=True, timeout=1800, cwd=ROOT,
+    )
+    if out.returncode != 0:
+        raise SystemExit(f"bench child {method} failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def run_seed(kubeconfig: str, cache: str) -> float:
+    start = time.perf_counter()
+    for recipe in SEED_RECIPES:
+        command = recipe.replace("kubectl ", f"kubectl --kubeconfig {kubeconfig} --cache-dir {cache} ")
+        subprocess.run(command, shell=True, check=True, stdout=subprocess.DEVNULL, timeout=1800)
+    return time.perf_counter() - start
+
+
+class Simulator:
+    """`gputui sim --nodes N --pods M` in its own process."""
+
+    def __init__(self, nodes: int, pods: int, workdir: str) -> None:
+        self.kubeconfig = os.path.join(workdir, f"kubeconfig-{nodes}-{pods}")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "gputui", "sim", "--nodes", str(nodes), "--pods", str(pods), "--kubeconfig-out", self.kubeconfig],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+        )
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.startswith("kubeconfig "):
+                return
+        raise SystemExit(f"simulator did not start: {self.proc.stderr.read() if self.proc.stderr else ''}")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(30)
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def bench_sync(nodes: int, pods: int, repeat: int, workdir: str, with_seed: bool = True, with_models: bool = True) -> dict:
+    print(f"\n== {nodes} nodes, {pods} pods (median of {repeat}) ==", flush=True)
+    sim = Simulator(nodes, pods, workdir)
+    try:
+        results: dict[str, list[dict]] = {"gputui": [], "raw": [], "models": []}
+        seed_times: list[float] = []
+        cache = os.path.join(workdir, f"kubectl-cache-{pods}")
+        for _ in range(repeat):
+            results["raw"].append(run_child("raw", sim.kubeconfig))
+            results["gputui"].append(run_child("gputui", sim.kubeconfig))
+            if with_models:
+                results["models"].append(run_child("models", sim.kubeconfig))
+            if with_seed:
+                seed_times.append(run_seed(sim.kubeconfig, cache))
+    finally:
+        sim.stop()
+    g = results["gputui"]
+    raw = median([r["seconds"] for r in results["raw"]])
+    ours = median([r["seconds"] for r in g])
+    figures = {
+        "gputui_s": ours, "raw_s": raw, "gputui_peak_rss_mb": max(r["rss_mb"] for r in g),
+        "gputui_rss_after_imports_mb": g[0]["rss_after_imports_mb"], "kept_pods": g[0]["kept_pods"],
+        "gpu_pods": g[0]["gpu_pods"], "list_mb": results["raw"][0]["bytes"] / 1e6,
+    }
+    print(f"  lists fetched: {figures['list_mb']:.1f} MB; model keeps {g[0]['kept_pods']} pods "
+          f"({g[0]['gpu_pods']} GPU pods), {g[0]['events']} events")
+    print(f"  raw HTTP fetch          {raw:7.2f} s")
+    print(f"  gputui model            {ours:7.2f} s   = {ours / raw:.2f} x raw fetch   peak RSS {figures['gputui_peak_rss_mb']:.0f} MB "
+          f"(after imports {figures['gputui_rss_after_imports_mb']:.0f} MB)")
+    if with_models:
+        models = median([r["seconds"] for r in results["models"]])
+        figures["models_s"] = models
+        print(f"  kubernetes_asyncio      {models:7.2f} s   gputui is {models / ours:.1f}x faster   "
+              f"peak RSS {max(r['rss_mb'] for r in results['models']):.0f} MB")
+    if with_seed:
+        seed = median(seed_times)
+        figures["kubectl_jq_s"] = seed
+        print(f"  kubectl+jq (seed)       {seed:7.2f} s   gputui takes 1/{seed / ours:.0f} of it")
+    return figures
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--smoke", action="store_true", help="tiny run (a few hundred pods) for the test suite")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--skip-big", action="store_true", help="skip the 5,000 nodes / 150,000 pods run")
+    parser.add_argument("--child", choices=sorted(CHILDREN), help=argparse.SUPPRESS)
+    parser.add_argument("--kubeconfig", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(asyncio.run(CHILDREN[args.child](args.kubeconfig))))
+        return 0
+
+    with tempfile.TemporaryDirectory(prefix="gputui-bench-") as workdir:
+        if args.smoke:
+            small = bench_sync(10, 300, 1, workdir)
+        else:
+            small = bench_sync(1000, 20_000, args.repeat, workdir)
+            big = None if args.skip_big else bench_sync(5000, 150_000, 1, workdir, with_seed=False, with_models=False)
+        sim = Simulator(10, 300, workdir) if args.smoke else Simulator(1000, 20_000, workdir)
+        try:
+            events = run_child("events", sim.kubeconfig)
+        finally:
+            sim.stop()
+        e2e = run_child("watch-e2e", "") if not args.smoke else None
+
+    print("\n== watch events ==")
+    print(f"  model applies {events['per_second']:,.0f} events/s ({events['events']} MODIFIED pod events of real pod JSON)")
+    if e2e:
+        print(f"  end to end through the simulator's watch (same cores): {e2e['per_second']:,.0f} events/s")
+
+    print("\n== goals ==")
+    checks = [("model applies >= 5,000 watch events/s", events["per_second"] >= 5000)]
+    if not args.smoke:
+        checks += [
+            ("20k pods: gputui <= 1/20 of kubectl+jq", small["gputui_s"] <= small["kubectl_jq_s"] / 20),
+            ("20k pods: gputui <= 3x raw fetch", small["gputui_s"] <= 3 * small["raw_s"]),
+            ("20k pods: peak RSS <= 150 MB", small["gputui_peak_rss_mb"] <= 150),
+        ]
+        if big:
+            checks.append(("150k pods: peak RSS <= 400 MB", big["gputui_peak_rss_mb"] <= 400))
+    for text, ok in checks:
+        print(f"  {'PASS' if ok else 'MISS'}  {text}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
