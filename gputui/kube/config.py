@@ -6,8 +6,10 @@ message ever contains a credential.
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
@@ -20,7 +22,7 @@ from kubernetes_asyncio.config.incluster_config import (
     SERVICE_TOKEN_FILENAME,
     InClusterConfigLoader,
 )
-from kubernetes_asyncio.config.kube_config import KubeConfigLoader, KubeConfigMerger
+from kubernetes_asyncio.config.kube_config import KubeConfigLoader, KubeConfigMerger, refresh_token
 
 DEFAULT_KUBECONFIG = "~/.kube/config"
 IN_CLUSTER_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
@@ -56,8 +58,14 @@ class Connection:
     context: str | None  # None in-cluster
     server: str
     namespace: str  # the context's default namespace
+    # Renews short-lived credentials (exec plugins, GCP) for a long-running app.
+    token_refresh: asyncio.Task[None] | None = field(default=None, repr=False)
 
     async def close(self) -> None:
+        if self.token_refresh is not None:
+            self.token_refresh.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.token_refresh
         await self.api.close()
 
     async def __aenter__(self) -> "Connection":
@@ -159,7 +167,11 @@ async def _from_kubeconfig(paths: list[str], context: str | None) -> Connection:
         raise KubeconfigError(f'context "{name}": {_first_line(exc)}') from None
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise KubeconfigError(f'context "{name}": cannot load credentials ({type(exc).__name__})') from None
-    return Connection(ApiClient(configuration), name, server, ctx.get("namespace") or "default")
+    conn = Connection(ApiClient(configuration), name, server, ctx.get("namespace") or "default")
+    user = loader._user  # the library keeps the active user private; its refresher needs one
+    if loader.provider == "gcp" or (user is not None and "exec" in user):
+        conn.token_refresh = asyncio.create_task(refresh_token(loader, configuration), name="gputui-token-refresh")
+    return conn
 
 
 def _choices(contexts: dict[str, dict]) -> str:

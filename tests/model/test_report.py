@@ -88,8 +88,10 @@ async def test_json_is_the_contract(sim):
     pods = {(p["namespace"], p["name"]): p for p in data["pods"]}
     for p in data["pods"]:
         assert set(p) == {"namespace", "name", "node", "phase", "gpu", "reason"}
+    scheduled = next(c for c in sim.store.get("pods", "ml", "waiting")["status"]["conditions"] if c["type"] == "PodScheduled")
     assert pods[("ml", "waiting")] == {"namespace": "ml", "name": "waiting", "node": None, "phase": "Pending",
-                                       "gpu": {"nvidia.com/gpu": 16}, "reason": "0/4 nodes are available: 4 Insufficient nvidia.com/gpu."}
+                                       "gpu": {"nvidia.com/gpu": 16}, "reason": scheduled["message"]}
+    assert "Insufficient nvidia.com/gpu" in scheduled["message"]
     assert ("ml", "finished") not in pods
     assert data["totals"]["nvidia.com/mig-1g.10gb"] == {"capacity": 7, "allocatable": 7, "allocated": 2, "free": 5}
 
