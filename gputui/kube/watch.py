@@ -190,6 +190,7 @@ class Reflector:
                 await self._retry_later(describe_network_error(exc))
             except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
                 # A malformed answer: start over from a fresh list.
+                log.warning("%s: unreadable response", self.resource, exc_info=True)
                 self.resource_version = None
                 await self._retry_later(f"unreadable response ({type(exc).__name__})")
 
