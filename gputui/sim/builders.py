@@ -777,3 +777,106 @@ def mig_labels(product: str, per_node: dict[str, int]) -> dict[str, str]:
         labels[f"{prefix}.slices.ci"] = str(facts["slices"])
         labels[f"{prefix}.slices.gi"] = str(facts["slices"])
     return labels
+
+
+# -- services ---------------------------------------------------------------
+
+def cluster_ip(namespace: str, name: str) -> str:
+    """A stable address in the default service range 10.96.0.0/12."""
+    h = digest("service", namespace, name, length=4)
+    return f"10.96.{int(h[:2], 16)}.{max(1, int(h[2:], 16))}"
+
+
+def service(
+    name: str,
+    namespace: str,
+    selector: dict[str, str] | None,
+    ports: list[tuple[str, int, int | str]],
+    *,
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    ip: str | None = None,
+    age_s: float = 86400 * 30,
+    now: datetime | None = None,
+) -> Obj:
+    """A ClusterIP Service. ports: (name, port, targetPort)."""
+    address = ip or cluster_ip(namespace, name)
+    meta: Obj = {"name": name, "namespace": namespace, "uid": stable_uid("Service", namespace, name),
+                 "creationTimestamp": ago(age_s, now), "labels": dict(labels or {})}
+    if annotations:
+        meta["annotations"] = dict(annotations)
+    spec: Obj = {
+        "clusterIP": address,
+        "clusterIPs": [address],
+        "internalTrafficPolicy": "Cluster",
+        "ipFamilies": ["IPv4"],
+        "ipFamilyPolicy": "SingleStack",
+        "ports": [{"name": n, "port": p, "protocol": "TCP", "targetPort": t} if n else {"port": p, "protocol": "TCP", "targetPort": t}
+                  for n, p, t in ports],
+        "sessionAffinity": "None",
+        "type": "ClusterIP",
+    }
+    if selector:
+        spec["selector"] = dict(selector)
+    return {"apiVersion": "v1", "kind": "Service", "metadata": meta, "spec": spec, "status": {"loadBalancer": {}}}
+
+
+# -- custom resource definitions ----------------------------------------------
+
+def custom_resource_definition(
+    group: str,
+    version: str,
+    plural: str,
+    kind: str,
+    *,
+    namespaced: bool,
+    printer_columns: list[tuple[str, str, str]] = (),
+    labels: dict[str, str] | None = None,
+    age_s: float = 86400 * 30,
+    now: datetime | None = None,
+) -> Obj:
+    """An established CRD with one served version, a status subresource and an open schema.
+    printer_columns: (name, type, jsonPath)."""
+    name = f"{plural}.{group}"
+    names = {"kind": kind, "listKind": f"{kind}List", "plural": plural, "singular": kind.lower()}
+    created = ago(age_s, now)
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": name, "uid": stable_uid("crd", name), "creationTimestamp": created, "generation": 1,
+                     "labels": dict(labels or {}), "annotations": {"controller-gen.kubebuilder.io/version": "v0.14.0"}},
+        "spec": {
+            "conversion": {"strategy": "None"},
+            "group": group,
+            "names": names,
+            "scope": "Namespaced" if namespaced else "Cluster",
+            "versions": [{
+                "name": version,
+                "served": True,
+                "storage": True,
+                "subresources": {"status": {}},
+                "additionalPrinterColumns": [{"name": n, "type": t, "jsonPath": p} for n, t, p in printer_columns],
+                "schema": {"openAPIV3Schema": {
+                    "type": "object",
+                    "description": f"{kind} is the Schema for the {plural} API",
+                    "properties": {
+                        "apiVersion": {"type": "string"},
+                        "kind": {"type": "string"},
+                        "metadata": {"type": "object"},
+                        "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                        "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                    },
+                }},
+            }],
+        },
+        "status": {
+            "acceptedNames": names,
+            "conditions": [
+                {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts", "message": "no conflicts found",
+                 "lastTransitionTime": created},
+                {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
+                 "message": "the initial names have been accepted", "lastTransitionTime": created},
+            ],
+            "storedVersions": [version],
+        },
+    }

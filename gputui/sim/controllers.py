@@ -7,7 +7,12 @@ real time (1.0: an image pull takes about a second; tests use 20 or more).
 Node annotation a scenario can set (comma-separated values):
 
     sim.gputui.io/fault: driver-broken   nvidia-smi exits 9 with the driver error; device-plugin
-                                         containers fail to initialize NVML and crash-loop
+                                         containers fail to initialize NVML and crash-loop; the
+                                         GPU Operator's driver container fails to load the module
+                                         and crash-loops, and operands' *-validation init
+                                         containers wait for it forever (Init:0/N)
+    sim.gputui.io/fault: dcgm-broken     the DCGM exporter cannot start its host engine: it
+                                         exits 1 and crash-loops
     sim.gputui.io/fault: image-pull      image pulls fail (ErrImagePull, then ImagePullBackOff),
                                          for images not already on the node
     sim.gputui.io/fault: runtime-hook    containers given GPUs fail to start: the NVIDIA runtime

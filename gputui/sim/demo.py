@@ -3,18 +3,26 @@
 Nodes (fixed names, deterministic objects; timestamps are relative to start):
   cp-1          control plane, tainted node-role.kubernetes.io/control-plane:NoSchedule, no GPU
   cpu-1         CPU-only worker (the operator and core add-ons run here)
-  h100-1        8x H100 80GB HBM3, GPU Operator; training and a notebook whose init container asks for GPUs
+  h100-1        8x H100 80GB HBM3, GPU Operator; training and a notebook whose init container asks for GPUs;
+                its DCGM exporter reports XID 48 on GPU 2 (sim.gputui.io/xid: "2:48")
   h100-2        8x H100, tainted nvidia.com/gpu=present:NoSchedule; inference, a two-container GPU pod
   h100-mig-1    8x H100, MIG mixed (all-balanced: 16x 1g.10gb, 8x 2g.20gb, 8x 3g.40gb, stale nvidia.com/gpu: 0)
   h100-3        8x H100, NotReady (kubelet stopped posting status); its pods keep their stale state
-  h100-4        8x H100, cordoned, still running a job
+  h100-4        8x H100, cordoned, still running a job; its DCGM exporter crash-loops
+                (sim.gputui.io/fault: dcgm-broken), so the ClusterPolicy is notReady [state-dcgm-exporter]
   t4-shared-1   4x Tesla T4, time-sliced x4, renamed: advertises nvidia.com/gpu.shared: 16 (standalone plugin)
   a100-1        8x A100 80GB, one GPU unhealthy (Xid 79): capacity 8, allocatable 7 (standalone plugin)
   a100-2        8x A100 labelled by GFD but no GPU resource registered: the driver is broken
                 (sim.gputui.io/fault: driver-broken), the standalone plugin pod crash-loops
+  h100-dra-1    8x H100 handed out by Dynamic Resource Allocation (resource.k8s.io/v1): a ResourceSlice
+                from driver gpu.nvidia.com (gpu-0..6, and gpu-7 as seven 1g.10gb MIG devices), no device
+                plugin; DeviceClasses gpu.nvidia.com (extendedResourceName nvidia.com/gpu) and
+                mig.nvidia.com; qwen-72b-serving-0 holds gpu-0 and gpu-1, whisper-dra-0 one MIG device
 
-GPU Operator operands run in namespace gpu-operator on the H100 nodes; the standalone
-(static manifest) device plugin runs in kube-system on the node-pool=legacy-gpu nodes.
+GPU Operator operands run in namespace gpu-operator on the H100 nodes (ClusterPolicy
+cluster-policy, Service nvidia-dcgm-exporter :gpu-metrics/9400); the standalone (static
+manifest) device plugin runs in kube-system on the node-pool=legacy-gpu nodes; the DRA
+driver's kubelet plugin in nvidia-dra-driver-gpu.
 Finished pods (Succeeded, Failed) still declare GPUs; three pods cannot be scheduled.
 """
 from __future__ import annotations
@@ -23,46 +31,17 @@ from datetime import datetime
 from typing import Any
 
 from . import builders as b
-from .scenarios import namespace
+from .dcgm import XID_ANNOTATION
+from .stacks import DAY, FAULT_ANNOTATION, GPU_TAINT, GPU_TOLERATION, OPERATOR_NS, OPERATOR_STATES, ClusterBuilder
 
 Obj = dict[str, Any]
 
-DAY = 86400
-OPERATOR_NS = "gpu-operator"
-OPERATOR_VERSION = "v24.3.0"
-PLUGIN_IMAGE = "nvcr.io/nvidia/k8s-device-plugin:v0.15.0-ubi8"
-STATIC_PLUGIN_IMAGE = "nvcr.io/nvidia/k8s-device-plugin:v0.15.0"
-GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
-GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 MIG_LAYOUT = {"1g.10gb": 16, "2g.20gb": 8, "3g.40gb": 8}
-
-# DaemonSet pods tolerate these (added by the DaemonSet controller).
-DS_TOLERATIONS = [
-    {"key": "node.kubernetes.io/disk-pressure", "operator": "Exists", "effect": "NoSchedule"},
-    {"key": "node.kubernetes.io/memory-pressure", "operator": "Exists", "effect": "NoSchedule"},
-    {"key": "node.kubernetes.io/pid-pressure", "operator": "Exists", "effect": "NoSchedule"},
-    {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"},
-]
+DRA_NODE = "h100-dra-1"
 
 
-class _Demo:
-    def __init__(self) -> None:
-        self.now = b.utcnow()
-        self.nodes: dict[str, Obj] = {}
-        self.node_index: dict[str, int] = {}
-        self.slots: dict[str, int] = {}
-        self.pods: list[Obj] = []
-        self.daemonsets: list[Obj] = []
-        self.events: list[Obj] = []
-
+class _Demo(ClusterBuilder):
     # -- nodes -----------------------------------------------------------
-    def add_node(self, name: str, **kw: Any) -> Obj:
-        index = len(self.nodes)
-        obj = b.node(name, index, now=self.now, **kw)
-        self.nodes[name] = obj
-        self.node_index[name] = index
-        return obj
-
     def build_nodes(self) -> None:
         self.add_node("cp-1", cpu=16, memory_gib=64,
                       labels={"node-role.kubernetes.io/control-plane": "", "node.kubernetes.io/exclude-from-external-load-balancers": ""},
@@ -71,7 +50,7 @@ class _Demo:
         h100 = b.gfd_labels("NVIDIA-H100-80GB-HBM3", 8)
         worker = {"node-role.kubernetes.io/worker": "", "node-pool": "h100"}
         self.add_node("h100-1", cpu=192, memory_gib=2048, labels={**worker, **h100},
-                      extra_resources={"nvidia.com/gpu": (8, 8)})
+                      extra_resources={"nvidia.com/gpu": (8, 8)}, annotations={XID_ANNOTATION: "2:48"})
         self.add_node("h100-2", cpu=192, memory_gib=2048, labels={**worker, **h100},
                       extra_resources={"nvidia.com/gpu": (8, 8)}, taints=[GPU_TAINT])
         mig = b.gfd_labels("NVIDIA-H100-80GB-HBM3", 8, mig_strategy="mixed", mig_config="all-balanced")
@@ -83,7 +62,7 @@ class _Demo:
                       taints=[{"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule", "timeAdded": b.ago(3500, self.now)},
                               {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute", "timeAdded": b.ago(3490, self.now)}])
         self.add_node("h100-4", cpu=192, memory_gib=2048, labels={**worker, **h100}, unschedulable=True,
-                      extra_resources={"nvidia.com/gpu": (8, 8)})
+                      extra_resources={"nvidia.com/gpu": (8, 8)}, annotations={FAULT_ANNOTATION: "dcgm-broken"})
         legacy = {"node-role.kubernetes.io/worker": "", "node-pool": "legacy-gpu", "nvidia.com/gpu.deploy.operands": "false"}
         t4 = b.gfd_labels("Tesla-T4", 4, driver="535.161.08", cuda="12.2", operator=False, replicas=4,
                           sharing="time-slicing", renamed_shared=True)
@@ -94,189 +73,41 @@ class _Demo:
         self.add_node("a100-1", cpu=256, memory_gib=2048, labels={**legacy, **a100},
                       extra_resources={"nvidia.com/gpu": (8, 7)})
         self.add_node("a100-2", cpu=256, memory_gib=2048, labels={**legacy, **a100},
-                      annotations={"sim.gputui.io/fault": "driver-broken"})
+                      annotations={FAULT_ANNOTATION: "driver-broken"})
+        # DRA: NFD labels only (no GFD, no device plugin, no extended resource); the DRA driver's kubelet plugin runs here.
+        nfd = {k: v for k, v in h100.items() if k.startswith("feature.node.kubernetes.io/")}
+        self.add_node(DRA_NODE, cpu=192, memory_gib=2048,
+                      labels={"node-role.kubernetes.io/worker": "", "node-pool": "dra", "nvidia.com/dra-kubelet-plugin": "true", **nfd})
 
-    # -- pods ------------------------------------------------------------
-    def place(self, pod: Obj, node: str, age_s: float) -> Obj:
-        slot = self.slots.get(node, 0)
-        self.slots[node] = slot + 1
-        b.set_running(pod, self.nodes[node], self.node_index[node], slot, age_s - 5, self.now)
-        self.pods.append(pod)
-        return pod
-
-    def finish(self, pod: Obj, node: str, age_s: float, run_s: float, exit_code: int, reason: str) -> Obj:
-        """A pod that ran on the node and ended (Succeeded or Failed)."""
-        self.place(pod, node, age_s)
-        status = pod["status"]
-        started, finished = b.ago(age_s - 5, self.now), b.ago(age_s - 5 - run_s, self.now)
-        phase = "Succeeded" if exit_code == 0 else "Failed"
-        status["phase"] = phase
-        for cond in status["conditions"]:
-            if cond["type"] in ("Ready", "ContainersReady", "PodReadyToStartContainers"):
-                cond["status"] = "False"
-                cond["lastTransitionTime"] = finished
-                if cond["type"] != "PodReadyToStartContainers":
-                    cond["reason"] = "PodCompleted" if phase == "Succeeded" else "PodFailed"
-        for cs in status["containerStatuses"]:
-            cs["ready"] = False
-            cs["started"] = False
-            cs["state"] = b.terminated_state(exit_code, reason, started, finished, cs["containerID"])
-        return pod
-
-    def ds_pod(self, ds_name: str, ns: str, node: str, containers: list[Obj], labels: dict[str, str], *,
-               init: list[Obj] | None = None, host_network: bool = False, host_volumes: dict[str, str] | None = None,
-               tolerations: list[Obj] | None = None, age_s: float = 14 * DAY, priority: str | None = None,
-               service_account: str = "default") -> Obj:
-        name = f"{ds_name}-{b.suffix(ns, ds_name, node)}"
-        pod = b.pod(name, ns, containers, labels={**labels, "controller-revision-hash": b.suffix(ds_name, length=10),
-                                                   "pod-template-generation": "1"},
-                    init_containers=init, owner=("apps/v1", "DaemonSet", ds_name), host_volumes=host_volumes,
-                    tolerations=list(tolerations or []) + DS_TOLERATIONS, age_s=age_s, now=self.now,
-                    priority_class=priority, service_account=service_account,
-                    affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-                        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}}})
-        pod["metadata"]["generateName"] = f"{ds_name}-"
-        if host_network:
-            pod["spec"]["hostNetwork"] = True
-            pod["spec"]["dnsPolicy"] = "ClusterFirstWithHostNet"
-        return self.place(pod, node, age_s)
-
-    def daemonset(self, name: str, ns: str, selector: dict[str, str], example: Obj, node_selector: dict[str, str] | None,
-                  labels: dict[str, str] | None = None) -> None:
-        self.daemonsets.append(b.daemonset(name, ns, selector, example, labels=labels, node_selector=node_selector, now=self.now))
-
+    # -- the GPU stack ---------------------------------------------------
     def build_operator(self) -> None:
-        ns = OPERATOR_NS
-        managed = {"app.kubernetes.io/managed-by": "gpu-operator", "helm.sh/chart": f"gpu-operator-{OPERATOR_VERSION}"}
-        gpu_nodes = ["h100-1", "h100-2", "h100-mig-1", "h100-3", "h100-4"]
-        validation = {"run-nvidia-validations": "/run/nvidia/validations"}
-
-        def validation_init(name: str) -> Obj:
-            return b.container(name, f"nvcr.io/nvidia/cloud-native/gpu-operator-validator:{OPERATOR_VERSION}",
-                               command=["sh", "-c"], args=[f"until [ -f /run/nvidia/validations/{name.split('-')[0]}-ready ]; do echo waiting; sleep 5; done"],
-                               mounts=[("run-nvidia-validations", "/run/nvidia/validations")])
-
-        operands = [
-            ("nvidia-driver-daemonset", {"app": "nvidia-driver-daemonset", "app.kubernetes.io/component": "nvidia-driver"},
-             "driver", lambda: [b.container("nvidia-driver-ctr", "nvcr.io/nvidia/driver:550.54.15-ubuntu22.04",
-                                             command=["nvidia-driver"], args=["init"], mounts=[("run-nvidia", "/run/nvidia")])],
-             lambda: [b.container("k8s-driver-manager", "nvcr.io/nvidia/cloud-native/k8s-driver-manager:v0.6.8",
-                                  command=["driver-manager"], args=["uninstall_driver"])], True),
-            ("nvidia-container-toolkit-daemonset", {"app": "nvidia-container-toolkit-daemonset"}, "container-toolkit",
-             lambda: [b.container("nvidia-container-toolkit-ctr", "nvcr.io/nvidia/k8s/container-toolkit:v1.15.0-ubuntu20.04",
-                                  command=["/bin/bash", "-c"], args=["nvidia-toolkit /usr/local/nvidia"])],
-             lambda: [validation_init("driver-validation")], True),
-            ("nvidia-device-plugin-daemonset", {"app": "nvidia-device-plugin-daemonset"}, "device-plugin",
-             lambda: [b.container("nvidia-device-plugin", PLUGIN_IMAGE, command=["nvidia-device-plugin"],
-                                  env={"PASS_DEVICE_SPECS": "true", "FAIL_ON_INIT_ERROR": "true", "DEVICE_LIST_STRATEGY": "envvar",
-                                       "DEVICE_ID_STRATEGY": "uuid", "NVIDIA_VISIBLE_DEVICES": "all", "NVIDIA_DRIVER_CAPABILITIES": "all"},
-                                  mounts=[("device-plugin", "/var/lib/kubelet/device-plugins")]),
-                      b.container("config-manager", PLUGIN_IMAGE, command=["config-manager"])],
-             lambda: [validation_init("toolkit-validation"), b.container("config-manager-init", PLUGIN_IMAGE, command=["config-manager"])],
-             False),
-            ("gpu-feature-discovery", {"app": "gpu-feature-discovery", "app.kubernetes.io/part-of": "nvidia-gpu"},
-             "gpu-feature-discovery",
-             lambda: [b.container("gpu-feature-discovery", PLUGIN_IMAGE, command=["gpu-feature-discovery"],
-                                  env={"GFD_SLEEP_INTERVAL": "60s", "GFD_FAIL_ON_INIT_ERROR": "true"})],
-             lambda: [validation_init("toolkit-validation")], False),
-            ("nvidia-dcgm-exporter", {"app": "nvidia-dcgm-exporter"}, "dcgm-exporter",
-             lambda: [b.container("nvidia-dcgm-exporter", "nvcr.io/nvidia/k8s/dcgm-exporter:3.3.5-3.4.1-ubuntu22.04",
-                                  env={"DCGM_EXPORTER_LISTEN": ":9400", "DCGM_EXPORTER_KUBERNETES": "true",
-                                       "DCGM_EXPORTER_COLLECTORS": "/etc/dcgm-exporter/dcp-metrics-included.csv"},
-                                  ports=[9400])],
-             lambda: [validation_init("toolkit-validation")], False),
-            ("nvidia-mig-manager", {"app": "nvidia-mig-manager"}, "mig-manager",
-             lambda: [b.container("nvidia-mig-manager", "nvcr.io/nvidia/cloud-native/k8s-mig-manager:v0.7.0-ubuntu20.04",
-                                  command=["nvidia-mig-manager"], env={"CONFIG_FILE": "/mig-parted-config/config.yaml"})],
-             lambda: [validation_init("toolkit-validation")], True),
-            ("nvidia-operator-validator", {"app": "nvidia-operator-validator", "app.kubernetes.io/part-of": "gpu-operator"},
-             "operator-validator",
-             lambda: [b.container("nvidia-operator-validator", f"nvcr.io/nvidia/cloud-native/gpu-operator-validator:{OPERATOR_VERSION}",
-                                  command=["sh", "-c"], args=["echo all validations are successful; sleep infinity"])],
-             lambda: [validation_init(n) for n in ("driver-validation", "toolkit-validation", "cuda-validation", "plugin-validation")],
-             False),
-        ]
-        for ds_name, labels, component, containers, inits, host_network in operands:
-            example = None
-            for node in gpu_nodes:
-                example = self.ds_pod(ds_name, ns, node, containers(), {**labels, **managed}, init=inits(),
-                                      host_network=host_network, host_volumes=validation, tolerations=[GPU_TOLERATION],
-                                      priority="system-node-critical", service_account=ds_name.replace("-daemonset", ""))
-            self.daemonset(ds_name, ns, {"app": labels["app"]}, example,
-                           {f"nvidia.com/gpu.deploy.{component}": "true"}, labels={**labels, **managed})
-
-        nfd_labels = {"app.kubernetes.io/name": "node-feature-discovery", "app.kubernetes.io/instance": "gpu-operator", "role": "worker"}
-        example = None
-        for node in [n for n in self.nodes if n != "cp-1"]:
-            example = self.ds_pod("gpu-operator-node-feature-discovery-worker", ns, node,
-                                  [b.container("worker", "registry.k8s.io/nfd/node-feature-discovery:v0.15.4",
-                                               command=["nfd-worker"], args=["-server=gpu-operator-node-feature-discovery-master:8080"])],
-                                  nfd_labels, tolerations=[GPU_TOLERATION], service_account="node-feature-discovery")
-        self.daemonset("gpu-operator-node-feature-discovery-worker", ns, nfd_labels, example, None)
-
-        for name, container_name, labels, image in [
-            (f"gpu-operator-7bbf8bb6b7-{b.suffix('op')}", "gpu-operator",
-             {"app": "gpu-operator", "app.kubernetes.io/component": "gpu-operator"}, f"nvcr.io/nvidia/gpu-operator:{OPERATOR_VERSION}"),
-            (f"gpu-operator-node-feature-discovery-master-6d9f8d497c-{b.suffix('nfdm')}", "master",
-             {"app.kubernetes.io/name": "node-feature-discovery", "role": "master"}, "registry.k8s.io/nfd/node-feature-discovery:v0.15.4"),
-            (f"gpu-operator-node-feature-discovery-gc-79d6d968bb-{b.suffix('nfdgc')}", "gc",
-             {"app.kubernetes.io/name": "node-feature-discovery", "role": "gc"}, "registry.k8s.io/nfd/node-feature-discovery:v0.15.4"),
-        ]:
-            rs = name.rsplit("-", 1)[0]
-            pod = b.pod(name, ns, [b.container(container_name, image, command=[f"nfd-{container_name}" if container_name != "gpu-operator" else "gpu-operator"],
-                                               requests={"cpu": "200m", "memory": "100Mi"}, limits={"cpu": "500m", "memory": "350Mi"})],
-                        labels={**labels, "pod-template-hash": rs.rsplit("-", 1)[1]}, owner=("apps/v1", "ReplicaSet", rs),
-                        age_s=14 * DAY, now=self.now)
-            self.place(pod, "cpu-1", 14 * DAY)
-
-        # The operator's validator runs a CUDA sample on each node once; those pods stay Completed.
-        for node in ["h100-1", "h100-2", "h100-mig-1"]:
-            resource = "nvidia.com/mig-1g.10gb" if node == "h100-mig-1" else "nvidia.com/gpu"
-            pod = b.pod(f"nvidia-cuda-validator-{b.suffix('cuda-validator', node)}", ns,
-                        [b.container("nvidia-cuda-validator", f"nvcr.io/nvidia/cloud-native/gpu-operator-validator:{OPERATOR_VERSION}",
-                                     command=["sh", "-c"], args=["vectorAdd"], limits={resource: 1})],
-                        labels={"app": "nvidia-cuda-validator", **managed}, restart_policy="OnFailure",
-                        tolerations=[GPU_TOLERATION], age_s=14 * DAY - 120, now=self.now)
-            self.finish(pod, node, 14 * DAY - 120, 8, 0, "Completed")
+        self.add_operator(gpu_nodes=["h100-1", "h100-2", "h100-mig-1", "h100-3", "h100-4"],
+                          nfd_nodes=[n for n in self.nodes if n != "cp-1"], control_node="cpu-1",
+                          validated_nodes=["h100-1", "h100-2", "h100-mig-1"])
+        # The broken operand: h100-4's DCGM exporter cannot start its host engine, so the ClusterPolicy is notReady.
+        self.crash_loop(self.pod_of("nvidia-dcgm-exporter", "h100-4"), restarts=23)
+        self.add_cluster_policy(OPERATOR_NS, not_ready=[OPERATOR_STATES["dcgm-exporter"]])
+        self.add_dcgm_service(OPERATOR_NS)
 
     def build_static_plugin(self) -> None:
-        ns = "kube-system"
-        labels = {"name": "nvidia-device-plugin-ds"}
-        example = None
-        for node in ["t4-shared-1", "a100-1", "a100-2"]:
-            ctr = b.container("nvidia-device-plugin-ctr", STATIC_PLUGIN_IMAGE,
-                              env={"FAIL_ON_INIT_ERROR": "true"}, mounts=[("device-plugin", "/var/lib/kubelet/device-plugins")])
-            ctr["securityContext"] = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
-            example = self.ds_pod("nvidia-device-plugin-daemonset", ns, node, [ctr], labels,
-                                  host_volumes={"device-plugin": "/var/lib/kubelet/device-plugins"},
-                                  tolerations=[GPU_TOLERATION, {"key": "CriticalAddonsOnly", "operator": "Exists"}],
-                                  age_s=30 * DAY, priority="system-node-critical")
-            if node == "a100-2":
-                self.crash_loop(example, restarts=14)
-        self.daemonset("nvidia-device-plugin-daemonset", ns, labels, example, {"node-pool": "legacy-gpu"})
+        self.add_static_plugin(["t4-shared-1", "a100-1", "a100-2"], {"node-pool": "legacy-gpu"}, crash_looping=("a100-2",))
 
-    def crash_loop(self, pod: Obj, restarts: int) -> None:
-        """Make a running pod's first container crash-loop (the kubelet writes its log lines, see controllers.py)."""
-        status = pod["status"]
-        status["conditions"] = [
-            dict(c, status="False", reason="ContainersNotReady",
-                 message=f"containers with unready status: [{pod['spec']['containers'][0]['name']}]")
-            if c["type"] in ("Ready", "ContainersReady") else c
-            for c in status["conditions"]
-        ]
-        cs = status["containerStatuses"][0]
-        meta = pod["metadata"]
-        cs.update({
-            "ready": False, "started": False, "restartCount": restarts,
-            "containerID": b.container_id(meta["namespace"], meta["name"], cs["name"], restarts),
-            "state": {"waiting": {"reason": "CrashLoopBackOff",
-                                  "message": f"back-off 5m0s restarting failed container={cs['name']} pod={meta['name']}_{meta['namespace']}({meta['uid']})"}},
-            "lastState": b.terminated_state(1, "Error", b.ago(140, self.now), b.ago(139, self.now),
-                                            b.container_id(meta["namespace"], meta["name"], cs["name"], restarts), None),
-        })
-        self.events.append(b.event(pod, "BackOff", f"Back-off restarting failed container {cs['name']} in pod {meta['name']}_{meta['namespace']}({meta['uid']})",
-                                   kind="Warning", host=pod["spec"]["nodeName"], field_path=f"spec.containers{{{cs['name']}}}",
-                                   count=restarts * 12, first=b.ago(3 * 3600, self.now), last=b.ago(30, self.now)))
+    def build_dra(self) -> None:
+        """h100-dra-1's GPUs as ResourceSlice devices (GPU 7 split into seven 1g.10gb MIG devices), the DeviceClasses,
+        and two running pods holding devices through ResourceClaims: two full GPUs, and one MIG device."""
+        self.add_dra_driver([DRA_NODE])
+        self.add_resource_slice(DRA_NODE, "NVIDIA H100 80GB HBM3", 81559, 8, mig={7: {"1g.10gb": 7}})
+        serve = b.pod("qwen-72b-serving-0", "inference", [
+            b.container("vllm", "docker.io/vllm/vllm-openai:v0.10.1", args=["--model", "Qwen/Qwen2.5-72B-Instruct", "--tensor-parallel-size", "2"],
+                        requests={"cpu": "16", "memory": "256Gi"}, ports=[8000])],
+            labels={"app": "qwen-72b-serving"}, owner=("apps/v1", "StatefulSet", "qwen-72b-serving"), age_s=9 * 3600, now=self.now)
+        serve["metadata"].pop("generateName", None)
+        self.add_claimed_pod(serve, DRA_NODE, "gpus", "gpu.nvidia.com", ["gpu-0", "gpu-1"], age_s=9 * 3600)
+        asr = b.pod("whisper-dra-0", "inference", [
+            b.container("whisper", "ghcr.io/ggerganov/whisper.cpp:main-cuda", ports=[8080])],
+            labels={"app": "whisper-dra"}, age_s=3 * 3600, now=self.now)
+        self.add_claimed_pod(asr, DRA_NODE, "mig", "mig.nvidia.com", ["gpu-7-mig-1g10gb-19-0"],
+                             selector="device.attributes['gpu.nvidia.com'].profile == '1g.10gb'", age_s=3 * 3600)
 
     def build_core(self) -> None:
         ns = "kube-system"
@@ -309,6 +140,8 @@ class _Demo:
             pod["metadata"].pop("generateName", None)
             pod["spec"]["hostNetwork"] = True
             self.place(pod, "cp-1", 30 * DAY)
+        self.others.append(b.service("kubernetes", "default", None, [("https", 443, 6443)], ip="10.96.0.1",
+                                     labels={"component": "apiserver", "provider": "kubernetes"}, age_s=30 * DAY, now=self.now))
 
     def build_workloads(self) -> None:
         now = self.now
@@ -435,18 +268,13 @@ class _Demo:
         self.build_operator()
         self.build_static_plugin()
         self.build_workloads()
+        self.build_dra()
         self.build_node_events()
         self.mark_unreachable_pods_not_ready("h100-3")
-        for ds in self.daemonsets:
-            ds["status"] = b.daemonset_status(ds, self.pods)
-        namespaces = [namespace(n) for n in ("default", "kube-system", "kube-public", "kube-node-lease", OPERATOR_NS,
-                                             "ml-training", "inference", "research")]
-        return [*namespaces, *self.nodes.values(), *self.daemonsets, *self.pods, *self.events]
+        return self.objects(["default", "kube-system", "kube-public", "kube-node-lease", OPERATOR_NS,
+                             "ml-training", "inference", "research"])
 
 
 def build(now: datetime | None = None) -> list[Obj]:
     """The demo cluster's objects (fresh copies each call)."""
-    demo = _Demo()
-    if now is not None:
-        demo.now = now
-    return demo.build()
+    return _Demo(now).build()

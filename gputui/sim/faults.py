@@ -6,6 +6,7 @@ refused, and the server's per-request check costs one attribute read.
     sim.faults.compact()                  # every older watch gets 410 Expired
     sim.faults.drop_watches()             # every open watch stream ends
     sim.faults.fail("pods", 403)          # 403 Forbidden (or 500) for pods, every verb
+    sim.faults.fail("pods/proxy", 403)    # only that subresource (here: no pods/proxy RBAC)
     sim.faults.slow("nodes", 1.5)         # delay every nodes response
     sim.faults.clear("pods")              # or clear() for all resources
     await sim.faults.restart(downtime=.5) # connections refused, then back, same port and state
@@ -45,9 +46,13 @@ class Faults:
         return self.cluster
 
     def _resource_key(self, key: str) -> str:
+        """A resource key (`pods`), or one with a subresource (`pods/proxy`)."""
         cluster = self._require()
-        if key not in cluster.store.resources:
-            raise ValueError(f"unknown resource {key!r}; served: {', '.join(cluster.store.resources)}")
+        resource, _, sub = key.partition("/")
+        if resource not in cluster.store.resources:
+            raise ValueError(f"unknown resource {resource!r}; served: {', '.join(cluster.store.resources)}")
+        if sub and sub not in cluster.store.resources[resource].subresources:
+            raise ValueError(f"{resource} has no subresource {sub!r}")
         return key
 
     def compact(self) -> None:
@@ -75,7 +80,7 @@ class Faults:
         await self._require().restart(downtime=downtime)
 
     def lookup(self, resource_key: str) -> Fault | None:
-        """The server's per-request check."""
+        """The server's per-request check (`pods` or `pods/proxy`)."""
         if not self.active:
             return None
         return self.active.get(resource_key)

@@ -219,6 +219,53 @@ def _driver_lines(t: When, ctx: Context) -> list[str]:
     ]
 
 
+async def operator_driver(ctx: Context) -> int:
+    """The GPU Operator's driver container: installs and waits, or (driver-broken) fails to load the module."""
+    if "driver-broken" not in ctx.faults:
+        return await Chatter(_driver_lines)(ctx)
+    t = ctx.started
+    ctx.log("\n".join([
+        "========== NVIDIA Software Installer ==========",
+        f"Starting installation of NVIDIA driver version {ctx.gpus.driver} for Linux kernel version {b.KERNEL}",
+        "Stopping NVIDIA persistence daemon...",
+        "Unloading NVIDIA driver kernel modules...",
+        "Installing NVIDIA driver kernel modules...",
+        "Loading ipmi and i2c_core kernel modules...",
+        "Loading NVIDIA driver kernel modules...",
+        "+ modprobe nvidia",
+        "modprobe: ERROR: could not insert 'nvidia': No such device",
+        f"{t:%b %d %H:%M:%S} ERROR: Unable to load the kernel module 'nvidia.ko'.",
+        "Stopping NVIDIA persistence daemon...",
+        "Unloading NVIDIA driver kernel modules...",
+        "Unmounting NVIDIA driver rootfs...",
+    ]))
+    await ctx.sleep(2)
+    return 1
+
+
+async def dcgm_exporter(ctx: Context) -> int:
+    """The DCGM exporter: serves metrics, or (dcgm-broken) cannot start its host engine and exits."""
+    if "dcgm-broken" not in ctx.faults:
+        return await Chatter(_dcgm_lines)(ctx)
+    t = ctx.started
+    ctx.log("\n".join([
+        logfmt(t, "info", "Starting dcgm-exporter"),
+        logfmt(t, "fatal", "Error connecting to nv-hostengine: DCGM initialization error"),
+    ]))
+    await ctx.sleep(1)
+    return 1
+
+
+async def validation_init(ctx: Context) -> int:
+    """An operand's `*-validation` init container: passes, or (driver-broken) waits for the driver forever."""
+    if "driver-broken" not in ctx.faults:
+        return await Chatter(_validation_init_lines, exit_code=0)(ctx)
+    waiting = ("waiting for the driver validations to be ready..." if ctx.container["name"] == "driver-validation"
+               else "waiting for nvidia container stack to be setup")
+    ctx.log(waiting)
+    return await forever(ctx, 5, lambda: waiting)
+
+
 def _toolkit_lines(t: When, ctx: Context) -> list[str]:
     return [
         logfmt(t, "info", "Parsing arguments"),
@@ -362,7 +409,7 @@ def program_for(pod: Obj, container: Obj, *, init: bool) -> Program:
         return _exit_after(seconds, code)
     if init:
         if name.endswith("-validation"):
-            return Chatter(_validation_init_lines, exit_code=0)
+            return validation_init
         if name == "config-manager-init":
             return Chatter(_config_manager_lines, exit_code=0)
         if container.get("restartPolicy") != "Always":
@@ -372,9 +419,9 @@ def program_for(pod: Obj, container: Obj, *, init: bool) -> Program:
     if "gpu-feature-discovery" in name or "gpu-feature-discovery" in words:
         return Chatter(_gfd_lines, 60, _gfd_periodic)
     if "dcgm-exporter" in name or "dcgm-exporter" in image:
-        return Chatter(_dcgm_lines)
+        return dcgm_exporter
     if name == "nvidia-driver-ctr" or "nvidia-driver" in words:
-        return Chatter(_driver_lines)
+        return operator_driver
     if "container-toolkit" in name or "container-toolkit" in image:
         return Chatter(_toolkit_lines)
     if "mig-manager" in name:

@@ -6,6 +6,7 @@ and Table printing all read from here.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 
 @dataclass(frozen=True)
@@ -19,6 +20,9 @@ class ResourceType:
     subresources: tuple[str, ...] = ()
     verbs: tuple[str, ...] = ("create", "delete", "get", "list", "patch", "update", "watch")
     singular: str = field(default="")
+    # A custom resource: served (discovery, every path) only while its CustomResourceDefinition,
+    # named after `key`, exists, as on a real cluster where the CRD may not be installed.
+    custom: bool = False
 
     @property
     def api_version(self) -> str:
@@ -43,8 +47,17 @@ RESOURCES: list[ResourceType] = [
     ResourceType("", "v1", "nodes", "Node", False, ("no",), ("status", "proxy")),
     ResourceType("", "v1", "pods", "Pod", True, ("po",), ("status", "log", "binding", "proxy")),
     ResourceType("", "v1", "events", "Event", True, ("ev",)),
+    ResourceType("", "v1", "services", "Service", True, ("svc",), ("status", "proxy")),
     ResourceType("apps", "v1", "daemonsets", "DaemonSet", True, ("ds",), ("status",)),
+    ResourceType("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False,
+                 ("crd", "crds"), ("status",)),
+    ResourceType("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", False),
+    ResourceType("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True, (), ("status",)),
+    ResourceType("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", False),
+    ResourceType("nvidia.com", "v1", "clusterpolicies", "ClusterPolicy", False, (), ("status",), custom=True),
 ]
+
+CRD_KEY = "customresourcedefinitions.apiextensions.k8s.io"
 
 
 def by_key() -> dict[str, ResourceType]:
@@ -65,11 +78,11 @@ def for_kind(api_version: str, kind: str) -> ResourceType | None:
     return None
 
 
-def groups() -> dict[str, list[str]]:
-    """Named groups (not core) and their versions, in registration order."""
+def groups(served: Callable[[ResourceType], bool] = lambda r: True) -> dict[str, list[str]]:
+    """Named groups (not core) and their versions, in registration order (only the served resources')."""
     out: dict[str, list[str]] = {}
     for r in RESOURCES:
-        if r.group:
+        if r.group and served(r):
             versions = out.setdefault(r.group, [])
             if r.version not in versions:
                 versions.append(r.version)

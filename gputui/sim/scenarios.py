@@ -29,7 +29,7 @@ Obj = dict[str, Any]
 BASE_NAMESPACES = ("default", "kube-node-lease", "kube-public", "kube-system")
 
 # Created first to last; kinds not listed come after these, in registry order.
-_ORDER = ["namespaces", "nodes", "daemonsets.apps", "pods", "events"]
+_ORDER = ["namespaces", "customresourcedefinitions.apiextensions.k8s.io", "nodes", "daemonsets.apps", "pods", "events"]
 
 
 class ScenarioError(Exception):

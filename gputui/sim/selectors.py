@@ -148,6 +148,13 @@ FIELDS_BY_KIND: dict[str, dict[str, Callable[[Obj], str]]] = {
         "source": _path("source", "component"),
         "type": _path("type"),
     },
+    "Service": {"spec.clusterIP": _path("spec", "clusterIP"), "spec.type": _path("spec", "type")},
+    # The fields the real server indexes for ResourceSlices (drivers and monitors select their node's slices).
+    "ResourceSlice": {
+        "spec.nodeName": _path("spec", "nodeName"),
+        "spec.driver": _path("spec", "driver"),
+        "spec.pool.name": _path("spec", "pool", "name"),
+    },
 }
 
 _FIELD_TERM = re.compile(r"^\s*([^=!\s]+)\s*(==|!=|=)(.*)$")

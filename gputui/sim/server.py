@@ -2,7 +2,9 @@
 
 Everything in resources.RESOURCES is served generically by one catch-all
 route: `/api/v1/...` and `/apis/{group}/{version}/...`, namespaced and
-cluster-scoped, with subresources (status, log, binding). Lists are built by
+cluster-scoped, with subresources (status, log, binding, proxy: proxy.py). A
+custom resource is served only while its CustomResourceDefinition exists.
+Lists are built by
 joining each object's stored JSON (Entry.raw), never re-serialising objects
 per request. Error bodies are `Status` objects worded like the real server's.
 """
@@ -21,7 +23,8 @@ from aiohttp import web
 
 from . import admission, patching, tables
 from .faults import FAULT_USER
-from .resources import RESOURCES, ResourceType, find, groups
+from .proxy import Proxy, ProxyError, split_name_port
+from .resources import CRD_KEY, RESOURCES, ResourceType, find, groups
 from .selectors import SelectorError, both, field_selector, label_selector
 from .store import CLOSED, Entry, Gone, NotFound, now_rfc3339
 
@@ -133,11 +136,12 @@ PATH_NOT_FOUND = ApiError(404, "NotFound", "the server could not find the reques
 class Target:
     resource: ResourceType
     namespace: str | None  # None: every namespace (or a cluster-scoped kind)
-    name: str | None
+    name: str | None  # for proxy: `name[:port]` as given
     subresource: str | None
+    proxy_path: str = "/"  # the path after `/proxy`
 
 
-def parse_resource_path(segments: list[str]) -> Target:
+def parse_resource_path(segments: list[str], served: Callable[[ResourceType], bool] = lambda r: True) -> Target:
     """Resolve `/api/v1/...` or `/apis/g/v/...` (split, without the prefix) to a Target."""
     if segments[0] == "api":
         group, version, rest = "", segments[1], segments[2:]
@@ -149,7 +153,7 @@ def parse_resource_path(segments: list[str]) -> Target:
         if r is not None and r.namespaced:
             namespace, rest = rest[1], rest[2:]
     r = find(group, version, rest[0])
-    if r is None or len(rest) > 3:
+    if r is None or not served(r) or (len(rest) > 3 and rest[2] != "proxy"):
         raise PATH_NOT_FOUND
     name = rest[1] if len(rest) > 1 else None
     sub = rest[2] if len(rest) > 2 else None
@@ -157,7 +161,7 @@ def parse_resource_path(segments: list[str]) -> Target:
         raise PATH_NOT_FOUND
     if r.namespaced and name is not None and namespace is None:
         raise PATH_NOT_FOUND
-    return Target(r, namespace if r.namespaced else None, name, sub)
+    return Target(r, namespace if r.namespaced else None, name, sub, "/" + "/".join(rest[3:]))
 
 
 def _flag(value: str | None) -> bool:
@@ -201,6 +205,14 @@ class Api:
     def __init__(self, cluster: "SimCluster") -> None:
         self.cluster = cluster
         self.store = cluster.store
+        self.proxy = Proxy(cluster.store)
+
+    def served(self, r: ResourceType) -> bool:
+        """A built-in kind always; a custom one while its CustomResourceDefinition exists."""
+        return not r.custom or self.store.find(CRD_KEY, "", r.key) is not None
+
+    def _groups(self) -> dict[str, list[str]]:
+        return groups(self.served)
 
     # -- discovery -------------------------------------------------------
     async def version(self, request: web.Request) -> web.Response:
@@ -222,11 +234,10 @@ class Api:
         return {"name": name, "versions": gvs, "preferredVersion": gvs[0]}
 
     def _group_list(self) -> Obj:
-        return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [self._group(g, vs) for g, vs in groups().items()]}
+        return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [self._group(g, vs) for g, vs in self._groups().items()]}
 
-    @staticmethod
-    def _resource_list(group: str, version: str) -> Obj | None:
-        served = [r for r in RESOURCES if r.group == group and r.version == version]
+    def _resource_list(self, group: str, version: str) -> Obj | None:
+        served = [r for r in RESOURCES if r.group == group and r.version == version and self.served(r)]
         if not served:
             return None
         entries: list[Obj] = []
@@ -271,7 +282,7 @@ class Api:
         if segments == ["apis"]:
             return json_response(self._group_list())
         if segments[0] == "apis" and len(segments) == 2:
-            versions = groups().get(segments[1])
+            versions = self._groups().get(segments[1])
             if not versions:
                 raise PATH_NOT_FOUND
             return json_response({"kind": "APIGroup", "apiVersion": "v1", **self._group(segments[1], versions)})
@@ -281,7 +292,7 @@ class Api:
             if body is None:
                 raise PATH_NOT_FOUND
             return json_response(body)
-        target = parse_resource_path(segments)
+        target = parse_resource_path(segments, self.served)
         query = request.query
         watching = request.method == "GET" and target.name is None and _flag(query.get("watch"))
         await self._apply_faults(request, target, watching)
@@ -300,6 +311,8 @@ class Api:
             return await self.logs(request, t)
         elif sub == "binding" and method == "POST":
             return await self.bind(request, t)
+        elif sub == "proxy" and t.resource.kind in ("Pod", "Service") and method in ("GET", "HEAD"):
+            return self.proxied(t)
         elif sub in (None, "status"):
             if method == "GET":
                 return self.get(request, t)
@@ -315,7 +328,7 @@ class Api:
         faults = self.cluster.faults
         if not faults.enabled:
             return
-        fault = faults.lookup(t.resource.key)
+        fault = (t.subresource and faults.lookup(f"{t.resource.key}/{t.subresource}")) or faults.lookup(t.resource.key)
         if fault is None:
             return
         if fault.delay:
@@ -696,6 +709,18 @@ class Api:
 
         self.store.mutate("pods", t.namespace or "", t.name or "", assign)
         return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, status=201)
+
+    # -- proxy -----------------------------------------------------------
+    def proxied(self, t: Target) -> web.Response:
+        at = self.proxy.pod if t.resource.kind == "Pod" else self.proxy.service
+        try:
+            status, content_type, body = at(t.namespace or "", t.name or "", t.proxy_path)
+        except ProxyError as e:
+            details = _details(t.resource, split_name_port(t.name or "")[0]) if e.code == 404 else None
+            raise ApiError(e.code, e.reason, e.message, details) from None
+        response = web.Response(body=body, status=status)
+        response.headers["Content-Type"] = content_type
+        return response
 
     # -- logs ------------------------------------------------------------
     async def logs(self, request: web.Request, t: Target) -> web.StreamResponse:

@@ -297,6 +297,73 @@ def _daemonset_cells(ds: Obj, now: datetime) -> list[Any]:
     ]
 
 
+# -- services --------------------------------------------------------------
+def _service_ports(spec: Obj) -> str:
+    parts = []
+    for port in spec.get("ports") or []:
+        node_port = f":{port['nodePort']}" if port.get("nodePort") else ""
+        parts.append(f"{port.get('port')}{node_port}/{port.get('protocol', 'TCP')}")
+    return ",".join(parts) or "<none>"
+
+
+@printer("Service", [
+    ("Name", "string", 0), ("Type", "string", 0), ("Cluster-IP", "string", 0), ("External-IP", "string", 0),
+    ("Port(s)", "string", 0), ("Age", "string", 0), ("Selector", "string", 1),
+])
+def _service_cells(svc: Obj, now: datetime) -> list[Any]:
+    spec = svc.get("spec") or {}
+    ingress = ((svc.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []
+    external = [i.get("ip") or i.get("hostname") for i in ingress] + list(spec.get("externalIPs") or [])
+    if spec.get("type") == "ExternalName":
+        external = [spec.get("externalName", "")]
+    return [
+        _meta(svc).get("name", ""), spec.get("type", "ClusterIP"), spec.get("clusterIP") or "<none>",
+        ",".join(e for e in external if e) or ("<pending>" if spec.get("type") == "LoadBalancer" else "<none>"),
+        _service_ports(spec), _age(svc, now), format_labels(spec.get("selector")),
+    ]
+
+
+# -- custom resources ------------------------------------------------------
+@printer("CustomResourceDefinition", [("Name", "string", 0), ("Created At", "date", 0)])
+def _crd_cells(crd: Obj, now: datetime) -> list[Any]:
+    return [_meta(crd).get("name", ""), _meta(crd).get("creationTimestamp", "")]
+
+
+# The ClusterPolicy CRD's printer columns: Status (.status.state) and Age, which the
+# CRD declares as a string column, so kubectl shows the creation timestamp itself.
+@printer("ClusterPolicy", [("Name", "string", 0), ("Status", "string", 0), ("Age", "string", 0)])
+def _cluster_policy_cells(policy: Obj, now: datetime) -> list[Any]:
+    return [_meta(policy).get("name", ""), (policy.get("status") or {}).get("state", ""), _meta(policy).get("creationTimestamp", "")]
+
+
+# -- dynamic resource allocation --------------------------------------------
+@printer("ResourceSlice", [
+    ("Name", "string", 0), ("Node", "string", 0), ("Driver", "string", 0), ("Pool", "string", 0), ("Age", "string", 0),
+])
+def _resource_slice_cells(rs: Obj, now: datetime) -> list[Any]:
+    spec = rs.get("spec") or {}
+    return [_meta(rs).get("name", ""), spec.get("nodeName") or "<none>", spec.get("driver", ""),
+            (spec.get("pool") or {}).get("name", ""), _age(rs, now)]
+
+
+def claim_state(claim: Obj) -> str:
+    """The STATE column of a ResourceClaim: pending, or allocated[,reserved][,deleted]."""
+    status = claim.get("status") or {}
+    states = []
+    if status.get("allocation"):
+        states.append("allocated")
+    if status.get("reservedFor"):
+        states.append("reserved")
+    if _meta(claim).get("deletionTimestamp") or _meta(claim).get("deletionGracePeriodSeconds"):
+        states.append("deleted")
+    return ",".join(states) or "pending"
+
+
+@printer("ResourceClaim", [("Name", "string", 0), ("State", "string", 0), ("Age", "string", 0)])
+def _resource_claim_cells(claim: Obj, now: datetime) -> list[Any]:
+    return [_meta(claim).get("name", ""), claim_state(claim), _age(claim, now)]
+
+
 # -- namespaces and everything else --------------------------------------
 @printer("Namespace", [("Name", "string", 0), ("Status", "string", 0), ("Age", "string", 0)])
 def _namespace_cells(ns: Obj, now: datetime) -> list[Any]:
