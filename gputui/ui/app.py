@@ -7,10 +7,9 @@ Widgets never call the API.
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from pathlib import Path
-from typing import Awaitable, Callable, TypeVar
+from typing import Awaitable, Callable, Iterable, TypeVar
 
 from rich.text import Text
 from textual import on, work
@@ -22,7 +21,7 @@ from textual.widgets import DataTable, Footer, Input, Static
 
 from gputui.kube import gpu
 from gputui.kube.config import Connection, ConnectError, check
-from gputui.kube.model import PODS, STATE, Change, ClusterModel
+from gputui.kube.model import PODS, Change, ClusterModel
 
 from . import render
 from .commands import GpuCommands
@@ -34,13 +33,13 @@ from .widgets import ClusterHeader, FilterBar, Pane, PluginLog
 
 W = TypeVar("W", bound=Widget)
 
+ALL_PARTS = frozenset({"header", "nodes", "pods", "plugin"})
 REFRESH_INTERVAL = 0.1  # at most ten refreshes a second, however fast events come
 AGE_INTERVAL = 5.0  # ages tick on their own; a cell is redrawn only when its text changes
 NARROW_WIDTH = 100
 PLUGIN_LOG_TAIL = 50
 
 Connector = Callable[[str | None], Awaitable[Connection]]
-LogStreamer = Callable[..., object]  # gputui.kube.logs.stream_logs
 
 
 def stylesheet() -> Path:
@@ -106,6 +105,7 @@ class GpuTuiApp(App[None]):
         self.clock = clock
         self.model_options = model_options or {}
         self.conn: Connection | None = None
+        self.error: str | None = None  # why the app could not start, for the command line
         self.model: ClusterModel | None = None
         self.server_version = ""
         self.namespace: str | None = None  # None: all namespaces
@@ -123,6 +123,7 @@ class GpuTuiApp(App[None]):
         self._filter_target: KeyedTable | None = None
         self._narrow: bool | None = None
         self._main_ready = False
+        self._stale: set[str] = set()
 
     # -- layout ------------------------------------------------------------------
     def get_default_screen(self) -> Screen:
@@ -150,14 +151,14 @@ class GpuTuiApp(App[None]):
         self.nodes_table.focus()
         self._apply_layout(self.size.width)
         self._main("#header", ClusterHeader).update(Text("connecting…", style="dim"))
-        self.set_interval(AGE_INTERVAL, self._refresh_views)
+        self.set_interval(AGE_INTERVAL, lambda: self._request("pods", "plugin"))
         self._connect()
 
     def on_resize(self, event) -> None:  # noqa: ANN001
         if not self._main_ready or not self.screen_stack:
             return
         self._apply_layout(event.size.width)
-        self._refresh_header()
+        self._refresh_views(("header",))
 
     def _apply_layout(self, width: int) -> None:
         narrow = width < NARROW_WIDTH
@@ -174,11 +175,16 @@ class GpuTuiApp(App[None]):
     # -- connecting and the change feed -------------------------------------------------
     @work(exclusive=True, group="connect")
     async def _connect(self) -> None:
+        switching = self.model is not None
         await self._disconnect()
         try:
             self.conn = await self.connector(self.context)
         except ConnectError as error:
-            self.exit(return_code=2, message=str(error))
+            if switching:  # the palette's context switch: say why, stay
+                self.notify(clean(str(error), 300), severity="error", markup=False)
+                return
+            self.error = str(error)  # printed on stderr once the terminal is back
+            self.exit(return_code=2)
             return
         self.context = self.conn.context
         self.model = ClusterModel(self.conn.api, resources=self.resources, **self.model_options)
@@ -210,12 +216,17 @@ class GpuTuiApp(App[None]):
     def _on_change(self, change: Change) -> None:
         """Called by the model once per applied event: count it, refresh later."""
         self._changes += 1
+        self._request(*ALL_PARTS)
+
+    def _request(self, *parts: str) -> None:
+        """Mark parts of the screen stale; one refresh within REFRESH_INTERVAL redraws them."""
+        self._stale.update(parts)
         if self._flush_timer is None:
             self._flush_timer = self.set_timer(REFRESH_INTERVAL, self._flush)
 
     def _flush(self) -> None:
         self._flush_timer = None
-        self._refresh_views()
+        self._refresh_views(())
 
     async def action_quit(self) -> None:
         self._main_ready = False
@@ -227,24 +238,32 @@ class GpuTuiApp(App[None]):
         await self._disconnect()
 
     # -- rendering ---------------------------------------------------------------------
-    def _refresh_views(self) -> None:
+    def _refresh_views(self, parts: Iterable[str] = ALL_PARTS) -> None:
+        """Redraw the given parts and every stale one, now."""
         if not self._main_ready or not self.screen_stack:
             return  # not mounted yet, or shutting down
+        parts = self._stale.union(parts)
+        self._stale.clear()
         self.refreshes += 1
         model = self.model
         now = self.clock()
         with self.batch_update():
-            self._refresh_header()
             if model is None:
+                self._refresh_header(None)
                 return
-            summaries = model.node_summaries()
-            self._refresh_nodes(summaries)
-            self._refresh_pods(model, now)
-            self._refresh_plugin(model, now)
+            if "nodes" in parts or "header" in parts:
+                summaries = model.node_summaries()
+                self._refresh_header(gpu.totals(summaries))
+                if "nodes" in parts:
+                    self._refresh_nodes(summaries)
+            if "pods" in parts:
+                self._refresh_pods(model, now)
+            if "plugin" in parts:
+                self._refresh_plugin(model, now)
             if isinstance(self.screen, NodeDetailsScreen):
                 self.screen.refresh_from_model()
 
-    def _refresh_header(self) -> None:
+    def _refresh_header(self, totals_by_resource: dict[str, gpu.Usage] | None) -> None:
         """Context, server, watch states, then the cluster's GPU totals; two lines at 80 columns."""
         header = self._main("#header", ClusterHeader)
         narrow = bool(self._narrow)
@@ -260,7 +279,7 @@ class GpuTuiApp(App[None]):
             totals: list[Text] = []
         else:
             first.append(self._watch_states(model))
-            totals = render.totals_parts(model.totals(), compact=narrow)
+            totals = render.totals_parts(totals_by_resource or {}, compact=narrow)
         width = max(20, self.size.width - 2)
         if narrow:
             lines = render.pack(first + totals, width)
@@ -438,7 +457,9 @@ class GpuTuiApp(App[None]):
         self._plugin_identity = None
         self._plugin_info = None
         self._follow_plugin_logs(name)
-        self._refresh_views()
+        # The cursor moves now; the narrowed pods and the plugin pane follow within
+        # REFRESH_INTERVAL, once however fast the keys come.
+        self._request("pods", "plugin")
 
     @on(DataTable.RowSelected, "#nodes-table")
     def _node_chosen(self, event: DataTable.RowSelected) -> None:
@@ -490,7 +511,7 @@ class GpuTuiApp(App[None]):
 
     def action_toggle_all_pods(self) -> None:
         self.pods_all_nodes = not self.pods_all_nodes
-        self._refresh_views()
+        self._refresh_views(("pods",))
 
     def action_logs_full(self) -> None:
         if self.screen.maximized is not None:
@@ -511,7 +532,7 @@ class GpuTuiApp(App[None]):
         focused = self.focused
         if isinstance(focused, KeyedTable) and focused.filter_text:
             focused.set_filter("")
-            self._refresh_views()
+            self._refresh_views(("nodes", "pods"))
 
     def toggle_pane(self, pane_id: str) -> None:
         pane = self._main(f"#{pane_id}")
@@ -519,7 +540,7 @@ class GpuTuiApp(App[None]):
 
     def set_namespace(self, namespace: str | None) -> None:
         self.namespace = namespace
-        self._refresh_views()
+        self._refresh_views(("header", "pods"))
 
     def switch_context(self, context: str) -> None:
         self.context = context
@@ -547,7 +568,7 @@ class GpuTuiApp(App[None]):
         target = self._filter_target
         if target is not None:
             target.set_filter(event.value)
-            self._refresh_views()
+            self._refresh_views(("nodes", "pods"))
 
     @on(Input.Submitted, "#filter")
     def _filter_kept(self) -> None:

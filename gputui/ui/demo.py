@@ -25,8 +25,16 @@ class BackgroundCluster:
         self.kubeconfig_path: Path | None = None
 
     def start(self, timeout: float = 30.0) -> Path:
+        self.begin()
+        return self.wait_ready(timeout)
+
+    def begin(self) -> None:
+        """Start the simulator's thread and return at once (see wait_ready)."""
         self._thread = threading.Thread(target=self._run, name="gputui-sim", daemon=True)
         self._thread.start()
+
+    def wait_ready(self, timeout: float = 30.0) -> Path:
+        """Block until the simulator answers; its kubeconfig path. RuntimeError if it cannot start."""
         if not self._ready.wait(timeout):
             raise RuntimeError(f"the simulated cluster did not start within {timeout:.0f} s")
         if self._error is not None:
@@ -73,6 +81,9 @@ class BackgroundCluster:
         return asyncio.run_coroutine_threadsafe(invoke(), self._loop).result(timeout=30)
 
     def stop(self, timeout: float = 10.0) -> None:
+        if self._thread is None:
+            return
+        self._ready.wait(timeout)  # a start in progress finishes first, then stops
         if self._loop is not None and self._thread is not None and self._thread.is_alive():
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout)

@@ -6,11 +6,12 @@ only `run` loads the UI.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import sys
 from typing import Any, Callable
 
-from gputui.kube.config import add_connection_args
+from gputui.kube.config import ConnectError, add_connection_args
 
 
 def add_app_args(parser: argparse.ArgumentParser) -> None:
@@ -42,29 +43,28 @@ def kubeconfig_contexts(kubeconfig: str | None) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    demo = None
-    kubeconfig = args.kubeconfig
-    context = args.context
-    if args.demo:
-        from .demo import BackgroundCluster  # noqa: PLC0415
+    if not args.demo:
+        return _run_app(make_app(args.kubeconfig, args.context, args.resource))
+    from .demo import BackgroundCluster  # noqa: PLC0415
 
-        demo = BackgroundCluster(scenario="demo")
-        try:
-            kubeconfig = str(demo.start())
-        except RuntimeError as error:
-            print(f"gputui: {error}", file=sys.stderr)
-            return 2
-        context = None
+    # The app draws its first frame, then its connector starts the simulator
+    # in a thread of its own and waits for it, off the UI's loop.
+    demo = BackgroundCluster(scenario="demo")
+
+    def started_demo() -> Any:
+        demo.begin()
+        return demo.wait_ready()
+
     try:
-        return _run_app(kubeconfig, context, args.resource)
+        return _run_app(make_app(None, None, args.resource, kubeconfig_from=started_demo))
     finally:
-        if demo is not None:
-            demo.stop()
+        demo.stop()
 
 
-def _run_app(kubeconfig: str | None, context: str | None, extra_resources: list[str]) -> int:
-    app = make_app(kubeconfig, context, extra_resources)
+def _run_app(app: Any) -> int:
     app.run()
+    if app.error:
+        print(f"gputui: {app.error}", file=sys.stderr)
     return app.return_code or 0
 
 
@@ -74,21 +74,31 @@ def make_app(
     extra_resources: list[str] | tuple[str, ...] = (),
     *,
     clock: Callable[[], float] | None = None,
+    kubeconfig_from: Callable[[], Any] | None = None,
 ) -> Any:
-    """The app on a kubeconfig context (also used by tests, screenshots and the benchmark)."""
+    """The app on a kubeconfig context (also used by tests, screenshots and the benchmark).
+    kubeconfig_from: a blocking call that returns the kubeconfig path (the demo's simulator)."""
     from gputui.kube.config import connect  # noqa: PLC0415
     from gputui.kube.gpu import GpuResources  # noqa: PLC0415
 
     from .app import GpuTuiApp  # noqa: PLC0415
 
+    path = kubeconfig
+
     async def connector(chosen: str | None) -> Any:
-        return await connect(kubeconfig, chosen)
+        nonlocal path
+        if path is None and kubeconfig_from is not None:
+            try:
+                path = str(await asyncio.to_thread(kubeconfig_from))
+            except RuntimeError as error:
+                raise ConnectError(str(error)) from None
+        return await connect(path, chosen)
 
     options: dict[str, Any] = {} if clock is None else {"clock": clock}
     return GpuTuiApp(
         connector,
         context=context,
-        contexts=lambda: kubeconfig_contexts(kubeconfig),
+        contexts=lambda: kubeconfig_contexts(path) if path else [],
         resources=GpuResources(frozenset(extra_resources)),
         **options,
     )

@@ -19,6 +19,7 @@ from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowKey
 
 Cells = tuple[Text, ...]
+REBUILD_AT = 64  # more stale rows than this, and over half the table: start afresh
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,8 +109,16 @@ class KeyedTable(DataTable):
         visible = self._visible()
         wanted_keys = {key for key, _ in visible}
         columns = [ColumnKey(c.key) for c in self._columns]
+        stale = [k for k in self._shown if k not in wanted_keys]
         with self.app.batch_update():
-            for key in [k for k in self._shown if k not in wanted_keys]:
+            if len(stale) > max(REBUILD_AT, len(self._shown) // 2):
+                # A new view (narrowed to a node, filtered), not an update: removing
+                # rows one by one costs O(rows) each in DataTable.
+                self.clear()
+                self._shown.clear()
+                self._order.clear()
+                stale = []
+            for key in stale:
                 self.remove_row(key)
                 del self._shown[key]
             added = False

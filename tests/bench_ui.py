@@ -1,0 +1,264 @@
+"""UI benchmark (a script, not a test): prints figures.
+
+    python tests/bench_ui.py            # the figures issue 4 asks for
+    python tests/bench_ui.py --smoke    # tiny and quick (the test suite runs this)
+
+1. time to first frame of `gputui --demo`, run for real in a pseudo-terminal
+   (120x40): until the first screen, and until the first screen that lists nodes;
+2. keypress-to-frame with 5,000 nodes: `gputui` in a pseudo-terminal against
+   a simulator in another process; `j` is typed, the time to the first bytes
+   of the redraw is measured; p50 and p95;
+3. event-loop lag while the simulator (another process) changes 2,000 GPU
+   pods a second: the app runs headless in this process and a probe measures
+   how late a 10 ms sleep wakes up; p50, p99 and the RSS before and after.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import fcntl
+import os
+import pty
+import re
+import select
+import signal
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import termios
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+ENV = {**os.environ, "PYTHONPATH": str(ROOT), "TERM": "xterm-256color", "COLUMNS": "120", "LINES": "40"}
+ENV.pop("NO_COLOR", None)
+
+
+# -- a pseudo-terminal around a gputui process -------------------------------------------
+class Terminal:
+    def __init__(self, args: list[str], cols: int = 120, rows: int = 40) -> None:
+        self.master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+        self.started = time.perf_counter()
+        self.proc = subprocess.Popen(args, stdin=slave, stdout=slave, stderr=slave, env=ENV, close_fds=True, start_new_session=True)
+        os.close(slave)
+        self.seen = bytearray()
+
+    def read(self, timeout: float) -> bytes:
+        ready, _, _ = select.select([self.master], [], [], timeout)
+        if not ready:
+            return b""
+        try:
+            data = os.read(self.master, 65536)
+        except OSError:
+            return b""
+        self.seen += data
+        return data
+
+    def wait_for(self, needle: bytes, timeout: float) -> float:
+        """Seconds from the start until `needle` has been printed (styles between its words allowed)."""
+        pattern = re.compile(rb"(?:\x1b\[[0-9;]*m|\s)+".join(re.escape(word) for word in needle.split(b" ")))
+        deadline = time.perf_counter() + timeout
+        while not pattern.search(self.seen):
+            if time.perf_counter() > deadline:
+                raise SystemExit(f"bench: {needle!r} did not appear within {timeout} s; last output: {bytes(self.seen[-300:])!r}")
+            self.read(0.05)
+        return time.perf_counter() - self.started
+
+    def drain(self, quiet: float = 0.05, limit: float = 2.0) -> None:
+        """Read until nothing comes for `quiet` seconds."""
+        end = time.perf_counter() + limit
+        while time.perf_counter() < end and self.read(quiet):
+            pass
+
+    def press(self, key: bytes, timeout: float = 2.0) -> float:
+        """Type a key; seconds until the first bytes of the answer."""
+        sent = time.perf_counter()
+        os.write(self.master, key)
+        deadline = sent + timeout
+        while time.perf_counter() < deadline:
+            if self.read(deadline - time.perf_counter()):
+                return time.perf_counter() - sent
+        return float("inf")
+
+    def close(self) -> None:
+        try:
+            os.write(self.master, b"q")
+            self.proc.wait(timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            self.proc.wait(timeout=10)
+        os.close(self.master)
+
+
+def gputui(*args: str) -> list[str]:
+    return [sys.executable, "-m", "gputui", *args]
+
+
+# -- 1. first frame --------------------------------------------------------------------------
+def first_frame(runs: int) -> None:
+    frames, filled = [], []
+    for _ in range(runs):
+        term = Terminal(gputui("--demo"))
+        try:
+            frames.append(term.wait_for(b"Nodes", 30))
+            filled.append(term.wait_for(b"h100-1", 30))
+        finally:
+            term.close()
+    print(f"first frame, gputui --demo:            median {statistics.median(frames):.2f} s  (of {runs}; goal <= 1.0 s)")
+    print(f"first frame listing nodes:             median {statistics.median(filled):.2f} s")
+
+
+# -- a simulator in a process of its own ----------------------------------------------------------
+def start_sim(nodes: int, pods: int, churn: int, kubeconfig: Path) -> subprocess.Popen:
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--serve", str(nodes), str(pods), str(churn), str(kubeconfig)],
+        stdout=subprocess.PIPE, env=ENV, text=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line.startswith("serving"):
+        raise SystemExit(f"bench: the simulator did not start ({line!r})")
+    return proc
+
+
+def serve(nodes: int, pods: int, churn: int, kubeconfig: str) -> None:
+    """Run a synthetic simulator; with churn, bump GPU pods' restart counts `churn` times a second."""
+    from gputui.sim.cluster import SimCluster  # noqa: PLC0415
+
+    async def main() -> None:
+        async with SimCluster(nodes=nodes, pods=pods, kubeconfig_out=kubeconfig) as sim:
+            print("serving", sim.url, flush=True)
+            stop = asyncio.Event()
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+            if churn:
+                await churn_pods(sim, churn, stop)
+            await stop.wait()
+
+    asyncio.run(main())
+
+
+async def churn_pods(sim, per_second: int, stop: asyncio.Event) -> None:  # noqa: ANN001
+    gpu_pods = [
+        (e.obj["metadata"]["namespace"], e.obj["metadata"]["name"])
+        for e in sim.store.entries("pods")
+        if e.obj.get("spec", {}).get("nodeName") and b"nvidia.com/" in e.raw and e.obj.get("status", {}).get("containerStatuses")
+    ]
+
+    def bump(obj: dict) -> None:
+        status = obj["status"]["containerStatuses"][0]
+        status["restartCount"] = status.get("restartCount", 0) + 1
+
+    tick = 0.05
+    batch = max(1, int(per_second * tick))
+    i = 0
+    next_at = time.perf_counter()
+    while not stop.is_set():
+        for _ in range(batch):
+            ns, name = gpu_pods[i % len(gpu_pods)]
+            i += 1
+            try:
+                sim.store.mutate("pods", ns, name, bump)
+            except Exception:  # noqa: BLE001  (a pod the simulator deleted meanwhile)
+                pass
+        next_at += tick
+        await asyncio.sleep(max(0.0, next_at - time.perf_counter()))
+
+
+# -- 2. keypress to frame ----------------------------------------------------------------------------
+def keypress(nodes: int, pods: int, presses: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        kubeconfig = Path(tmp) / "kubeconfig"
+        sim = start_sim(nodes, pods, 0, kubeconfig)
+        try:
+            term = Terminal(gputui("--kubeconfig", str(kubeconfig)))
+            try:
+                synced = term.wait_for(b"watches live", 120)
+                term.drain(quiet=0.3, limit=10)
+                times = []
+                for _ in range(presses):
+                    times.append(term.press(b"j"))
+                    term.drain()
+                times.sort()
+                p95 = times[max(0, int(len(times) * 0.95) - 1)]
+                print(f"keypress-to-frame, {nodes:,} nodes:      p50 {statistics.median(times) * 1000:.1f} ms  "
+                      f"p95 {p95 * 1000:.1f} ms  (of {presses}; goal p95 <= 50 ms; synced in {synced:.1f} s)")
+            finally:
+                term.close()
+        finally:
+            sim.terminate()
+            sim.wait(timeout=20)
+
+
+# -- 3. event-loop lag under churn ----------------------------------------------------------------------
+def rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+async def measure_lag(kubeconfig: str, seconds: float) -> tuple[list[float], float, float, int, int]:
+    from gputui.ui.launch import make_app  # noqa: PLC0415
+
+    app = make_app(kubeconfig)
+    lags: list[float] = []
+    async with app.run_test(size=(120, 40)) as pilot:
+        deadline = time.monotonic() + 60
+        while not (app.model and app.model.states and all(s.phase == "live" for s in app.model.states.values())):
+            if time.monotonic() > deadline:
+                raise SystemExit("bench: the model did not sync")
+            await pilot.pause(0.1)
+        await pilot.pause(1.0)
+        rss_before = rss_mb()
+        changes_before, refreshes_before = app._changes, app.refreshes
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            asked = time.perf_counter()
+            await asyncio.sleep(0.01)
+            lags.append(time.perf_counter() - asked - 0.01)
+        rss_after = rss_mb()
+        changes, refreshes = app._changes - changes_before, app.refreshes - refreshes_before
+    return lags, rss_before, rss_after, changes, refreshes
+
+
+def event_lag(nodes: int, pods: int, per_second: int, seconds: float) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        kubeconfig = Path(tmp) / "kubeconfig"
+        sim = start_sim(nodes, pods, per_second, kubeconfig)
+        try:
+            lags, before, after, changes, refreshes = asyncio.run(measure_lag(str(kubeconfig), seconds))
+        finally:
+            sim.terminate()
+            sim.wait(timeout=20)
+    lags.sort()
+    p99 = lags[max(0, int(len(lags) * 0.99) - 1)]
+    print(f"event-loop lag, {per_second:,} pod events/s: p50 {statistics.median(lags) * 1000:.1f} ms  p99 {p99 * 1000:.1f} ms  "
+          f"(goal p99 <= 50 ms; {changes / seconds:,.0f} changes/s applied, {refreshes / seconds:.1f} refreshes/s)")
+    print(f"memory over {seconds:.0f} s of churn:        RSS {before:.0f} MB -> {after:.0f} MB")
+
+
+def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "--serve":
+        serve(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])
+        return 0
+    parser = argparse.ArgumentParser(description="gputui UI benchmark")
+    parser.add_argument("--smoke", action="store_true", help="tiny and quick: checks that the benchmark runs")
+    args = parser.parse_args()
+    if args.smoke:
+        first_frame(runs=1)
+        keypress(nodes=50, pods=200, presses=5)
+        event_lag(nodes=50, pods=200, per_second=200, seconds=1.0)
+    else:
+        first_frame(runs=3)
+        keypress(nodes=5000, pods=20000, presses=60)
+        event_lag(nodes=1000, pods=10000, per_second=2000, seconds=15.0)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
