@@ -206,6 +206,7 @@ class ClusterModel:
     ) -> None:
         self.api = api
         self.resources = resources
+        self._gpu_names: dict[str, bool] = {}
         self._listeners: list[Listener] = []
         self._summaries: dict[str, gpu.NodeSummary] = {}
         self._tasks: list[asyncio.Task[None]] = []
@@ -302,15 +303,35 @@ class ClusterModel:
             self._summaries.pop(node, None)
 
     # -- what is kept ----------------------------------------------------------------
+    def _is_gpu_name(self, name: str) -> bool:
+        known = self._gpu_names.get(name)
+        if known is None:
+            known = self._gpu_names[name] = name in self.resources
+        return known
+
+    def _mentions_gpu(self, spec: Obj) -> bool:
+        """Cheap first look (most pods of a big cluster have no GPU): does any container name a GPU resource?"""
+        is_gpu = self._is_gpu_name
+        for key in ("containers", "initContainers"):
+            for c in spec.get(key) or ():
+                resources = c.get("resources")
+                if resources:
+                    for table in (resources.get("limits"), resources.get("requests")):
+                        if table and any(is_gpu(name) for name in table):
+                            return True
+        return False
+
     def _build_pod(self, obj: Obj) -> Pod | None:
-        requests = effective_requests(obj.get("spec") or {})
-        if any(name in self.resources for name in requests):
-            if (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
-                return None
-            return pod_from(obj, requests)
+        spec = obj.get("spec") or {}
+        if self._mentions_gpu(spec):
+            requests = effective_requests(spec)
+            if any(self._is_gpu_name(name) for name in requests):
+                if (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                    return None
+                return pod_from(obj, requests)
         labels = (obj.get("metadata") or {}).get("labels") or {}
         if gpu.stack_component(labels) or labels.get(gpu.MANAGED_BY_GPUTUI[0]) == gpu.MANAGED_BY_GPUTUI[1]:
-            return pod_from(obj, requests)
+            return pod_from(obj)
         return None
 
     def _build_event(self, obj: Obj) -> Event | None:
