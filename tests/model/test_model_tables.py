@@ -1,0 +1,61 @@
+"""ClusterModel's tables fed directly (no server): bounds, indexes, the change feed, cached summaries."""
+from __future__ import annotations
+
+from kubernetes_asyncio.client import ApiClient
+
+from gputui.kube.model import EVENTS, NODES, PODS, Change, ClusterModel
+from objects import event, node, plugin_pod, pod
+
+
+async def fresh_model(**options) -> ClusterModel:
+    api = ApiClient()
+    await api.close()  # never used: the tables are fed directly
+    model = ClusterModel(api, **options)
+    for table, objects in ((model.nodes, [node("n1", capacity={"nvidia.com/gpu": 2})]), (model.pods, [plugin_pod("n1")]), (model.events, [])):
+        table.begin_list()
+        for obj in objects:
+            table.list_item(obj)
+        table.end_list()
+    model.reflectors[PODS].state.synced = True
+    return model
+
+
+async def test_events_are_bounded_per_object_and_in_all():
+    model = await fresh_model(events_per_object=3, events_limit=5)
+    for i in range(6):
+        model.events.apply("ADDED", event("default", f"n1.{i}", kind="Node", object_name="n1", object_namespace="",
+                                          reason="R", message=str(i), last=f"2025-01-01T00:00:0{i}Z"))
+    assert [e.message for e in model.events_for("Node", "", "n1")] == ["5", "4", "3"]
+    for i in range(4):
+        model.events.apply("ADDED", event("default", f"n{i}.x", kind="Node", object_name=f"other-{i}", object_namespace="", reason="R", message="m"))
+    assert len(model.events.records) == 5
+    assert sum(len(v) for v in model.events.by_object.values()) == 5
+
+
+async def test_pod_events_follow_their_pod_and_changes_name_the_object():
+    model = await fresh_model()
+    changes: list[Change] = []
+    model.subscribe(changes.append)
+    model.pods.apply("ADDED", pod("ml", "job", gpu={"nvidia.com/gpu": 1}))
+    model.events.apply("ADDED", event("ml", "job.1", kind="Pod", object_name="job", reason="FailedScheduling", message="no room"))
+    model.events.apply("ADDED", event("web", "x.1", kind="Pod", object_name="cpu-pod", reason="Pulled", message="kept? no"))
+    assert changes == [Change(PODS, ("ml", "job")), Change(EVENTS, ("Pod", "ml", "job"))]
+    assert model.gpu_pods()[0].reason == "0/1 nodes are available: 1 Insufficient nvidia.com/gpu."
+    model.pods.apply("DELETED", pod("ml", "job", gpu={"nvidia.com/gpu": 1}))
+    assert model.events_for("Pod", "ml", "job") == [] and len(model.events.records) == 0
+
+
+async def test_summaries_are_cached_and_refreshed_by_changes():
+    model = await fresh_model()
+    first = model.summary("n1")
+    assert model.summary("n1") is first and first.usage["nvidia.com/gpu"].allocated == 0
+    model.pods.apply("ADDED", pod("ml", "job", node="n1", gpu={"nvidia.com/gpu": 2}))
+    assert model.summary("n1").usage["nvidia.com/gpu"].allocated == 2
+    model.pods.apply("MODIFIED", pod("ml", "job", node="n1", gpu={"nvidia.com/gpu": 2}, phase="Succeeded"))
+    assert model.pod("ml", "job") is None and model.summary("n1").usage["nvidia.com/gpu"].allocated == 0
+    model.nodes.apply("MODIFIED", node("n1", capacity={"nvidia.com/gpu": 2}, unschedulable=True))
+    assert [p.code for p in model.summary("n1").problems] == ["cordoned"]
+    assert [s.name for s in model.node_summaries()] == ["n1"] and model.totals()["nvidia.com/gpu"].capacity == 2
+    model.nodes.apply("DELETED", node("n1"))
+    assert model.summary("n1") is None and model.node_summaries() == []
+    assert NODES in model.states
