@@ -380,13 +380,18 @@ class Api:
         limit = _int_param(request.query, "limit") or 0
         token = request.query.get("continue")
         rv = self.store.resource_version
-        entries = sorted(self.store.entries(r.key, t.namespace), key=_sort_key)
-        if token:
-            start = _decode_continue(token)
-            entries = entries[bisect.bisect_right([_sort_key(e) for e in entries], start):]
+        idents = self.store.sorted_idents(r.key)
+        # Pages continue after the last key served, so each page costs its own size, not the list's.
+        lo = bisect.bisect_right(idents, _decode_continue(token)) if token else 0
+        hi = len(idents)
+        if t.namespace is not None:
+            lo = max(lo, bisect.bisect_left(idents, (t.namespace, "")))
+            hi = bisect.bisect_left(idents, (t.namespace + "\x00", ""))
         selected: list[Entry] = []
         more = False
-        for index, e in enumerate(entries):
+        index = lo
+        for index in range(lo, hi):
+            e = self.store.entry_at(r.key, idents[index])
             if matches(e.obj):
                 if limit and len(selected) == limit:
                     more = True
@@ -396,7 +401,7 @@ class Api:
         if more:
             meta["continue"] = _encode_continue(rv, _sort_key(selected[-1]))
             if not request.query.get("labelSelector") and not request.query.get("fieldSelector"):
-                meta["remainingItemCount"] = len(entries) - index
+                meta["remainingItemCount"] = hi - index
         if _wants_table(request):
             return await send_large(request, self._table(r, selected, request, meta))
         head = orjson.dumps({"kind": r.list_kind, "apiVersion": r.api_version, "metadata": meta})[:-1] + b',"items":['

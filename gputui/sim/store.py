@@ -101,6 +101,8 @@ class Store:
         self._floor: dict[str, int] = {k: 0 for k in self.resources}
         self._watches: dict[str, set[Watch]] = {k: set() for k in self.resources}
         self._listeners: list[Listener] = []
+        # (namespace, name) of each resource's objects in list order; rebuilt lazily after a create or delete.
+        self._sorted: dict[str, list[tuple[str, str]] | None] = {k: None for k in self.resources}
 
     # -- reading ---------------------------------------------------------
     @property
@@ -115,6 +117,16 @@ class Store:
         if namespace is None:
             return list(objs.values())
         return [e for (ns, _), e in objs.items() if ns == namespace]
+
+    def sorted_idents(self, key: str) -> list[tuple[str, str]]:
+        """(namespace, name) of every object of a resource, sorted: the order lists are served in."""
+        idents = self._sorted[key]
+        if idents is None:
+            idents = self._sorted[key] = sorted(self._objects[key])
+        return idents
+
+    def entry_at(self, key: str, ident: tuple[str, str]) -> Entry:
+        return self._objects[key][ident]
 
     def get_entry(self, key: str, namespace: str, name: str) -> Entry:
         try:
@@ -162,6 +174,7 @@ class Store:
         meta["resourceVersion"] = str(rv)
         entry = Entry(obj, orjson.dumps(obj))
         self._objects[key][ident] = entry
+        self._sorted[key] = None
         self._emit(Event("ADDED", rv, r, entry, None))
         return orjson.loads(entry.raw)
 
@@ -196,6 +209,7 @@ class Store:
         old = self._objects[key].pop(ident, None)
         if old is None:
             raise NotFound(f'{r.plural} "{name}" not found')
+        self._sorted[key] = None
         rv = self._next_rv()
         obj = orjson.loads(old.raw)
         obj["metadata"]["resourceVersion"] = str(rv)
