@@ -349,8 +349,11 @@ class PodRunner:
         started = _parse_time(last.get("startedAt")) or b.utcnow()
         for _ in range(2):
             try:
-                await asyncio.wait_for(self._execute(ctr, started), timeout=0.5)
-            except asyncio.TimeoutError:
+                # asyncio.timeout, not wait_for: wait_for can swallow a stop()'s cancellation that arrives as the
+                # program ends, and the task then sleeps out its back-off (a simulator stopped at once hung).
+                async with asyncio.timeout(0.5):
+                    await self._execute(ctr, started)
+            except TimeoutError:
                 return
 
     def _restarts(self, ctr: Container, code: int) -> bool:

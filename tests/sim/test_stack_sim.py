@@ -323,3 +323,11 @@ async def test_broken_operands_stay_broken_under_the_kubelets():
         state = pod("nvidia-driver-daemonset")["status"]["containerStatuses"][0]
         assert state["restartCount"] >= 9 and not state["ready"]
         assert b.node_is_ready(store.get("nodes", "", "gpu-1"))
+
+
+async def test_demo_stops_at_once_right_after_starting():
+    """Crash-looping pods replay their last run at start; stopping then must not wait out their back-off."""
+    sim = SimCluster(scenario="demo")
+    await sim.start()
+    await asyncio.sleep(0)
+    await asyncio.wait_for(sim.stop(), 5)
