@@ -21,7 +21,7 @@ from textual.widgets import DataTable, Footer, Input, Static
 
 from gputui.kube import gpu
 from gputui.kube.config import Connection, ConnectError, check
-from gputui.kube.model import PODS, Change, ClusterModel
+from gputui.kube.model import EVENTS, PODS, STATE, Change, ClusterModel
 
 from . import render
 from .commands import GpuCommands
@@ -35,11 +35,18 @@ W = TypeVar("W", bound=Widget)
 
 ALL_PARTS = frozenset({"header", "nodes", "pods", "plugin"})
 REFRESH_INTERVAL = 0.1  # at most ten refreshes a second, however fast events come
+MAX_REFRESH_INTERVAL = 1.0
 AGE_INTERVAL = 5.0  # ages tick on their own; a cell is redrawn only when its text changes
 NARROW_WIDTH = 100
 PLUGIN_LOG_TAIL = 50
 
 Connector = Callable[[str | None], Awaitable[Connection]]
+
+
+def _row_facts(entry: gpu.GpuPod) -> tuple:
+    """What a GPU-pod row shows: most pod events (annotations, heartbeats) change none of it."""
+    pod = entry.pod
+    return (pod.node, pod.status, pod.ready, pod.total, pod.restarts, pod.deleted is None, entry.reason, tuple(entry.gpu.items()))
 
 
 def stylesheet() -> Path:
@@ -116,7 +123,10 @@ class GpuTuiApp(App[None]):
         self._changes = 0
         self.refreshes = 0  # coalesced refreshes done (tests and the benchmark read it)
         self._node_cells: dict[str, tuple[object, tuple]] = {}
-        self._pod_cells: dict[tuple[str, str], tuple[object, tuple, tuple]] = {}
+        # GPU pods shown or showable: key -> (GpuPod, age text, cells); None in
+        # _stale_pods means every pod must be looked at again.
+        self._pod_view: dict[tuple[str, str], tuple[gpu.GpuPod, str, tuple]] = {}
+        self._stale_pods: set[tuple[str, str]] | None = None
         self._plugin_identity: tuple[str, str, int] | None = None
         self._plugin_changed = asyncio.Event()
         self._plugin_info: Text | None = None
@@ -124,6 +134,7 @@ class GpuTuiApp(App[None]):
         self._narrow: bool | None = None
         self._main_ready = False
         self._stale: set[str] = set()
+        self._refresh_cost = 0.0  # seconds the last coalesced refresh took
 
     # -- layout ------------------------------------------------------------------
     def get_default_screen(self) -> Screen:
@@ -169,7 +180,7 @@ class GpuTuiApp(App[None]):
         self.nodes_table.set_columns(node_columns(narrow))
         self.pods_table.set_columns(pod_columns(narrow))
         self._node_cells.clear()
-        self._pod_cells.clear()
+        self._stale_pods = None
         self._refresh_views()
 
     # -- connecting and the change feed -------------------------------------------------
@@ -214,19 +225,52 @@ class GpuTuiApp(App[None]):
             self.conn = None
 
     def _on_change(self, change: Change) -> None:
-        """Called by the model once per applied event: count it, refresh later."""
+        """Called by the model once per applied event: note what is stale, refresh later."""
         self._changes += 1
+        if change.kind == PODS:
+            self._note_stale_pod(change.key)
+        elif change.kind == EVENTS:
+            if change.key is None:
+                self._note_stale_pod(None)
+            elif change.key[0] == "Pod":  # (kind, namespace, name): a pending pod's reason
+                self._note_stale_pod(change.key[1:])
+            self._request("pods")
+            return
+        elif change.kind == STATE and change.key == PODS:
+            self._note_stale_pod(None)
         self._request(*ALL_PARTS)
 
+    def _note_stale_pod(self, key: object) -> None:
+        if key is None:
+            self._stale_pods = None  # all of them
+        elif self._stale_pods is not None:
+            self._stale_pods.add(key)  # type: ignore[arg-type]
+
     def _request(self, *parts: str) -> None:
-        """Mark parts of the screen stale; one refresh within REFRESH_INTERVAL redraws them."""
+        """Mark parts of the screen stale; one refresh within REFRESH_INTERVAL redraws them.
+        Under an event storm the interval stretches so that refreshing takes at most
+        a quarter of the loop's time, whatever the cluster's size."""
         self._stale.update(parts)
         if self._flush_timer is None:
-            self._flush_timer = self.set_timer(REFRESH_INTERVAL, self._flush)
+            delay = min(MAX_REFRESH_INTERVAL, max(REFRESH_INTERVAL, 3 * self._refresh_cost))
+            self._flush_timer = self.set_timer(delay, self._flush)
 
     def _flush(self) -> None:
         self._flush_timer = None
-        self._refresh_views(())
+        started = time.perf_counter()
+        parts, self._stale = self._stale, set()
+        first = parts & {"header", "nodes"}
+        self._refresh_views(first)
+        rest = parts - first
+        if rest:
+            # Nodes and pods in separate turns of the loop: keys and watches get in between.
+            self.call_next(self._refresh_rest, tuple(rest), started)
+        else:
+            self._refresh_cost = time.perf_counter() - started
+
+    def _refresh_rest(self, parts: tuple[str, ...], started: float) -> None:
+        self._refresh_views(parts)
+        self._refresh_cost = time.perf_counter() - started
 
     async def action_quit(self) -> None:
         self._main_ready = False
@@ -327,25 +371,41 @@ class GpuTuiApp(App[None]):
         pane.set_status(self._pane_status("nodes", self.nodes_table))
 
     def _refresh_pods(self, model: ClusterModel, now: float) -> None:
-        node = None if self.pods_all_nodes else self.selected_node
-        pods = model.gpu_pods(node=node, namespace=self.namespace) if (node or self.pods_all_nodes) else []
+        """Bring the GPU-pod rows up to date: only stale pods are looked at again, and
+        a row is rebuilt only when its pod, its reason or its age text changed."""
+        view = self._pod_view
+        stale = self._stale_pods
+        self._stale_pods = set()
+        records = model.pods.records
+        if stale is None:
+            view.clear()
+            stale = set(records)
         narrow = bool(self._narrow)
-        cache = self._pod_cells
-        rows = []
-        for entry in pods:
-            pod = entry.pod
+        for key in stale:
+            pod = records.get(key)
+            events = model.events_for("Pod", *key) if pod is not None and pod.node is None else ()
+            entry = gpu.gpu_pod(pod, self.resources, events) if pod is not None else None
+            if entry is None:
+                view.pop(key, None)
+                continue
             age_text = render.age(pod.created, now)
-            cached = cache.get(pod.key)
-            if cached is not None and cached[0] is pod and cached[1] == (entry.reason, age_text):
-                cells = cached[2]
+            shown = view.get(key)
+            if shown is not None and shown[1] == age_text and _row_facts(shown[0]) == _row_facts(entry):
+                view[key] = (entry, age_text, shown[2])  # changed, but nothing the row shows
             else:
-                cells = pod_row(entry, age_text, narrow)
-                cache[pod.key] = (pod, (entry.reason, age_text), cells)
-            rows.append((f"{pod.namespace}/{pod.name}", cells))
-        if len(cache) > 2 * len(rows) + 100:
-            keep = {entry.pod.key for entry in pods}
-            for key in [k for k in cache if k not in keep]:
-                del cache[key]
+                view[key] = (entry, age_text, pod_row(entry, age_text, narrow))
+        for key, (entry, age_text, cells) in view.items():
+            fresh = render.age(entry.pod.created, now)
+            if fresh != age_text:
+                view[key] = (entry, fresh, pod_row(entry, fresh, narrow))
+        node = None if self.pods_all_nodes else self.selected_node
+        rows = [
+            (f"{key[0]}/{key[1]}", cells)
+            for key, (entry, _, cells) in sorted(view.items())
+            if (node is None or entry.pod.node == node) and (self.namespace is None or key[0] == self.namespace)
+        ]
+        if node is None and not self.pods_all_nodes:
+            rows = []
         self.pods_table.show(rows)
         where = "all nodes" if self.pods_all_nodes else f"node {clean(self.selected_node or '-', 60)}"
         title = f"GPU pods · {where}"
@@ -474,16 +534,14 @@ class GpuTuiApp(App[None]):
         pod = model.pod(namespace, name) if model else None
         if pod is None:
             return
-        entries = [e for e in model.gpu_pods(node=pod.node) if e.pod.key == pod.key] if pod.node else [
-            e for e in model.gpu_pods() if e.pod.key == pod.key
-        ]
+        shown = self._pod_view.get(pod.key)
         body = Text(end="")
         body.append_text(render.pod_name(pod))
         body.append("\n")
         body.append_text(render.pod_status(pod))
-        if entries and entries[0].reason:
+        if shown is not None and shown[0].reason:
             body.append("\n\n")
-            body.append_text(render.text(entries[0].reason, limit=10_000))
+            body.append_text(render.text(shown[0].reason, limit=10_000))
         for event_record in model.events_for("Pod", namespace, name)[:10]:
             body.append("\n")
             body.append_text(render.event_line(event_record, self.clock()))
@@ -547,7 +605,7 @@ class GpuTuiApp(App[None]):
         self.selected_node = None
         self.server_version = ""
         self._node_cells.clear()
-        self._pod_cells.clear()
+        self._stale_pods = None
         self.nodes_table.show([])
         self.pods_table.show([])
         self.plugin_log.clear()
