@@ -16,6 +16,8 @@ from typing import Iterable
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from .gpu import Problem
+
 # DCGM reports "no value" with sentinels: 2**47 (+0..3) for doubles and
 # 0x7ffffffffffffff0 (+0..3) for int64.  None of the gauges read here can
 # legitimately reach 2**47, so anything at or above it is a missing reading.
@@ -85,13 +87,20 @@ class GpuReading:
     def pod(self) -> str | None:
         return self.pods[0] if self.pods else None
 
+    @property
+    def model_name(self) -> str | None:
+        """The model, with the MIG profile for a MIG instance ("NVIDIA H100 80GB HBM3 MIG 1g.10gb")."""
+        if self.mig_profile:
+            return f"{self.model or 'GPU'} MIG {self.mig_profile}"
+        return self.model
+
     def to_json(self) -> dict:
-        """The shape of one entry of the report's per-node "gpus" list."""
+        """One entry of the report's per-node "gpus" list: exactly the contract's keys
+        (a MIG instance's profile goes into "model")."""
         return {
             "index": self.index,
             "uuid": self.uuid,
-            "model": self.model,
-            "mig_profile": self.mig_profile,
+            "model": self.model_name,
             "util": self.util,
             "fb_used_mib": self.fb_used_mib,
             "fb_free_mib": self.fb_free_mib,
@@ -235,7 +244,7 @@ def xid_meaning(code: int) -> str | None:
     return XID_MEANINGS.get(code)
 
 
-def xid_problems(readings: Iterable[GpuReading]) -> list[dict[str, str]]:
+def xid_problems(readings: Iterable[GpuReading]) -> list[Problem]:
     """The `xid-errors` verdict for one node's readings: [] or one problem."""
     seen: list[str] = []
     for reading in readings:
@@ -250,7 +259,7 @@ def xid_problems(readings: Iterable[GpuReading]) -> list[dict[str, str]]:
             seen.append(text)
     if not seen:
         return []
-    return [{"code": "xid-errors", "message": "last XID " + "; ".join(seen)}]
+    return [Problem("xid-errors", "last XID " + "; ".join(seen))]
 
 
 class UtilisationHistory:

@@ -9,9 +9,13 @@ not a GPU the node has, and is left out.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable, Mapping
 
 from .records import Event, Node, Pod, parse_count
+
+if TYPE_CHECKING:  # stack.py and dra.py build on this module
+    from .dra import DraDevice
+    from .stack import ComponentState
 
 GPU = "nvidia.com/gpu"
 GPU_SHARED = "nvidia.com/gpu.shared"
@@ -30,26 +34,28 @@ PLUGIN_CONTAINERS = ("nvidia-device-plugin-ctr", "nvidia-device-plugin")
 # container names tell them apart.
 _NOT_PLUGIN_CONTAINERS = ("gpu-feature-discovery", "mps-control-daemon")
 
-# GPU Operator operands and friends, by their `app` label.
-_OPERATOR_APPS = {
+# GPU Operator operands and friends, by their `app` label.  The one map of
+# operator apps: stack.py's component matrix uses the names of its columns.
+OPERATOR_APPS = {
     "nvidia-driver-daemonset": "driver",
     "nvidia-container-toolkit-daemonset": "container-toolkit",
     "nvidia-device-plugin-daemonset": "device-plugin",
     "nvidia-device-plugin-mps-control-daemon": "mps-control-daemon",
-    "gpu-feature-discovery": "gpu-feature-discovery",
+    "gpu-feature-discovery": "gfd",
     "nvidia-dcgm-exporter": "dcgm-exporter",
     "nvidia-dcgm": "dcgm",
     "nvidia-mig-manager": "mig-manager",
-    "nvidia-operator-validator": "operator-validator",
+    "nvidia-operator-validator": "validator",
     "nvidia-node-status-exporter": "node-status-exporter",
     "nvidia-cuda-validator": "cuda-validator",
     "nvidia-device-plugin-validator": "plugin-validator",
     "nvidia-vfio-manager": "vfio-manager",
     "nvidia-cc-manager": "cc-manager",
     "gpu-operator": "gpu-operator",
+    "nfd-worker": "nfd-worker",
 }
 _NAMED_APPS = {  # app.kubernetes.io/name values
-    "gpu-feature-discovery": "gpu-feature-discovery",
+    "gpu-feature-discovery": "gfd",
     "dcgm-exporter": "dcgm-exporter",
     "node-feature-discovery": "node-feature-discovery",
     "gpu-operator": "gpu-operator",
@@ -126,8 +132,8 @@ def stack_component(labels: dict[str, str]) -> str | None:
     if plugin_install_style(labels):
         return "device-plugin"
     app = labels.get("app")
-    if app in _OPERATOR_APPS:
-        return _OPERATOR_APPS[app]
+    if app in OPERATOR_APPS:
+        return OPERATOR_APPS[app]
     if labels.get("app.kubernetes.io/component") == "nvidia-driver":
         return "driver"
     named = labels.get("app.kubernetes.io/name")
@@ -273,8 +279,13 @@ def has_gpu_hardware(node: Node) -> bool:
     )
 
 
-def node_usage(node: Node, pods: Iterable[Pod], resources: GpuResources) -> dict[str, Usage]:
-    """Per GPU resource: capacity, allocatable and allocated on this node (pods: those bound to it)."""
+def node_usage(node: Node, pods: Iterable[Pod], resources: GpuResources, dra: Mapping[str, Usage] | None = None) -> dict[str, Usage]:
+    """Per GPU resource: capacity, allocatable and allocated on this node (pods: those bound to it).
+
+    `dra`: what Dynamic Resource Allocation adds per extended resource (the
+    node's DRA devices of a DeviceClass mapped to it, and those allocated);
+    the node itself advertises none of it.
+    """
     usage: dict[str, Usage] = {}
     for name, quantity in node.capacity.items():
         if name in resources:
@@ -282,6 +293,9 @@ def node_usage(node: Node, pods: Iterable[Pod], resources: GpuResources) -> dict
     for name, quantity in node.allocatable.items():
         if name in resources:
             usage.setdefault(name, Usage()).allocatable = parse_count(quantity)
+    for name, extra in (dra or {}).items():
+        if name in resources:
+            usage.setdefault(name, Usage()).add(extra)
     for pod in pods:
         if pod.node != node.name or not holds_gpus(pod):
             continue
@@ -293,6 +307,16 @@ def node_usage(node: Node, pods: Iterable[Pod], resources: GpuResources) -> dict
         for name in sorted_resources(usage)
         if usage[name].capacity or usage[name].allocatable or usage[name].allocated
     }
+
+
+def advertises_nvidia_gpus(node: Node) -> bool:
+    """Some NVIDIA GPU resource (full, shared or MIG) is in the node's capacity (a resource at 0 is stale, not a GPU)."""
+    return any(is_nvidia_resource(name) and parse_count(q) > 0 for name, q in node.capacity.items())
+
+
+def has_nvidia_gpus(node: Node) -> bool:
+    """NVIDIA hardware labelled (GFD, NFD) or NVIDIA GPU resources advertised: the nodes the GPU stack should serve."""
+    return has_gpu_hardware(node) or advertises_nvidia_gpus(node)
 
 
 def is_gpu_node(node: Node, usage: dict[str, Usage]) -> bool:
@@ -336,8 +360,10 @@ def node_problems(
     plugin: Pod | None,
     *,
     pods_known: bool = True,
+    stack_problems: Iterable[Problem] = (),
 ) -> list[Problem]:
-    """The node's verdicts in a fixed order. Without the pods (403, not synced)
+    """The node's verdicts in a fixed order, the GPU stack's (component-failing,
+    several-plugins, xid-errors) last. Without the pods (403, not synced)
     nothing is said about the plugin pod."""
     problems: list[Problem] = []
     advertised = any(u.capacity for u in usage.values())
@@ -361,6 +387,7 @@ def node_problems(
         plugin_problem = _plugin_problem(plugin)
         if plugin_problem:
             problems.append(plugin_problem)
+    problems.extend(stack_problems)
     return problems
 
 
@@ -372,22 +399,36 @@ class NodeSummary:
     problems: list[Problem]
     plugin: Pod | None
     gpu_node: bool
+    components: dict[str, ComponentState] = field(default_factory=dict)  # GPU nodes: stack.COMPONENTS -> state
+    dra_devices: tuple[DraDevice, ...] = ()  # Dynamic Resource Allocation devices, with their holders
 
     @property
     def name(self) -> str:
         return self.node.name
 
 
-def summarize_node(node: Node, pods_on_node: list[Pod], resources: GpuResources, *, pods_known: bool = True) -> NodeSummary:
-    usage = node_usage(node, pods_on_node, resources)
+def summarize_node(
+    node: Node,
+    pods_on_node: list[Pod],
+    resources: GpuResources,
+    *,
+    pods_known: bool = True,
+    dra: Mapping[str, Usage] | None = None,
+    dra_devices: tuple[DraDevice, ...] = (),
+    components: dict[str, ComponentState] | None = None,
+    stack_problems: Iterable[Problem] = (),
+) -> NodeSummary:
+    usage = node_usage(node, pods_on_node, resources, dra)
     plugin = choose_plugin_pod(pods_on_node)
     return NodeSummary(
         node=node,
         facts=gpu_facts(node),
         usage=usage,
-        problems=node_problems(node, usage, plugin, pods_known=pods_known),
+        problems=node_problems(node, usage, plugin, pods_known=pods_known, stack_problems=stack_problems),
         plugin=plugin,
-        gpu_node=is_gpu_node(node, usage),
+        gpu_node=is_gpu_node(node, usage) or bool(dra_devices),
+        components=components or {},
+        dra_devices=dra_devices,
     )
 
 

@@ -1,12 +1,13 @@
 """Which NVIDIA GPU stack a cluster runs, and the health of its parts per node.
 
-Pure functions over raw Kubernetes JSON objects (dicts as the API returns
-them): ClusterPolicies (`nvidia.com/v1`), DaemonSets, Pods and Nodes.
+Pure functions over the model's records (`records.Node`, `Pod`, `DaemonSet`)
+and raw ClusterPolicy objects (`nvidia.com/v1`, as the API returns them).
 
 - `detect_stack(daemonsets, cluster_policies)`: GPU Operator, standalone device
   plugin (static manifest, Helm, GKE), several at once, or none.
 - `component_matrix(stack, nodes, pods)`: per GPU node, the state of each
-  component: running / not-ready / crash-looping / missing / not-expected.
+  component: running / not-ready / crash-looping / missing / not-expected
+  (`node_components` for one node).
 - `cluster_problems(stack)` and `node_problems(node, components)`: the
   verdicts `operator-not-ready`, `component-failing`, `several-plugins`.
 """
@@ -14,6 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Iterable
+
+from .gpu import OPERATOR_APPS, Problem, has_nvidia_gpus
+from .records import ContainerStatus, DaemonSet, Node, Pod, Taint
 
 COMPONENTS = ("driver", "container-toolkit", "device-plugin", "gfd", "dcgm-exporter", "mig-manager", "validator", "nfd-worker")
 
@@ -25,16 +29,6 @@ NOT_EXPECTED = "not-expected"
 _SEVERITY = {CRASH_LOOPING: 4, MISSING: 3, NOT_READY: 2, RUNNING: 1, NOT_EXPECTED: 0}
 FAILING_STATES = (CRASH_LOOPING, NOT_READY, MISSING)
 
-# GPU Operator operands: the DaemonSet's `app` label → component.
-_OPERATOR_APPS = {
-    "nvidia-driver-daemonset": "driver",
-    "nvidia-container-toolkit-daemonset": "container-toolkit",
-    "nvidia-device-plugin-daemonset": "device-plugin",
-    "gpu-feature-discovery": "gfd",
-    "nvidia-dcgm-exporter": "dcgm-exporter",
-    "nvidia-mig-manager": "mig-manager",
-    "nvidia-operator-validator": "validator",
-}
 # Component → its switch under ClusterPolicy.spec and its nvidia.com/gpu.deploy.* label.
 _POLICY_KEYS = {
     "driver": "driver", "container-toolkit": "toolkit", "device-plugin": "devicePlugin", "gfd": "gfd",
@@ -54,47 +48,25 @@ _DAEMONSET_TOLERATED = {
     ("node.kubernetes.io/pid-pressure", "NoSchedule"), ("node.kubernetes.io/unschedulable", "NoSchedule"),
 }
 
-GPU_RESOURCES = ("nvidia.com/gpu", "nvidia.com/gpu.shared")
-MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 
-
-# -- objects ---------------------------------------------------------------
+# -- DaemonSets ------------------------------------------------------------
 
 
 def _meta(obj: dict) -> dict:
     return obj.get("metadata") or {}
 
 
-def _ref(obj: dict) -> str:
-    meta = _meta(obj)
-    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
-
-
-def _daemonset_labels(ds: dict) -> dict[str, str]:
-    spec = ds.get("spec") or {}
-    return {
-        **(_meta(ds).get("labels") or {}),
-        **((spec.get("selector") or {}).get("matchLabels") or {}),
-        **(_meta(spec.get("template") or {}).get("labels") or {}),
-    }
-
-
-def _container_names(ds: dict) -> list[str]:
-    pod_spec = ((ds.get("spec") or {}).get("template") or {}).get("spec") or {}
-    return [c.get("name", "") for c in pod_spec.get("containers") or []]
-
-
-def classify_daemonset(ds: dict) -> tuple[str, str] | None:
+def classify_daemonset(ds: DaemonSet) -> tuple[str, str] | None:
     """(component, install) for a DaemonSet of the GPU stack, else None.
 
     install is "operator", "static", "helm", "gke" or "standalone".
     """
-    labels = _daemonset_labels(ds)
-    name = _meta(ds).get("name", "")
+    labels = {**ds.labels, **ds.selector, **ds.pod_labels}
+    name = ds.name
     if labels.get("app.kubernetes.io/component") == "nvidia-driver":
         return ("driver", "operator")
-    if labels.get("app") in _OPERATOR_APPS:
-        return (_OPERATOR_APPS[labels["app"]], "operator")
+    if OPERATOR_APPS.get(labels.get("app", "")) in _POLICY_KEYS:
+        return (OPERATOR_APPS[labels["app"]], "operator")
     if labels.get("name") == "nvidia-device-plugin-ds":
         return ("device-plugin", "static")
     if labels.get("k8s-app") == "nvidia-gpu-device-plugin":
@@ -102,8 +74,7 @@ def classify_daemonset(ds: dict) -> tuple[str, str] | None:
     app_name = labels.get("app.kubernetes.io/name", "")
     if app_name.startswith("nvidia-device-plugin"):
         # The chart's GFD and MPS DaemonSets may carry the plugin's own labels.
-        containers = _container_names(ds)
-        if name.endswith("-gpu-feature-discovery") or any(c.startswith("gpu-feature-discovery") for c in containers):
+        if name.endswith("-gpu-feature-discovery") or any(c.startswith("gpu-feature-discovery") for c in ds.containers):
             return ("gfd", "helm")
         if "mps-control-daemon" in name or "mps-control-daemon" in app_name:
             return None
@@ -123,7 +94,7 @@ class StackDaemonSet:
     name: str
     component: str
     install: str
-    obj: dict = field(compare=False, repr=False)
+    daemonset: DaemonSet = field(compare=False, repr=False)
 
     @property
     def ref(self) -> str:
@@ -185,13 +156,12 @@ def _disabled_components(policy: dict) -> frozenset[str]:
     )
 
 
-def detect_stack(daemonsets: Iterable[dict], cluster_policies: Iterable[dict] = ()) -> Stack:
+def detect_stack(daemonsets: Iterable[DaemonSet], cluster_policies: Iterable[dict] = ()) -> Stack:
     found = []
     for ds in daemonsets:
         classified = classify_daemonset(ds)
         if classified:
-            meta = _meta(ds)
-            found.append(StackDaemonSet(meta.get("namespace", ""), meta.get("name", ""), *classified, obj=ds))
+            found.append(StackDaemonSet(ds.namespace, ds.name, *classified, daemonset=ds))
     found.sort(key=lambda d: (COMPONENTS.index(d.component), d.namespace, d.name))
     policies = sorted(cluster_policies, key=lambda p: _meta(p).get("name", ""))
     # Several ClusterPolicies: the operator reconciles one and marks the others "ignored".
@@ -231,45 +201,45 @@ def _expression_matches(expr: dict, value: str | None) -> bool:
     return False
 
 
-def _term_matches(term: dict, node: dict) -> bool:
-    labels = _meta(node).get("labels") or {}
-    fields = {"metadata.name": _meta(node).get("name")}
-    return all(_expression_matches(e, labels.get(e.get("key"))) for e in term.get("matchExpressions") or []) and all(
+def _term_matches(term: dict, node: Node) -> bool:
+    fields = {"metadata.name": node.name}
+    return all(_expression_matches(e, node.labels.get(e.get("key"))) for e in term.get("matchExpressions") or []) and all(
         _expression_matches(e, fields.get(e.get("key"))) for e in term.get("matchFields") or []
     )
 
 
-def _tolerates(tolerations: list[dict], taint: dict) -> bool:
-    key, effect = taint.get("key"), taint.get("effect")
-    if (key, effect) in _DAEMONSET_TOLERATED:
+def _tolerates(tolerations: Iterable[dict], taint: Taint) -> bool:
+    if (taint.key, taint.effect) in _DAEMONSET_TOLERATED:
         return True
     for t in tolerations:
-        if t.get("effect") and t.get("effect") != effect:
+        if t.get("effect") and t.get("effect") != taint.effect:
             continue
         if t.get("operator") == "Exists" and not t.get("key"):
             return True
-        if t.get("key") != key:
+        if t.get("key") != taint.key:
             continue
-        if t.get("operator") == "Exists" or t.get("value", "") == taint.get("value", ""):
+        if t.get("operator") == "Exists" or t.get("value", "") == taint.value:
             return True
     return False
 
 
-def daemonset_targets(ds: dict, node: dict) -> tuple[bool, str | None]:
-    """Whether the DaemonSet should run a pod on the node, and if not, why."""
-    pod_spec = ((ds.get("spec") or {}).get("template") or {}).get("spec") or {}
-    labels = _meta(node).get("labels") or {}
-    for key, value in (pod_spec.get("nodeSelector") or {}).items():
+def daemonset_targets(ds: DaemonSet, node: Node) -> tuple[bool, str | None]:
+    """Whether the DaemonSet should run a pod on the node, and if not, why.
+
+    The node record keeps only NVIDIA's NFD labels (pci-10de): a selector on
+    another feature.node.kubernetes.io label does not match here.
+    """
+    labels = node.labels
+    for key, value in ds.node_selector.items():
         if labels.get(key) != value:
             return False, f"its nodeSelector wants {key}={value}"
-    required = ((pod_spec.get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+    required = (ds.affinity.get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or {}
     terms = required.get("nodeSelectorTerms") or []
     if terms and not any(_term_matches(t, node) for t in terms):
         return False, "its node affinity excludes the node"
-    tolerations = pod_spec.get("tolerations") or []
-    for taint in (node.get("spec") or {}).get("taints") or []:
-        if taint.get("effect") in ("NoSchedule", "NoExecute") and not _tolerates(tolerations, taint):
-            return False, f"the node's taint {taint.get('key')}:{taint.get('effect')} is not tolerated"
+    for taint in node.taints:
+        if taint.effect in ("NoSchedule", "NoExecute") and not _tolerates(ds.tolerations, taint):
+            return False, f"the node's taint {taint.key}:{taint.effect} is not tolerated"
     return True, None
 
 
@@ -305,112 +275,59 @@ class ComponentState:
         return text
 
 
-def _termination(terminated: dict) -> str:
-    reason = terminated.get("reason") or "terminated"
-    code = terminated.get("exitCode")
-    return f"{reason} (exit {code})" if code not in (None, 0) and reason != "Completed" else reason
+def _termination(reason: str, exit_code: int | None) -> str:
+    reason = reason or "terminated"
+    return f"{reason} (exit {exit_code})" if exit_code not in (None, 0) and reason != "Completed" else reason
+
+
+def _last_termination(cs: ContainerStatus) -> str | None:
+    """The container's last termination (lastState), else its current one; None if it never ended."""
+    if cs.last_reason or cs.last_exit_code is not None:
+        return _termination(cs.last_reason, cs.last_exit_code)
+    if cs.state == "terminated":
+        return _termination(cs.reason, cs.exit_code)
+    return None
 
 
 def _is_sidecar_name(name: str) -> bool:
     return name == "config-manager" or name.endswith("-sidecar")
 
 
-def pod_component_state(component: str, pod: dict, daemonsets: tuple[str, ...] = ()) -> ComponentState:
+def pod_component_state(component: str, pod: Pod, daemonsets: tuple[str, ...] = ()) -> ComponentState:
     """The component's state from its DaemonSet pod on the node."""
-    spec, status = pod.get("spec") or {}, pod.get("status") or {}
-    init_specs = spec.get("initContainers") or []
-    sidecars = {c.get("name") for c in init_specs if c.get("restartPolicy") == "Always"}
-    init_statuses = status.get("initContainerStatuses") or []
-    statuses = status.get("containerStatuses") or []
-    all_statuses = init_statuses + statuses
-    restarts = sum(int(s.get("restartCount") or 0) for s in all_statuses)
-    main = next((c.get("name") for c in spec.get("containers") or [] if not _is_sidecar_name(c.get("name", ""))), None)
-    ready_count = sum(1 for s in statuses if s.get("ready"))
-    ready = f"{ready_count}/{len(spec.get('containers') or statuses)}"
+    statuses = pod.container_statuses
+    all_statuses = pod.init_container_statuses + statuses
+    restarts = sum(cs.restarts for cs in all_statuses)
+    main = next((name for name in pod.containers if not _is_sidecar_name(name)), None)
+    ready = f"{sum(1 for cs in statuses if cs.ready)}/{len(pod.containers) or len(statuses)}"
 
     # The container in trouble, if any: crash-looping first, then any other not-ready one.
-    looping = next((s for s in all_statuses if ((s.get("state") or {}).get("waiting") or {}).get("reason") == "CrashLoopBackOff"), None)
-    unready = [s for s in all_statuses if not s.get("ready") and not ((s.get("state") or {}).get("terminated") or {}).get("exitCode") == 0]
-    restarted = next((s for s in unready if int(s.get("restartCount") or 0) > 0 and (s.get("lastState") or {}).get("terminated")), None)
+    looping = next((cs for cs in all_statuses if cs.state == "waiting" and cs.reason == "CrashLoopBackOff"), None)
+    unready = [cs for cs in all_statuses if not cs.ready and not (cs.state == "terminated" and cs.exit_code == 0)]
+    restarted = next((cs for cs in unready if cs.restarts > 0 and (cs.last_reason or cs.last_exit_code is not None)), None)
     troubled = looping or restarted or (unready[0] if unready else None)
     last = None
-    for s in ([troubled] if troubled else []) + all_statuses:
-        terminated = (s.get("lastState") or {}).get("terminated") or (s.get("state") or {}).get("terminated")
-        if terminated and (s is troubled or int(s.get("restartCount") or 0) > 0):
-            last = _termination(terminated)
+    for cs in ([troubled] if troubled else []) + [cs for cs in all_statuses if cs.restarts > 0]:
+        last = _last_termination(cs)
+        if last:
             break
 
-    detail = _status_reason(pod, init_statuses, sidecars, statuses)
-    all_ready = bool(statuses) and all(s.get("ready") for s in statuses)
-    if _meta(pod).get("deletionTimestamp"):
+    if pod.deleted is not None:
         state = NOT_READY
     elif looping or restarted:
         state = CRASH_LOOPING
-    elif status.get("phase") == "Running" and all_ready:
+    elif pod.phase == "Running" and statuses and all(cs.ready for cs in statuses):
         state = RUNNING
     else:
         state = NOT_READY
     return ComponentState(
-        component=component, state=state, detail=detail, pod=_ref(pod),
-        container=(troubled or {}).get("name") or main, ready=ready, restarts=restarts,
+        component=component, state=state, detail=pod.status, pod=f"{pod.namespace}/{pod.name}",
+        container=troubled.name if troubled else main, ready=ready, restarts=restarts,
         last_termination=last, daemonsets=daemonsets,
     )
 
 
-def _status_reason(pod: dict, init_statuses: list[dict], sidecars: set, statuses: list[dict]) -> str:
-    """The STATUS column kubectl would print for the pod (the common cases)."""
-    if _meta(pod).get("deletionTimestamp"):
-        return "Terminating"
-    status = pod.get("status") or {}
-    regular_init = [s for s in init_statuses if s.get("name") not in sidecars]
-    for i, s in enumerate(regular_init):
-        state = s.get("state") or {}
-        terminated = state.get("terminated")
-        if terminated and terminated.get("exitCode") == 0:
-            continue
-        if terminated:
-            return f"Init:{terminated.get('reason') or 'ExitCode:' + str(terminated.get('exitCode'))}"
-        waiting = (state.get("waiting") or {}).get("reason")
-        if waiting and waiting != "PodInitializing":
-            return f"Init:{waiting}"
-        return f"Init:{i}/{len(regular_init)}"
-    reason = status.get("reason") or status.get("phase") or "Unknown"
-    for s in statuses:
-        state = s.get("state") or {}
-        if (state.get("waiting") or {}).get("reason"):
-            return state["waiting"]["reason"]
-        terminated = state.get("terminated")
-        if terminated:
-            return terminated.get("reason") or f"ExitCode:{terminated.get('exitCode')}"
-    return reason
-
-
-def _owner_daemonset(pod: dict) -> str | None:
-    for owner in _meta(pod).get("ownerReferences") or []:
-        if owner.get("kind") == "DaemonSet":
-            return owner.get("name")
-    return None
-
-
 # -- nodes -----------------------------------------------------------------
-
-
-def _quantity(value: object) -> int:
-    try:
-        return int(str(value))
-    except ValueError:
-        return 0
-
-
-def is_gpu_node(node: dict) -> bool:
-    """NVIDIA hardware labelled (GFD or NFD) or NVIDIA GPU resources advertised."""
-    labels = _meta(node).get("labels") or {}
-    if labels.get("nvidia.com/gpu.present") == "true" or labels.get("feature.node.kubernetes.io/pci-10de.present") == "true":
-        return True
-    if labels.get("nvidia.com/gpu.product"):
-        return True
-    capacity = (node.get("status") or {}).get("capacity") or {}
-    return any(_quantity(v) > 0 for k, v in capacity.items() if k in GPU_RESOURCES or k.startswith(MIG_RESOURCE_PREFIX))
 
 
 @dataclass(frozen=True)
@@ -419,30 +336,41 @@ class MigConfig:
     state: str | None  # nvidia.com/mig.config.state: pending, success, failed, rebooting
 
 
-def mig_config(node: dict) -> MigConfig:
-    labels = _meta(node).get("labels") or {}
-    return MigConfig(labels.get("nvidia.com/mig.config"), labels.get("nvidia.com/mig.config.state"))
+def mig_config(node: Node) -> MigConfig:
+    return MigConfig(node.labels.get("nvidia.com/mig.config"), node.labels.get("nvidia.com/mig.config.state"))
 
 
-def _deploy_switch(node: dict, component: str) -> str | None:
+def _deploy_switch(node: Node, component: str) -> str | None:
     """The node's nvidia.com/gpu.deploy.* value for the component ("false" also via deploy.operands)."""
-    labels = _meta(node).get("labels") or {}
+    labels = node.labels
     if labels.get(DEPLOY_LABEL_PREFIX + "operands") == "false":
         return "false"
     key = _DEPLOY_LABELS.get(component)
     return labels.get(DEPLOY_LABEL_PREFIX + key) if key else None
 
 
-def _node_component(stack: Stack, node: dict, component: str, pods_here: dict[tuple[str, str], list[dict]]) -> ComponentState:
+PodsByDaemonSet = dict[tuple[str, str], list[Pod]]  # (namespace, DaemonSet name) -> its pods on one node
+
+
+def daemonset_pods(pods: Iterable[Pod]) -> PodsByDaemonSet:
+    """The pods owned by a DaemonSet, by (namespace, DaemonSet name)."""
+    out: PodsByDaemonSet = {}
+    for pod in pods:
+        if pod.owner is not None and pod.owner[0] == "DaemonSet":
+            out.setdefault((pod.namespace, pod.owner[1]), []).append(pod)
+    return out
+
+
+def _component(stack: Stack, node: Node, component: str, pods_here: PodsByDaemonSet) -> ComponentState:
     candidates = []  # (daemonset, its pod on the node or None)
     excluded = []
     for ds in stack.daemonsets:
         if ds.component != component:
             continue
         # Newest first, then any terminating pod after the live ones (during a rollout there are two).
-        live = sorted(pods_here.get((ds.namespace, ds.name), []), key=lambda p: _meta(p).get("creationTimestamp") or "", reverse=True)
-        live.sort(key=lambda p: bool(_meta(p).get("deletionTimestamp")))
-        targets, why = daemonset_targets(ds.obj, node)
+        live = sorted(pods_here.get((ds.namespace, ds.name), []), key=lambda p: p.created or 0.0, reverse=True)
+        live.sort(key=lambda p: p.deleted is not None)
+        targets, why = daemonset_targets(ds.daemonset, node)
         if ds.install == "operator" and _deploy_switch(node, component) == "false":
             targets, why = False, f"{DEPLOY_LABEL_PREFIX}{_DEPLOY_LABELS[component]}=false"
         if live or targets:
@@ -468,22 +396,19 @@ def _node_component(stack: Stack, node: dict, component: str, pods_here: dict[tu
     return ComponentState(component, NOT_EXPECTED, None)
 
 
-def component_matrix(stack: Stack, nodes: Iterable[dict], pods: Iterable[dict]) -> dict[str, dict[str, ComponentState]]:
+def node_components(stack: Stack, node: Node, pods_on_node: Iterable[Pod]) -> dict[str, ComponentState]:
+    """The state of every component in COMPONENTS on one GPU node (pods: those bound to it)."""
+    pods_here = daemonset_pods(pods_on_node)
+    return {c: _component(stack, node, c, pods_here) for c in COMPONENTS}
+
+
+def component_matrix(stack: Stack, nodes: Iterable[Node], pods: Iterable[Pod]) -> dict[str, dict[str, ComponentState]]:
     """Per GPU node (by name), the state of every component in COMPONENTS."""
-    by_node: dict[str, dict[tuple[str, str], list[dict]]] = {}
+    by_node: dict[str, list[Pod]] = {}
     for pod in pods:
-        owner = _owner_daemonset(pod)
-        node_name = (pod.get("spec") or {}).get("nodeName")
-        if owner and node_name:
-            by_node.setdefault(node_name, {}).setdefault((_meta(pod).get("namespace", ""), owner), []).append(pod)
-    matrix = {}
-    for node in nodes:
-        if not is_gpu_node(node):
-            continue
-        name = _meta(node).get("name", "")
-        pods_here = by_node.get(name, {})
-        matrix[name] = {c: _node_component(stack, node, c, pods_here) for c in COMPONENTS}
-    return matrix
+        if pod.node:
+            by_node.setdefault(pod.node, []).append(pod)
+    return {node.name: node_components(stack, node, by_node.get(node.name, ())) for node in nodes if has_nvidia_gpus(node)}
 
 
 def components_json(components: dict[str, ComponentState]) -> dict[str, str]:
@@ -494,7 +419,7 @@ def components_json(components: dict[str, ComponentState]) -> dict[str, str]:
 # -- verdicts --------------------------------------------------------------
 
 
-def cluster_problems(stack: Stack) -> list[dict[str, str]]:
+def cluster_problems(stack: Stack) -> list[Problem]:
     """`operator-not-ready` when the active ClusterPolicy is notReady."""
     policy = stack.cluster_policy
     if policy is None or policy.state != "notReady":
@@ -502,10 +427,10 @@ def cluster_problems(stack: Stack) -> list[dict[str, str]]:
     message = f"ClusterPolicy {policy.name} is notReady"
     if policy.message:
         message += f": {policy.message}"
-    return [{"code": "operator-not-ready", "message": message}]
+    return [Problem("operator-not-ready", message)]
 
 
-def node_problems(node: dict, components: dict[str, ComponentState], skip: Iterable[str] = ("device-plugin",)) -> list[dict[str, str]]:
+def node_problems(node: Node, components: dict[str, ComponentState], skip: Iterable[str] = ("device-plugin",)) -> list[Problem]:
     """`component-failing` per failing component, and `several-plugins`.
 
     The device plugin is skipped by default: the model's `plugin-not-running`
@@ -516,11 +441,11 @@ def node_problems(node: dict, components: dict[str, ComponentState], skip: Itera
     for name in COMPONENTS:
         state = components.get(name)
         if state and state.state in FAILING_STATES and name not in skipped:
-            problems.append({"code": "component-failing", "message": state.describe()})
+            problems.append(Problem("component-failing", state.describe()))
     mig = mig_config(node)
     if mig.state == "failed" and "mig-manager" not in skipped:
-        problems.append({"code": "component-failing", "message": f"mig-manager failed to apply MIG config {mig.config or '?'} (nvidia.com/mig.config.state=failed)"})
+        problems.append(Problem("component-failing", f"mig-manager failed to apply MIG config {mig.config or '?'} (nvidia.com/mig.config.state=failed)"))
     plugin = components.get("device-plugin")
     if plugin and len(plugin.daemonsets) > 1:
-        problems.append({"code": "several-plugins", "message": "several device plugins target this node: " + ", ".join(plugin.daemonsets)})
+        problems.append(Problem("several-plugins", "several device plugins target this node: " + ", ".join(plugin.daemonsets)))
     return problems

@@ -144,14 +144,14 @@ def _reading(**kw) -> GpuReading:
 def test_xid_problems():
     assert xid_problems([_reading(), _reading(index=1, uuid=UUID1)]) == []
     [problem] = xid_problems([_reading(xid=79), _reading(index=3, uuid=UUID1, xid=13)])
-    assert problem["code"] == "xid-errors"
-    assert "GPU 0: XID 79 (GPU has fallen off the bus)" in problem["message"]
-    assert "GPU 3: XID 13" in problem["message"]
+    assert problem.code == "xid-errors"
+    assert "GPU 0: XID 79 (GPU has fallen off the bus)" in problem.message
+    assert "GPU 3: XID 13" in problem.message
 
 
 def test_xid_problem_from_parsed_text_names_the_gpu():
     [problem] = xid_problems(parse_metrics(OLD_RELEASE))
-    assert problem["message"] == "last XID GPU 1: XID 79 (GPU has fallen off the bus)"
+    assert problem.message == "last XID GPU 1: XID 79 (GPU has fallen off the bus)"
 
 
 def test_history_is_bounded_per_device_and_in_devices():
@@ -168,6 +168,12 @@ def test_history_is_bounded_per_device_and_in_devices():
 
 def test_to_json_has_the_report_fields():
     [_, gpu1] = parse_metrics(OLD_RELEASE)
-    assert gpu1.to_json() == {"index": 1, "uuid": UUID1, "model": "NVIDIA A100-SXM4-40GB", "mig_profile": None,
+    assert gpu1.to_json() == {"index": 1, "uuid": UUID1, "model": "NVIDIA A100-SXM4-40GB",
                               "util": 0, "fb_used_mib": 0, "fb_free_mib": None, "temp_c": None, "power_w": None,
                               "xid": 79, "pod": None}
+
+
+def test_to_json_puts_a_mig_instances_profile_into_the_model():
+    mig = _reading(model="NVIDIA H100 80GB HBM3", mig_profile="1g.10gb", mig_instance="9")
+    assert mig.to_json()["model"] == "NVIDIA H100 80GB HBM3 MIG 1g.10gb"
+    assert set(mig.to_json()) == set(_reading().to_json())

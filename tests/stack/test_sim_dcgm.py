@@ -150,7 +150,7 @@ def test_injected_xids_become_the_verdict():
     readings = parse_metrics(exposition(n, [], now=1.0))
     assert {r.index: r.xid for r in readings if r.xid} == {3: 79, 5: 48}
     [problem] = xid_problems(readings)
-    assert problem["code"] == "xid-errors" and "GPU 3: XID 79" in problem["message"]
+    assert problem.code == "xid-errors" and "GPU 3: XID 79" in problem.message
 
 
 def test_xid_annotation_parsing():

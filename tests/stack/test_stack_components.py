@@ -12,6 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from gputui.kube import stack as stack_module
+from gputui.kube.gpu import Problem, has_nvidia_gpus
+from gputui.kube.records import daemonset_from, node_from, pod_from
 from gputui.kube.stack import (
     COMPONENTS,
     CRASH_LOOPING,
@@ -19,19 +22,44 @@ from gputui.kube.stack import (
     NOT_EXPECTED,
     NOT_READY,
     RUNNING,
-    classify_daemonset,
     cluster_problems,
-    component_matrix,
     components_json,
-    daemonset_targets,
-    detect_stack,
-    is_gpu_node,
-    node_problems,
-    pod_component_state,
 )
 
 REAL = Path("/work/shared/fixtures/real")
 OPERATOR_NS = "gpu-operator"
+
+
+# -- the functions under test, fed raw objects as the API returns them -------
+# (the model turns them into records the same way)
+
+
+def classify_daemonset(ds: dict):
+    return stack_module.classify_daemonset(daemonset_from(ds))
+
+
+def detect_stack(daemonsets: list[dict], policies=()):
+    return stack_module.detect_stack([daemonset_from(d) for d in daemonsets], policies)
+
+
+def component_matrix(found, nodes: list[dict], pods: list[dict]):
+    return stack_module.component_matrix(found, [node_from(n) for n in nodes], [pod_from(p) for p in pods])
+
+
+def daemonset_targets(ds: dict, n: dict):
+    return stack_module.daemonset_targets(daemonset_from(ds), node_from(n))
+
+
+def pod_component_state(component: str, p: dict):
+    return stack_module.pod_component_state(component, pod_from(p))
+
+
+def node_problems(n: dict, components, **kw):
+    return [{"code": p.code, "message": p.message} for p in stack_module.node_problems(node_from(n), components, **kw)]
+
+
+def is_gpu_node(n: dict) -> bool:
+    return has_nvidia_gpus(node_from(n))
 
 
 # -- builders --------------------------------------------------------------
@@ -183,7 +211,7 @@ def test_stuck_operator_from_real_listing():
     assert row["mig-manager"].state == NOT_EXPECTED and "nvidia.com/gpu.deploy.mig-manager" in row["mig-manager"].detail
     assert row["nfd-worker"].state == NOT_EXPECTED
     [problem] = cluster_problems(stack)
-    assert problem == {"code": "operator-not-ready", "message": "ClusterPolicy cluster-policy is notReady: ClusterPolicy is not ready; states not ready: [state-driver state-container-toolkit]"}
+    assert problem == Problem("operator-not-ready", "ClusterPolicy cluster-policy is notReady: ClusterPolicy is not ready; states not ready: [state-driver state-container-toolkit]")
     failing = node_problems(n, row)
     assert [p["code"] for p in failing] == ["component-failing"] * 5
     assert failing[0]["message"] == "driver crash-looping (nvidia-driver-daemonset-4rtiu: Running, 3 restarts, last Error (exit 1))"
@@ -240,7 +268,7 @@ def test_policy_without_status_and_several_policies():
     ignored = cluster_policy("ignored", name="a-old-policy")
     stack = detect_stack(operator_daemonsets(), [ignored, cluster_policy("notReady", "x")])
     assert stack.cluster_policy.name == "cluster-policy"
-    assert cluster_problems(stack)[0]["code"] == "operator-not-ready"
+    assert cluster_problems(stack)[0].code == "operator-not-ready"
 
 
 def test_operator_found_by_its_daemonsets_when_clusterpolicies_cannot_be_listed():
