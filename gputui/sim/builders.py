@@ -588,12 +588,19 @@ def matches_labels(selector: dict[str, str], labels: dict[str, str]) -> bool:
 
 
 def daemonset_status(ds: Obj, pods: Iterable[Obj]) -> Obj:
-    """The status a DaemonSet controller would report for these pods (the DS's own, matched by selector)."""
+    """The status a DaemonSet controller would report for these pods: the ones its selector matches, less those
+    another controller owns (two DaemonSets of one Helm release may share selector labels)."""
     selector = ((ds.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
     namespace = ds["metadata"].get("namespace")
+
+    def owned_by_another(p: Obj) -> bool:
+        return any(o.get("controller") and (o.get("kind"), o.get("name")) != ("DaemonSet", ds["metadata"]["name"])
+                   for o in p["metadata"].get("ownerReferences") or [])
+
     owned = [
         p for p in pods
         if p["metadata"].get("namespace") == namespace and matches_labels(selector, p["metadata"].get("labels") or {})
+        and not owned_by_another(p)
     ]
     scheduled = [p for p in owned if (p.get("spec") or {}).get("nodeName")]
     ready = [p for p in scheduled if pod_is_ready(p)]

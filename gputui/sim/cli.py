@@ -12,6 +12,8 @@ import aiohttp
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    from .stacks import SCENARIOS  # noqa: PLC0415  (only the names, for the help)
+
     parser = subparsers.add_parser(
         "sim",
         help="run a simulated GPU cluster that speaks the Kubernetes API on loopback",
@@ -21,7 +23,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     source = parser.add_mutually_exclusive_group()
-    source.add_argument("--scenario", metavar="FILE", help='a Kubernetes List (YAML or JSON) of objects, or "demo" for the built-in GPU cluster')
+    source.add_argument("--scenario", metavar="FILE", help='a Kubernetes List (YAML or JSON) of objects, "demo" for the built-in GPU cluster, '
+                        f'or a GPU stack scenario: {", ".join(SCENARIOS)}')
     source.add_argument("--nodes", type=_count, metavar="N", help="generate a synthetic cluster of N nodes (with --pods)")
     parser.add_argument("--pods", type=_count, metavar="M", help="pods of the synthetic cluster (with --nodes)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")

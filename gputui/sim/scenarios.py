@@ -1,6 +1,7 @@
 """Scenarios: the objects a simulated cluster starts with.
 
     load("demo")                 the built-in GPU cluster (demo.py)
+    load("xid-injected")         a GPU stack scenario by name (stacks.SCENARIOS)
     load("cluster.yaml")         a Kubernetes List (YAML or JSON, as `kubectl get -o yaml`
                                  prints it), a single object, or multi-document YAML
     load([{...}, {...}])         objects given directly
@@ -44,6 +45,10 @@ def load(scenario: str | Path | list[Obj]) -> list[Obj]:
         from . import demo  # noqa: PLC0415
 
         return demo.build()
+    from . import stacks  # noqa: PLC0415
+
+    if str(scenario) in stacks.SCENARIOS:
+        return stacks.SCENARIOS[str(scenario)]()
     path = Path(scenario)
     source = str(path)
     try:

@@ -14,7 +14,6 @@ from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
 from prometheus_client.parser import text_string_to_metric_families
 
-from gputui.kube import stack as model_stack
 from gputui.sim import SimCluster, scenarios, stacks
 from gputui.sim import builders as b
 from gputui.sim.dcgm import gpu_uuid
@@ -248,7 +247,7 @@ def _by(objects: list[dict], kind: str) -> list[dict]:
 
 @pytest.mark.parametrize("name", list(stacks.SCENARIOS))
 def test_every_stack_scenario_loads_populates_and_deserialises(name):
-    objects = scenarios.load(stacks.SCENARIOS[name]())
+    objects = scenarios.load(name)  # by name, as `gputui sim --scenario NAME` does
     api = k8s.ApiClient()
     for obj in objects:
         if obj["kind"] in MODEL_OF:
@@ -258,37 +257,71 @@ def test_every_stack_scenario_loads_populates_and_deserialises(name):
     assert len(store.objects("nodes")) == 3
 
 
-@pytest.mark.parametrize(("name", "kind", "plugins"), [
-    ("gpu-operator-healthy", "gpu-operator", ["operator"]),
-    ("static-plugin", "device-plugin", ["static"]),
-    ("helm-plugin", "device-plugin", ["helm"]),
-    ("gke-plugin", "device-plugin", ["gke"]),
-    ("two-plugins", "device-plugin", ["helm", "static"]),
-    ("no-gpu-stack", "none", []),
+# Device plugin DaemonSets by install style, as gpu-stack.md's table names them: (namespace, name, selector).
+PLUGIN_STYLES = {
+    "operator": (OPERATOR_NS, "nvidia-device-plugin-daemonset", {"app": "nvidia-device-plugin-daemonset"}),
+    "static": ("kube-system", "nvidia-device-plugin-daemonset", {"name": "nvidia-device-plugin-ds"}),
+    "helm": ("nvidia-device-plugin", "nvdp-nvidia-device-plugin",
+             {"app.kubernetes.io/name": "nvidia-device-plugin", "app.kubernetes.io/instance": "nvdp"}),
+    "gke": ("kube-system", "nvidia-gpu-device-plugin", {"k8s-app": "nvidia-gpu-device-plugin"}),
+}
+
+
+def _pods_of(objects: list[dict], ds: dict) -> dict[str, dict]:
+    """node -> the DaemonSet's pod there."""
+    return {p["spec"]["nodeName"]: p for p in _by(objects, "Pod")
+            if p["metadata"]["namespace"] == ds["metadata"]["namespace"]
+            and any(o["name"] == ds["metadata"]["name"] for o in p["metadata"].get("ownerReferences") or [])}
+
+
+def _daemonset(objects: list[dict], namespace: str, name: str) -> dict:
+    return next(d for d in _by(objects, "DaemonSet") if (d["metadata"]["namespace"], d["metadata"]["name"]) == (namespace, name))
+
+
+@pytest.mark.parametrize(("name", "styles"), [
+    ("gpu-operator-healthy", ["operator"]),
+    ("static-plugin", ["static"]),
+    ("helm-plugin", ["helm"]),
+    ("gke-plugin", ["gke"]),
+    ("two-plugins", ["helm", "static"]),
+    ("no-gpu-stack", []),
 ])
-def test_scenarios_are_the_install_style_they_claim(name, kind, plugins):
+def test_scenarios_run_the_device_plugins_they_claim(name, styles):
     objects = stacks.SCENARIOS[name]()
-    found = model_stack.detect_stack(_by(objects, "DaemonSet"), _by(objects, "ClusterPolicy"))
-    assert (found.kind, sorted(p.install for p in found.plugins)) == (kind, plugins)
-    matrix = model_stack.component_matrix(found, _by(objects, "Node"), _by(objects, "Pod"))
-    if plugins:
-        assert {matrix[n]["device-plugin"].state for n in ("gpu-1", "gpu-2")} == {"running"}
+    found = [style for style, (ns, ds_name, selector) in PLUGIN_STYLES.items()
+             if any((d["metadata"]["namespace"], d["metadata"]["name"]) == (ns, ds_name)
+                    and d["spec"]["selector"]["matchLabels"] == selector for d in _by(objects, "DaemonSet"))]
+    assert sorted(found) == styles
+    for style in styles:
+        ds = _daemonset(objects, *PLUGIN_STYLES[style][:2])
+        pods = _pods_of(objects, ds)
+        assert sorted(pods) == ["gpu-1", "gpu-2"] and all(b.pod_is_ready(p) for p in pods.values())
+        assert (ds["status"]["desiredNumberScheduled"], ds["status"]["numberReady"]) == (2, 2)
+    policies = _by(objects, "ClusterPolicy")
+    assert [p["status"]["state"] for p in policies] == (["ready"] if "operator" in styles else [])
+    capacity = {n["metadata"]["name"]: n["status"]["capacity"].get("nvidia.com/gpu") for n in _by(objects, "Node")}
+    assert capacity == {"cpu-1": None, "gpu-1": None if not styles else "8", "gpu-2": None if not styles else "8"}
 
 
 def test_failure_scenarios_show_their_failure():
     objects = stacks.operator_driver_crashloop()
-    found = model_stack.detect_stack(_by(objects, "DaemonSet"), _by(objects, "ClusterPolicy"))
-    assert found.cluster_policy.state == "notReady" and "state-driver" in found.cluster_policy.message
-    matrix = model_stack.component_matrix(found, _by(objects, "Node"), _by(objects, "Pod"))
-    assert matrix["gpu-2"]["driver"].state == "crash-looping" and matrix["gpu-2"]["container-toolkit"].detail == "Init:0/1"
-    assert {s.state for s in matrix["gpu-1"].values()} <= {"running", "not-expected"}
+    policy = _by(objects, "ClusterPolicy")[0]["status"]
+    assert policy["state"] == "notReady" and "state-driver" in policy["conditions"][0]["message"]
+    driver = _pods_of(objects, _daemonset(objects, OPERATOR_NS, "nvidia-driver-daemonset"))
+    assert driver["gpu-2"]["status"]["containerStatuses"][0]["state"]["waiting"]["reason"] == "CrashLoopBackOff"
+    assert b.pod_is_ready(driver["gpu-1"])
+    toolkit = _pods_of(objects, _daemonset(objects, OPERATOR_NS, "nvidia-container-toolkit-daemonset"))["gpu-2"]
+    assert toolkit["status"]["phase"] == "Pending" and "running" in toolkit["status"]["initContainerStatuses"][0]["state"]
     gpu2 = next(n for n in objects if n["kind"] == "Node" and n["metadata"]["name"] == "gpu-2")
     assert "nvidia.com/gpu" not in gpu2["status"]["capacity"] and "nvidia.com/gpu.product" not in gpu2["metadata"]["labels"]
+    assert gpu2["metadata"]["labels"]["nvidia.com/gpu.deploy.driver"] == "true"
 
     objects = stacks.exporter_missing()
-    found = model_stack.detect_stack(_by(objects, "DaemonSet"), _by(objects, "ClusterPolicy"))
-    matrix = model_stack.component_matrix(found, _by(objects, "Node"), _by(objects, "Pod"))
-    assert matrix["gpu-2"]["dcgm-exporter"].state == "missing" and matrix["gpu-1"]["dcgm-exporter"].state == "running"
+    exporter = _daemonset(objects, OPERATOR_NS, "nvidia-dcgm-exporter")
+    assert sorted(_pods_of(objects, exporter)) == ["gpu-1"]
+    nodes = {n["metadata"]["name"]: n for n in _by(objects, "Node")}
+    assert nodes["gpu-2"]["metadata"]["labels"]["nvidia.com/gpu.deploy.dcgm-exporter"] == "true"
+    assert (exporter["status"]["desiredNumberScheduled"], exporter["status"]["numberUnavailable"]) == (2, 1)
     assert any(e["reason"] == "FailedCreate" for e in _by(objects, "Event"))
 
     nodes = {n["metadata"]["name"]: n for n in _by(stacks.xid_injected(), "Node")}
