@@ -16,7 +16,8 @@ import orjson
 
 from .kube import gpu
 from .kube.config import ConnectError, Forbidden, add_connection_args, check, connect
-from .kube.model import EVENTS, NODES, PODS, ClusterModel
+from .kube.model import DAEMONSETS, EVENTS, NODES, PODS, ClusterModel
+from .kube.stack import ClusterPolicyStatus, components_json, policy_problems
 from .kube.watch import FORBIDDEN
 
 SYNC_TIMEOUT = 60.0
@@ -28,9 +29,9 @@ def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "report",
         help="print the cluster's GPU nodes, allocation and problems once, then exit",
-        description="List the cluster once and print its GPUs: per node capacity, allocatable, allocated "
-        "and free, problems, and the pods holding or waiting for GPUs. "
-        "Exit 0: no node has a problem; 1: some do; 2: usage or connection error.",
+        description="List the cluster once and print its GPUs: the GPU stack, per node capacity, allocatable, "
+        "allocated and free, the stack's components, DCGM readings, problems, and the pods holding or waiting for GPUs. "
+        "Exit 0: no problem; 1: some node (or the GPU Operator) has one; 2: usage or connection error.",
     )
     parser.add_argument("-o", "--output", choices=("table", "json", "tsv"), default="table", help="output format (default: table)")
     add_connection_args(parser)
@@ -54,7 +55,13 @@ def run(args: argparse.Namespace) -> int:
         return 2
     write = {"json": write_json, "tsv": write_tsv, "table": write_table}[args.output]
     write(data, sys.stdout, created)
-    return 1 if any(n["problems"] for n in data["nodes"]) else 0
+    return 1 if cluster_problems(data) or any(n["problems"] for n in data["nodes"]) else 0
+
+
+def cluster_problems(data: dict[str, Any]) -> list[dict[str, str]]:
+    """operator-not-ready, from the contract's stack (the JSON has no cluster-level problem list)."""
+    policy = data["stack"]["cluster_policy"]
+    return [{"code": p.code, "message": p.message} for p in policy_problems(ClusterPolicyStatus(**policy) if policy else None)]
 
 
 async def collect(
@@ -63,7 +70,7 @@ async def collect(
     """Connect, sync once; return the report as the JSON contract's dict, and the pods' creation times."""
     async with await connect(kubeconfig, context) as conn:
         await check(conn)
-        model = ClusterModel(conn.api, resources=gpu.GpuResources(extra), kinds=(NODES, PODS, EVENTS))
+        model = ClusterModel(conn.api, resources=gpu.GpuResources(extra))
         async with model:
             synced = await model.wait_synced(SYNC_TIMEOUT)
             for kind in (NODES, PODS):
@@ -75,6 +82,9 @@ async def collect(
                     raise ConnectError(f"cannot list {kind} from {conn.server}: {why}")
             if model.states[EVENTS].phase == FORBIDDEN:
                 print("gputui report: warning: events are forbidden; pending pods' reasons come from their conditions only", file=sys.stderr)
+            if model.states[DAEMONSETS].phase == FORBIDDEN:
+                print("gputui report: warning: daemonsets are forbidden; the GPU stack and its components are unknown", file=sys.stderr)
+            await model.metrics.poll_once()
             data = as_contract(model, conn.context, namespace)
             created = {(g.pod.namespace, g.pod.name): g.pod.created for g in model.gpu_pods(namespace=namespace)}
             return data, created
@@ -85,17 +95,8 @@ def as_contract(model: ClusterModel, context: str | None, namespace: str | None)
     summaries = model.node_summaries()
     return {
         "context": context,
-        "nodes": [
-            {
-                "name": s.name,
-                "ready": s.node.ready is True,
-                "schedulable": not s.node.unschedulable,
-                "product": s.facts.product,
-                "gpu": {name: u.as_dict() for name, u in s.usage.items()},
-                "problems": [{"code": p.code, "message": p.message} for p in s.problems],
-            }
-            for s in summaries
-        ],
+        "stack": model.stack().to_json(),
+        "nodes": [node_contract(model, s) for s in summaries],
         "pods": [
             {
                 "namespace": g.pod.namespace,
@@ -109,6 +110,22 @@ def as_contract(model: ClusterModel, context: str | None, namespace: str | None)
         ],
         "totals": {name: u.as_dict() for name, u in gpu.totals(summaries).items()},
     }
+
+
+def node_contract(model: ClusterModel, s: gpu.NodeSummary) -> dict[str, Any]:
+    node: dict[str, Any] = {
+        "name": s.name,
+        "ready": s.node.ready is True,
+        "schedulable": not s.node.unschedulable,
+        "product": s.facts.product,
+        "gpu": {name: u.as_dict() for name, u in s.usage.items()},
+        "problems": [{"code": p.code, "message": p.message} for p in s.problems],
+        "components": components_json(s.components),
+    }
+    metrics = model.node_metrics(s.name)
+    if metrics is not None and metrics.current:
+        node["gpus"] = [reading.to_json() for reading in metrics.readings]
+    return node
 
 
 # -- output ----------------------------------------------------------------------
@@ -185,6 +202,23 @@ def _columns(rows: list[list[str]], widths: list[int], numeric: set[int] = froze
     return lines
 
 
+def stack_line(stack: dict[str, Any]) -> str:
+    """'GPU stack: gpu-operator (operator) in gpu-operator; ClusterPolicy cluster-policy: notReady'."""
+    if stack["kind"] == "none":
+        return "GPU stack: none found (no GPU Operator, no NVIDIA device plugin)"
+    text = f"GPU stack: {stack['kind']}"
+    if stack["install"] and stack["install"] != "operator":
+        text += f" ({stack['install']})"
+    if stack["namespace"]:
+        text += f" in {printable(stack['namespace'])}"
+    policy = stack["cluster_policy"]
+    if policy:
+        text += f"; ClusterPolicy {printable(policy['name'])}: {printable(policy['state'])}"
+    elif stack["kind"] == "gpu-operator":
+        text += "; ClusterPolicy: unknown"
+    return text
+
+
 def write_table(data: dict[str, Any], out: TextIO, created: PodTimes | None = None, now: float | None = None) -> None:
     """For people: aligned, at most WIDTH columns; pods' AGE from `created`."""
     now = time.time() if now is None else now
@@ -193,7 +227,8 @@ def write_table(data: dict[str, Any], out: TextIO, created: PodTimes | None = No
     with_gpus = sum(1 for n in nodes if n["gpu"] or n["product"])
     with_problems = sum(1 for n in nodes if n["problems"])
     context = printable(data["context"]) if data["context"] else "in-cluster"
-    out.write(_fit(f"context {context}: {len(nodes)} nodes, {with_gpus} with GPUs, {with_problems} with problems", WIDTH) + "\n\n")
+    out.write(_fit(f"context {context}: {len(nodes)} nodes, {with_gpus} with GPUs, {with_problems} with problems", WIDTH) + "\n")
+    out.write(_fit(stack_line(data["stack"]), WIDTH) + "\n\n")
 
     # One row per GPU resource or problem code, whichever a node has more of;
     # not-ready and cordoned are problem codes, so there is no status column.
@@ -214,7 +249,7 @@ def write_table(data: dict[str, Any], out: TextIO, created: PodTimes | None = No
     for line in _columns(rows, [20, 16, 12, 4, 5, 4, 4, 21], numeric={3, 4, 5, 6}, names={0}):
         out.write(_fit(line, WIDTH) + "\n")
 
-    problems = [(n["name"], p) for n in nodes for p in n["problems"]]
+    problems = [("cluster", p) for p in cluster_problems(data)] + [(n["name"], p) for n in nodes for p in n["problems"]]
     if problems:
         out.write("\nProblems:\n")
         for name, p in problems:

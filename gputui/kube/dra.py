@@ -167,15 +167,20 @@ def parse_claims(claims: Iterable[dict]) -> list[Allocation]:
 
 def devices_by_node(slices: Iterable[dict], claims: Iterable[dict]) -> dict[str | None, list[DraDevice]]:
     """DRA devices per node (None: not tied to a node), each with its claim and pods if allocated."""
-    holders = {a.device: a for a in parse_claims(claims)}
+    return attach_holders(parse_slices(slices), parse_claims(claims))
+
+
+def attach_holders(devices: Iterable[DraDevice], allocations: Iterable[Allocation]) -> dict[str | None, list[DraDevice]]:
+    """`devices_by_node` on parsed slices and claims."""
+    holders = {a.device: a for a in allocations}
     by_node: dict[str | None, list[DraDevice]] = {}
-    for device in parse_slices(slices):
+    for device in devices:
         holder = holders.get(device.id)
         if holder:
             device = replace(device, claim=holder.claim, pods=holder.pods)
         by_node.setdefault(device.node, []).append(device)
-    for devices in by_node.values():
-        devices.sort(key=lambda d: (d.driver, d.pool, _natural(d.name)))
+    for listed in by_node.values():
+        listed.sort(key=lambda d: (d.driver, d.pool, _natural(d.name)))
     return by_node
 
 
@@ -196,24 +201,42 @@ def extended_resource_classes(device_classes: Iterable[dict]) -> dict[str, str]:
 def held_extended_resources(
     slices: Iterable[dict], claims: Iterable[dict], device_classes: Iterable[dict]
 ) -> dict[str, Counter[str]]:
+    """Per node, how many devices DRA has allocated per extended resource (see `held_counts`)."""
+    return held_counts(parse_slices(slices), parse_claims(claims), extended_resource_classes(device_classes))
+
+
+def held_counts(devices: Iterable[DraDevice], allocations: Iterable[Allocation], resource_of: dict[str, str]) -> dict[str, Counter[str]]:
     """Per node, how many devices DRA has allocated per extended resource.
 
-    Only classes with `spec.extendedResourceName` count (gpu.nvidia.com →
-    nvidia.com/gpu on the NVIDIA chart), so the result adds to a node's
-    allocated `nvidia.com/gpu`.  The node comes from the device's slice, or
-    the claim's allocation node selector, or, failing both, the pool name (the
-    NVIDIA driver names each node's pool after the node).
+    Only classes with `spec.extendedResourceName` count (`resource_of`: class
+    name → resource; gpu.nvidia.com → nvidia.com/gpu on the NVIDIA chart), so
+    the result adds to a node's allocated `nvidia.com/gpu`.  The node comes
+    from the device's slice, or the claim's allocation node selector, or,
+    failing both, the pool name (the NVIDIA driver names each node's pool
+    after the node).
     """
-    resource_of = extended_resource_classes(device_classes)
-    node_of = {d.id: d.node for d in parse_slices(slices)}
+    node_of = {d.id: d.node for d in devices}
     held: dict[str, Counter[str]] = {}
-    for allocation in parse_claims(claims):
+    for allocation in allocations:
         resource = resource_of.get(allocation.device_class or "")
         if not resource:
             continue
         node = node_of.get(allocation.device) or allocation.node or allocation.device[1]
         held.setdefault(node, Counter())[resource] += 1
     return held
+
+
+def gpu_capacity(devices: Iterable[DraDevice], resource_of: dict[str, str], resource: str = "nvidia.com/gpu") -> Counter[str]:
+    """Per node, the DRA devices that stand for `resource`: the NVIDIA driver's whole GPUs (not MIG
+    devices), when some DeviceClass maps to it.  The node advertises none of them as capacity, so
+    without this a DRA node's allocated GPUs would exceed its (zero) allocatable."""
+    counts: Counter[str] = Counter()
+    if resource not in resource_of.values():
+        return counts
+    for device in devices:
+        if device.node and device.driver == NVIDIA_GPU_DRIVER and device.type in (None, "gpu"):
+            counts[device.node] += 1
+    return counts
 
 
 def dra_gpus_held(slices: Iterable[dict], claims: Iterable[dict], device_classes: Iterable[dict], resource: str = "nvidia.com/gpu") -> dict[str, int]:

@@ -361,13 +361,15 @@ def node_problems(
     *,
     pods_known: bool = True,
     stack_problems: Iterable[Problem] = (),
+    dra: bool = False,
 ) -> list[Problem]:
     """The node's verdicts in a fixed order, the GPU stack's (component-failing,
     several-plugins, xid-errors) last. Without the pods (403, not synced)
-    nothing is said about the plugin pod."""
+    nothing is said about the plugin pod; nor on a node whose GPUs Dynamic
+    Resource Allocation hands out (`dra`: no device plugin is needed there)."""
     problems: list[Problem] = []
     advertised = any(u.capacity for u in usage.values())
-    if has_gpu_hardware(node) and not advertised:
+    if has_gpu_hardware(node) and not advertised and not dra:
         problems.append(Problem(
             "plugin-not-registered",
             "NVIDIA GPUs are labelled on this node but it advertises no GPU resource: the device plugin has not registered",
@@ -383,7 +385,7 @@ def node_problems(
         problems.append(ready)
     if node.unschedulable:
         problems.append(Problem("cordoned", "node is cordoned: no new pods are scheduled on it"))
-    if pods_known and needs_nvidia_plugin(node, usage):
+    if pods_known and not dra and needs_nvidia_plugin(node, usage):
         plugin_problem = _plugin_problem(plugin)
         if plugin_problem:
             problems.append(plugin_problem)
@@ -424,7 +426,7 @@ def summarize_node(
         node=node,
         facts=gpu_facts(node),
         usage=usage,
-        problems=node_problems(node, usage, plugin, pods_known=pods_known, stack_problems=stack_problems),
+        problems=node_problems(node, usage, plugin, pods_known=pods_known, stack_problems=stack_problems, dra=bool(dra_devices)),
         plugin=plugin,
         gpu_node=is_gpu_node(node, usage) or bool(dra_devices),
         components=components or {},

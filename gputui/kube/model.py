@@ -13,9 +13,20 @@ pods labelled app.kubernetes.io/managed-by=gputui. Everything else is dropped
 as it is read, so memory follows the GPU workload, not the cluster size.
 Events are kept for nodes and kept pods only, a bounded number per object.
 
+The GPU stack: ClusterPolicies (`nvidia.com/v1`), DaemonSets and the
+`resource.k8s.io/v1` kinds (ResourceSlices, ResourceClaims, DeviceClasses)
+are watched too; a kind the cluster does not serve (404: no CRD, an older
+cluster) or forbids is simply empty, its state saying so.  On top:
+`stack()` (which install, ClusterPolicy state), per GPU node the component
+matrix, DRA devices with their holders, DRA-held GPUs counted as allocated,
+and the verdicts component-failing, several-plugins and xid-errors in the
+node's problems; `cluster_problems()` has operator-not-ready.  DCGM metrics
+come from `model.metrics` (a MetricsPoller: `want()` / `poll_once()`).
+
 Listeners are called synchronously, once per applied watch event, with a
-Change(kind, key); key None means "all of this kind" (after a full list) and
-kind "state" reports a resource's state. They must be cheap: the UI coalesces.
+Change(kind, key); key None means "all of this kind" (after a full list),
+kind "state" reports a resource's state and kind "metrics" a node's new
+DCGM readings (key: the node). They must be cheap: the UI coalesces.
 """
 from __future__ import annotations
 
@@ -26,21 +37,28 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable, Generic, Hashable, Iterable, TypeVar
 
-from kubernetes_asyncio.client import ApiClient, AppsV1Api, CoreV1Api
+from functools import partial
 
-from . import gpu
+from kubernetes_asyncio.client import ApiClient, AppsV1Api, CoreV1Api, CustomObjectsApi, ResourceV1Api
+
+from . import dcgm, dra, gpu, stack
+from .metrics import DEFAULT_INTERVAL, Exporter, MetricsPoller, NodeMetrics
 from .records import DaemonSet, Event, Node, Obj, Pod, PodKey, daemonset_from, effective_requests, event_from, node_from, object_key, pod_from
-from .watch import FORBIDDEN, Reflector, ResourceState
+from .watch import ABSENT, FORBIDDEN, Reflector, ResourceState
 
 log = logging.getLogger(__name__)
 
 NODES, PODS, EVENTS, DAEMONSETS = "nodes", "pods", "events", "daemonsets"
+CLUSTERPOLICIES, RESOURCESLICES, RESOURCECLAIMS, DEVICECLASSES = "clusterpolicies", "resourceslices", "resourceclaims", "deviceclasses"
+DRA_KINDS = (RESOURCESLICES, RESOURCECLAIMS, DEVICECLASSES)
+ALL_KINDS = (NODES, PODS, EVENTS, DAEMONSETS, CLUSTERPOLICIES, *DRA_KINDS)
 STATE = "state"
+METRICS = "metrics"
 
 
 @dataclass(frozen=True, slots=True)
 class Change:
-    kind: str  # nodes, pods, events, daemonsets, or state
+    kind: str  # a watched kind (nodes, pods, ..., deviceclasses), state, or metrics
     key: Hashable | None  # the record's key; None: everything of this kind changed
 
 
@@ -193,15 +211,29 @@ class EventTable(Table[Event]):
             self._drop(key)
 
 
+@dataclass(slots=True)
+class DraView:
+    """What Dynamic Resource Allocation adds, derived from the three DRA tables."""
+
+    devices: dict[str | None, list[dra.DraDevice]]  # per node (None: not tied to one), with holders
+    usage: dict[str, dict[str, gpu.Usage]]  # per node: extended resource -> DRA capacity and allocated
+
+
+def _nonempty(items: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    return items or None
+
+
 class ClusterModel:
     def __init__(
         self,
         api: ApiClient,
         *,
         resources: gpu.GpuResources = gpu.GpuResources(),
-        kinds: Iterable[str] = (NODES, PODS, EVENTS, DAEMONSETS),
+        kinds: Iterable[str] = ALL_KINDS,
         events_per_object: int = 30,
         events_limit: int = 5000,
+        metrics_interval: float = DEFAULT_INTERVAL,
+        metrics_timeout: float = 4.0,
         **reflector_options: Any,
     ) -> None:
         self.api = api
@@ -209,6 +241,8 @@ class ClusterModel:
         self._gpu_names: dict[str, bool] = {}
         self._listeners: list[Listener] = []
         self._summaries: dict[str, gpu.NodeSummary] = {}
+        self._stack: stack.Stack | None = None
+        self._dra: DraView | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._froze_gc = False
 
@@ -216,13 +250,24 @@ class ClusterModel:
         self.pods = PodTable(PODS, self._build_pod, self._notify, on_node_dirty=self._node_dirty)
         self.events = EventTable(EVENTS, self._build_event, self._notify, per_object=events_per_object, limit=events_limit)
         self.daemonsets = Table(DAEMONSETS, daemonset_from, self._notify)
+        # ClusterPolicies stay raw (a cluster has one or two); DRA objects become their parsed devices,
+        # allocations, and the extended resource a DeviceClass stands for (classes without one are not kept).
+        self.cluster_policies: Table[Obj] = Table(CLUSTERPOLICIES, lambda obj: obj, self._notify)
+        self.resource_slices = Table(RESOURCESLICES, lambda obj: _nonempty(tuple(dra.parse_slices([obj]))), self._notify)
+        self.resource_claims = Table(RESOURCECLAIMS, lambda obj: _nonempty(tuple(dra.parse_claims([obj]))), self._notify)
+        self.device_classes = Table(DEVICECLASSES, lambda obj: (obj.get("spec") or {}).get("extendedResourceName") or None, self._notify)
+        self.metrics = MetricsPoller(api, self._exporters, self._metrics_updated, interval=metrics_interval, timeout=metrics_timeout)
 
-        core, apps = CoreV1Api(api), AppsV1Api(api)
+        core, apps, resource = CoreV1Api(api), AppsV1Api(api), ResourceV1Api(api)
         calls = {
             NODES: (core.list_node, self.nodes),
             PODS: (core.list_pod_for_all_namespaces, self.pods),
             EVENTS: (core.list_event_for_all_namespaces, self.events),
             DAEMONSETS: (apps.list_daemon_set_for_all_namespaces, self.daemonsets),
+            CLUSTERPOLICIES: (partial(CustomObjectsApi(api).list_cluster_custom_object, "nvidia.com", "v1", "clusterpolicies"), self.cluster_policies),
+            RESOURCESLICES: (resource.list_resource_slice, self.resource_slices),
+            RESOURCECLAIMS: (resource.list_resource_claim_for_all_namespaces, self.resource_claims),
+            DEVICECLASSES: (resource.list_device_class, self.device_classes),
         }
         self.reflectors: dict[str, Reflector] = {
             kind: Reflector(kind, call, table, on_state=self._state_changed, **reflector_options)
@@ -236,6 +281,7 @@ class ClusterModel:
             self._tasks.append(asyncio.create_task(reflector.run(), name=f"gputui-reflector-{kind}"))
 
     async def stop(self) -> None:
+        await self.metrics.stop()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -276,7 +322,13 @@ class ClusterModel:
         return lambda: self._listeners.remove(listener) if listener in self._listeners else None
 
     def _notify(self, change: Change) -> None:
-        if change.kind == NODES:
+        if change.kind in (DAEMONSETS, CLUSTERPOLICIES):
+            self._stack = None
+            self._summaries.clear()  # every node's component matrix depends on the stack
+        elif change.kind in DRA_KINDS:
+            self._dra = None
+            self._summaries.clear()
+        elif change.kind == NODES:
             if change.key is None:
                 self._summaries.clear()
             else:
@@ -294,13 +346,17 @@ class ClusterModel:
                 log.exception("model listener failed")
 
     def _state_changed(self, state: ResourceState) -> None:
-        if state.resource == PODS:
-            self._summaries.clear()  # the plugin verdict depends on whether pods are known
+        if state.resource in (PODS, DAEMONSETS):
+            self._summaries.clear()  # the plugin verdict and the component matrix depend on whether these are known
         self._notify(Change(STATE, state.resource))
 
     def _node_dirty(self, node: str | None) -> None:
         if node:
             self._summaries.pop(node, None)
+
+    def _metrics_updated(self, node: str) -> None:
+        self._summaries.pop(node, None)  # xid-errors
+        self._notify(Change(METRICS, node))
 
     # -- what is kept ----------------------------------------------------------------
     def _is_gpu_name(self, name: str) -> bool:
@@ -356,10 +412,19 @@ class ClusterModel:
     def states(self) -> dict[str, ResourceState]:
         return {kind: r.state for kind, r in self.reflectors.items()}
 
+    def _known(self, kind: str) -> bool:
+        """Listed, and neither forbidden nor unserved: an empty table then means none exist."""
+        reflector = self.reflectors.get(kind)
+        return reflector is not None and reflector.state.synced and reflector.state.phase not in (FORBIDDEN, ABSENT)
+
     @property
     def pods_known(self) -> bool:
-        reflector = self.reflectors.get(PODS)
-        return reflector is not None and reflector.state.synced and reflector.state.phase != FORBIDDEN
+        return self._known(PODS)
+
+    @property
+    def stack_known(self) -> bool:
+        """Pods and DaemonSets are readable: the component matrix can be trusted."""
+        return self._known(PODS) and self._known(DAEMONSETS)
 
     def node(self, name: str) -> Node | None:
         return self.nodes.records.get(name)
@@ -379,7 +444,21 @@ class ClusterModel:
         record = self.nodes.records.get(node)
         if record is None:
             return None
-        summary = gpu.summarize_node(record, self.pods_on_node(node), self.resources, pods_known=self.pods_known)
+        pods = self.pods_on_node(node)
+        components: dict[str, stack.ComponentState] = {}
+        problems: list[gpu.Problem] = []
+        if self.stack_known and gpu.has_nvidia_gpus(record):
+            components = stack.node_components(self.stack(), record, pods)
+            problems = stack.node_problems(record, components)
+        measured = self.metrics.node(node)
+        if measured is not None:
+            problems += dcgm.xid_problems(measured.readings)
+        view = self.dra_view()
+        summary = gpu.summarize_node(
+            record, pods, self.resources, pods_known=self.pods_known,
+            dra=view.usage.get(node), dra_devices=tuple(view.devices.get(node, ())),
+            components=components, stack_problems=problems,
+        )
         self._summaries[node] = summary
         return summary
 
@@ -419,3 +498,79 @@ class ClusterModel:
 
     def daemonset(self, namespace: str, name: str) -> DaemonSet | None:
         return self.daemonsets.records.get((namespace, name))
+
+    # -- the GPU stack ---------------------------------------------------------------
+    def stack(self) -> stack.Stack:
+        """Which stack the cluster runs (from DaemonSets and ClusterPolicies); kind "none" until they are read."""
+        if self._stack is None:
+            self._stack = stack.detect_stack(self.daemonsets.records.values(), self.cluster_policies.records.values())
+        return self._stack
+
+    def cluster_policy_state(self) -> str:
+        """One line: the ClusterPolicy's state, or why it is not known ("none", "unknown (forbidden: ...)")."""
+        policy = self.stack().cluster_policy
+        if policy is not None:
+            return policy.state
+        reflector = self.reflectors.get(CLUSTERPOLICIES)
+        if reflector is None or not reflector.state.synced and reflector.state.phase not in (FORBIDDEN, ABSENT):
+            return "unknown"
+        if reflector.state.phase == FORBIDDEN:
+            return f"unknown ({reflector.state.describe()})"
+        return "none"  # listed (or no CRD): there is none
+
+    def cluster_problems(self) -> list[gpu.Problem]:
+        """Cluster-wide verdicts: operator-not-ready."""
+        return stack.cluster_problems(self.stack())
+
+    def components(self, node: str) -> dict[str, stack.ComponentState]:
+        """The node's column of the component matrix ({} for a non-GPU node or while pods/DaemonSets are unknown)."""
+        summary = self.summary(node)
+        return summary.components if summary else {}
+
+    def component_matrix(self) -> dict[str, dict[str, stack.ComponentState]]:
+        """Per GPU node (in node_summaries' order), its components."""
+        return {s.name: s.components for s in self.node_summaries() if s.components}
+
+    def mig_config(self, node: str) -> stack.MigConfig | None:
+        record = self.nodes.records.get(node)
+        return stack.mig_config(record) if record else None
+
+    def dra_view(self) -> DraView:
+        if self._dra is None:
+            devices = [d for slice_devices in self.resource_slices.records.values() for d in slice_devices]
+            allocations = [a for claim in self.resource_claims.records.values() for a in claim]
+            resource_of = {name: resource for (_, name), resource in self.device_classes.records.items()}
+            usage: dict[str, dict[str, gpu.Usage]] = {}
+            for node, count in dra.gpu_capacity(devices, resource_of).items():
+                usage.setdefault(node, {})[gpu.GPU] = gpu.Usage(capacity=count, allocatable=count)
+            for node, held in dra.held_counts(devices, allocations, resource_of).items():
+                for resource, n in held.items():
+                    usage.setdefault(node, {}).setdefault(resource, gpu.Usage()).allocated += n
+            self._dra = DraView(dra.attach_holders(devices, allocations), usage)
+        return self._dra
+
+    def dra_devices(self, node: str) -> list[dra.DraDevice]:
+        return list(self.dra_view().devices.get(node, ()))
+
+    # -- DCGM metrics ------------------------------------------------------------------
+    def node_metrics(self, node: str) -> NodeMetrics | None:
+        """The node's DCGM readings or why there are none; None for a node without GPUs or before the first poll."""
+        return self.metrics.node(node)
+
+    def _exporters(self) -> dict[str, Exporter]:
+        """Per GPU node, its running DCGM exporter pod, or why it has none (the poller's targets)."""
+        out: dict[str, Exporter] = {}
+        for summary in self.node_summaries():
+            if not summary.gpu_node:
+                continue
+            exporter = summary.components.get("dcgm-exporter")
+            if exporter is None:
+                out[summary.name] = Exporter(unavailable="exporter unknown: pods or DaemonSets cannot be read")
+            elif exporter.state == stack.RUNNING and exporter.pod:
+                namespace, name = exporter.pod.split("/", 1)
+                out[summary.name] = Exporter(namespace, name)
+            elif exporter.state == stack.NOT_EXPECTED:
+                out[summary.name] = Exporter(unavailable="no DCGM exporter on this node")
+            else:
+                out[summary.name] = Exporter(unavailable=f"exporter not running on this node ({exporter.describe()})")
+        return out

@@ -421,7 +421,10 @@ def components_json(components: dict[str, ComponentState]) -> dict[str, str]:
 
 def cluster_problems(stack: Stack) -> list[Problem]:
     """`operator-not-ready` when the active ClusterPolicy is notReady."""
-    policy = stack.cluster_policy
+    return policy_problems(stack.cluster_policy)
+
+
+def policy_problems(policy: ClusterPolicyStatus | None) -> list[Problem]:
     if policy is None or policy.state != "notReady":
         return []
     message = f"ClusterPolicy {policy.name} is notReady"

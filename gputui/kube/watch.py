@@ -4,7 +4,9 @@ The server ending a watch is normal: watch again from the last resourceVersion
 seen (bookmarks included). 410 Gone means our resourceVersion was compacted
 away: list again and reconcile, so objects deleted meanwhile leave the model.
 Anything else backs off exponentially with jitter; a 403 is "forbidden", a
-state of its own, retried slowly in case RBAC changes. A silently dead
+state of its own, retried slowly in case RBAC changes; a 404 is "absent" (the
+kind is not served: no CRD, an older cluster), the resource then empty,
+retried as slowly. A silently dead
 connection is caught by a read-inactivity timeout.
 
 Responses are read raw (`_preload_content=False`) and parsed with orjson; the
@@ -35,6 +37,7 @@ SYNCING = "syncing"
 LIVE = "live"
 RETRYING = "retrying"
 FORBIDDEN = "forbidden"
+ABSENT = "absent"  # 404: the server does not serve this resource (CRD not installed, API group too new)
 
 
 @dataclass
@@ -62,6 +65,8 @@ class ResourceState:
             return f"{when}: {self.error}" if self.error else when
         if self.phase == FORBIDDEN:
             return f"forbidden: {self.error}" if self.error else "forbidden"
+        if self.phase == ABSENT:
+            return "not served by this cluster"
         return self.phase
 
 
@@ -155,9 +160,9 @@ class Reflector:
         if s.phase != phase:
             s.since = time.monotonic()
         s.phase, s.error, s.retry_at = phase, error, retry_at
-        if phase in (LIVE, FORBIDDEN):
-            if phase == LIVE:
-                s.attempt = 0
+        if phase == LIVE:
+            s.attempt = 0
+        if phase in (LIVE, FORBIDDEN, ABSENT):
             self.settled.set()
         if self.on_state is not None:
             self.on_state(s)
@@ -182,6 +187,12 @@ class Reflector:
                 if exc.status == 403:
                     self.state.attempt += 1
                     self._set(FORBIDDEN, exc.message or "forbidden", time.monotonic() + self.forbidden_retry)
+                    await asyncio.sleep(self.forbidden_retry)
+                    self.resource_version = None
+                elif exc.status == 404:
+                    self.sink.begin_list()  # nothing of the kind exists any more
+                    self.sink.end_list()
+                    self._set(ABSENT, exc.message or "not found", time.monotonic() + self.forbidden_retry)
                     await asyncio.sleep(self.forbidden_retry)
                     self.resource_version = None
                 else:

@@ -73,15 +73,18 @@ async def test_json_is_the_contract(sim):
     rc, out, err = await report_of("--kubeconfig", str(sim.kubeconfig_path), "-o", "json")
     assert rc == 1, err  # gpu-2 is unhealthy, mig-1's plugin crash-loops
     data = json.loads(out)
-    assert set(data) == {"context", "nodes", "pods", "totals"} and data["context"] == "gputui-sim"
+    assert set(data) == {"context", "stack", "nodes", "pods", "totals"} and data["context"] == "gputui-sim"
+    # plugin pods without DaemonSets: no stack is recognised, no component is expected, no exporter to read
+    assert data["stack"] == {"kind": "none", "install": None, "namespace": None, "cluster_policy": None}
     nodes = {n["name"]: n for n in data["nodes"]}
     assert [n["name"] for n in data["nodes"]] == ["gpu-1", "gpu-2", "mig-1", "cpu-1"]  # GPU nodes first
     for n in data["nodes"]:
-        assert set(n) == {"name", "ready", "schedulable", "product", "gpu", "problems"}
+        assert set(n) == {"name", "ready", "schedulable", "product", "gpu", "problems", "components"}
         for usage in n["gpu"].values():
             assert set(usage) == {"capacity", "allocatable", "allocated", "free"}
     assert nodes["gpu-1"]["product"] == "NVIDIA-H100-80GB-HBM3" and nodes["cpu-1"]["product"] is None
-    assert nodes["cpu-1"]["gpu"] == {}
+    assert nodes["cpu-1"]["gpu"] == {} and nodes["cpu-1"]["components"] == {}
+    assert set(nodes["gpu-1"]["components"].values()) == {"not-expected"} and len(nodes["gpu-1"]["components"]) == 8
     assert nodes["gpu-2"]["gpu"] == {"nvidia.com/gpu": {"capacity": 4, "allocatable": 3, "allocated": 3, "free": 0}}
     assert [p["code"] for p in nodes["gpu-2"]["problems"]] == ["unhealthy-gpus"]
     assert [p["code"] for p in nodes["mig-1"]["problems"]] == ["plugin-not-running"]

@@ -34,7 +34,11 @@ async def model(sim):
 
 
 async def test_initial_sync_keeps_only_pods_that_matter(sim, model):
-    assert {k: s.phase for k, s in model.states.items()} == {"nodes": "live", "pods": "live", "events": "live", "daemonsets": "live"}
+    assert {k: s.phase for k, s in model.states.items()} == {
+        "nodes": "live", "pods": "live", "events": "live", "daemonsets": "live",
+        "clusterpolicies": "absent",  # no ClusterPolicy CRD in this cluster
+        "resourceslices": "live", "resourceclaims": "live", "deviceclasses": "live",
+    }
     kept = set(model.pods.records)
     assert ("ml", "train-0") in kept and ("kube-system", "plugin-static-gpu-1") in kept
     assert ("web", "frontend") not in kept and ("web", "backend") not in kept  # no GPU, not GPU stack
