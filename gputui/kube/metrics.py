@@ -152,21 +152,22 @@ class MetricsPoller:
             targets = {n: t for n, t in targets.items() if n in wanted}
         for gone in [n for n in self._states if n not in targets and nodes is None]:
             del self._states[gone]
-        jobs = []
+        mine = []
         for node, exporter in targets.items():
             if exporter.unavailable is not None or exporter.pod is None:
                 self._set(node, NodeMetrics(error=exporter.unavailable or "no DCGM exporter on this node"))
             elif node not in self._in_flight:
-                jobs.append(self._poll(node, exporter))
-        await asyncio.gather(*jobs)
+                mine.append((node, exporter))
+        # Marked now, not when each job starts, so that a concurrent round sees them.
+        self._in_flight.update(node for node, _ in mine)
+        try:
+            await asyncio.gather(*(self._poll(node, exporter) for node, exporter in mine))
+        finally:
+            self._in_flight.difference_update(node for node, _ in mine)
 
     async def _poll(self, node: str, exporter: Exporter) -> None:
-        self._in_flight.add(node)
-        try:
-            async with self._limit:
-                readings, error = await self._scrape(exporter)
-        finally:
-            self._in_flight.discard(node)
+        async with self._limit:
+            readings, error = await self._scrape(exporter)
         if error is None:
             self.history.record(readings)
             self._set(node, NodeMetrics(tuple(readings), None, time.time()))
