@@ -22,6 +22,7 @@ from textual.widgets import DataTable, Footer, Input, Static
 from gputui.kube import gpu
 from gputui.kube.config import Connection, ConnectError, check
 from gputui.kube.model import EVENTS, PODS, STATE, Change, ClusterModel
+from gputui.kube.watch import ABSENT, LIVE, SYNCING
 
 from . import render
 from .commands import GpuCommands
@@ -36,11 +37,21 @@ W = TypeVar("W", bound=Widget)
 ALL_PARTS = frozenset({"header", "nodes", "pods", "plugin"})
 REFRESH_INTERVAL = 0.1  # at most ten refreshes a second, however fast events come
 MAX_REFRESH_INTERVAL = 1.0
+WATCH_OK = (LIVE, ABSENT)  # absent: a kind this cluster does not serve (no CRD), nothing wrong
+NODE_PARTS = frozenset({"header", "nodes"})
+NODE_SLICE = 100  # node summaries computed between two yields to the loop
 AGE_INTERVAL = 5.0  # ages tick on their own; a cell is redrawn only when its text changes
 NARROW_WIDTH = 100
 PLUGIN_LOG_TAIL = 50
 
 Connector = Callable[[str | None], Awaitable[Connection]]
+
+
+def _node_facts(summary: gpu.NodeSummary) -> tuple:
+    """What a node row shows, to tell a recomputed summary that changed nothing visible."""
+    node, facts = summary.node, summary.facts
+    usage = tuple((name, u.capacity, u.allocatable, u.allocated) for name, u in summary.usage.items())
+    return (node.ready, node.unschedulable, usage, tuple(p.code for p in summary.problems), facts.product, facts.memory_mib)
 
 
 def _row_facts(entry: gpu.GpuPod) -> tuple:
@@ -122,7 +133,7 @@ class GpuTuiApp(App[None]):
         self._flush_timer = None
         self._changes = 0
         self.refreshes = 0  # coalesced refreshes done (tests and the benchmark read it)
-        self._node_cells: dict[str, tuple[object, tuple]] = {}
+        self._node_cells: dict[str, tuple[gpu.NodeSummary, tuple, tuple]] = {}  # name -> (summary, facts, cells)
         # GPU pods shown or showable: key -> (GpuPod, age text, cells); None in
         # _stale_pods means every pod must be looked at again.
         self._pod_view: dict[tuple[str, str], tuple[gpu.GpuPod, str, tuple]] = {}
@@ -135,6 +146,7 @@ class GpuTuiApp(App[None]):
         self._main_ready = False
         self._stale: set[str] = set()
         self._refresh_cost = 0.0  # seconds the last coalesced refresh took
+        self._gathering = False  # node summaries being gathered (see _gather_nodes)
 
     # -- layout ------------------------------------------------------------------
     def get_default_screen(self) -> Screen:
@@ -259,18 +271,44 @@ class GpuTuiApp(App[None]):
         self._flush_timer = None
         started = time.perf_counter()
         parts, self._stale = self._stale, set()
-        first = parts & {"header", "nodes"}
-        self._refresh_views(first)
-        rest = parts - first
-        if rest:
-            # Nodes and pods in separate turns of the loop: keys and watches get in between.
-            self.call_next(self._refresh_rest, tuple(rest), started)
-        else:
-            self._refresh_cost = time.perf_counter() - started
-
-    def _refresh_rest(self, parts: tuple[str, ...], started: float) -> None:
-        self._refresh_views(parts)
+        node_parts = parts & NODE_PARTS
+        self._refresh_views(parts - node_parts)
         self._refresh_cost = time.perf_counter() - started
+        if node_parts:
+            if self._gathering:
+                self._stale |= node_parts  # the gathering under way is followed by another
+            else:
+                self._gathering = True
+                self._gather_nodes(node_parts)
+
+    @work(group="nodes")
+    async def _gather_nodes(self, parts: frozenset[str] | set[str]) -> None:
+        """Node summaries in slices, yielding to keys and watches in between: with
+        thousands of nodes changing at once, their GPU accounting takes a while."""
+        try:
+            model = self.model
+            if model is None:
+                return
+            summaries = []
+            spent = 0.0
+            for i, name in enumerate(list(model.nodes.records)):
+                if i % NODE_SLICE == 0 and i:
+                    await asyncio.sleep(0)
+                    if self.model is not model:
+                        return
+                tick = time.perf_counter()
+                summary = model.summary(name)
+                spent += time.perf_counter() - tick
+                if summary is not None:
+                    summaries.append(summary)
+            summaries.sort(key=lambda s: (not s.gpu_node, s.name))
+            tick = time.perf_counter()
+            self._refresh_views(parts, summaries=summaries)
+            self._refresh_cost = max(self._refresh_cost, time.perf_counter() - tick, spent / max(1, len(summaries) / NODE_SLICE))
+        finally:
+            self._gathering = False
+            if self._stale & NODE_PARTS:
+                self._request()
 
     async def action_quit(self) -> None:
         self._main_ready = False
@@ -282,8 +320,8 @@ class GpuTuiApp(App[None]):
         await self._disconnect()
 
     # -- rendering ---------------------------------------------------------------------
-    def _refresh_views(self, parts: Iterable[str] = ALL_PARTS) -> None:
-        """Redraw the given parts and every stale one, now."""
+    def _refresh_views(self, parts: Iterable[str] = ALL_PARTS, summaries: list[gpu.NodeSummary] | None = None) -> None:
+        """Redraw the given parts and every stale one, now (summaries: already gathered)."""
         if not self._main_ready or not self.screen_stack:
             return  # not mounted yet, or shutting down
         parts = self._stale.union(parts)
@@ -296,7 +334,8 @@ class GpuTuiApp(App[None]):
                 self._refresh_header(None)
                 return
             if "nodes" in parts or "header" in parts:
-                summaries = model.node_summaries()
+                if summaries is None:
+                    summaries = model.node_summaries()
                 self._refresh_header(gpu.totals(summaries))
                 if "nodes" in parts:
                     self._refresh_nodes(summaries)
@@ -339,14 +378,15 @@ class GpuTuiApp(App[None]):
 
     @staticmethod
     def _watch_states(model: ClusterModel) -> Text:
-        states = model.states
+        """`watches live`, or the watches that are not: `pods retrying in 4 s: connection refused`."""
+        troubled = [(kind, state) for kind, state in model.states.items() if state.phase not in WATCH_OK]
         out = Text("watches ", style="dim", end="")
-        if all(s.phase == "live" for s in states.values()):
+        if not troubled:
             out.append("live", style=render.OK_STYLE)
             return out
         parts = []
-        for kind, state in states.items():
-            style = render.OK_STYLE if state.phase == "live" else (render.WARN_STYLE if state.phase == "syncing" else render.BAD_STYLE)
+        for kind, state in troubled:
+            style = render.WARN_STYLE if state.phase == SYNCING else render.BAD_STYLE
             parts.append(Text(f"{kind} ", end="") + render.text(state.describe(), style=style, limit=80))
         return out + render.joined(parts)
 
@@ -357,10 +397,11 @@ class GpuTuiApp(App[None]):
         for summary in summaries:
             cached = cache.get(summary.name)
             if cached is not None and cached[0] is summary:
-                cells = cached[1]
+                cells = cached[2]
             else:
-                cells = node_row(summary, narrow)
-                cache[summary.name] = (summary, cells)
+                facts = _node_facts(summary)
+                cells = cached[2] if cached is not None and cached[1] == facts else node_row(summary, narrow)
+                cache[summary.name] = (summary, facts, cells)
             rows.append((summary.name, cells))
         if len(cache) > len(rows):
             names = {name for name, _ in rows}
@@ -419,7 +460,7 @@ class GpuTuiApp(App[None]):
         parts = []
         if self.model is not None:
             state = self.model.states.get(kind)
-            if state is not None and state.phase != "live":
+            if state is not None and state.phase not in WATCH_OK:
                 parts.append(state.describe())
         if table.filter_text:
             parts.append(f"filter: {clean(table.filter_text, 40)}")

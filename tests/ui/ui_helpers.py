@@ -14,8 +14,8 @@ from gputui.ui.launch import make_app
 from ui_scenario import NOW_TS
 
 
-def start_cluster(objects: list[dict]) -> Iterator[BackgroundCluster]:
-    cluster = BackgroundCluster(scenario=objects)
+def start_cluster(objects: list[dict], **sim_options: Any) -> Iterator[BackgroundCluster]:
+    cluster = BackgroundCluster(scenario=objects, **sim_options)
     cluster.start()
     try:
         yield cluster
