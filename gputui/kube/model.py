@@ -166,6 +166,26 @@ class PodTable(Table[Pod]):
                 del self.by_node[pod.node]
 
 
+class DaemonSetTable(Table[DaemonSet]):
+    """DaemonSets; `stack_changed` tells whether a write touched what the GPU stack is built from.
+    Their status counts change with every pod they run: that must not recompute every node."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.stack_changed = False
+
+    @staticmethod
+    def _shape(ds: DaemonSet) -> tuple[Any, ...]:
+        return ds.labels, ds.selector, ds.pod_labels, ds.node_selector, ds.affinity, ds.tolerations, ds.containers
+
+    def _stored(self, key: Hashable, old: DaemonSet | None, new: DaemonSet) -> None:
+        if old is None or self._shape(old) != self._shape(new):
+            self.stack_changed = True
+
+    def _removed(self, key: Hashable, old: DaemonSet) -> None:
+        self.stack_changed = True
+
+
 class EventTable(Table[Event]):
     """Events about nodes and kept pods; at most `per_object` per object and `limit` in all.
     Listeners get the involved object's (kind, namespace, name) as the key."""
@@ -249,7 +269,7 @@ class ClusterModel:
         self.nodes = NodeTable(NODES, node_from, self._notify)
         self.pods = PodTable(PODS, self._build_pod, self._notify, on_node_dirty=self._node_dirty)
         self.events = EventTable(EVENTS, self._build_event, self._notify, per_object=events_per_object, limit=events_limit)
-        self.daemonsets = Table(DAEMONSETS, daemonset_from, self._notify)
+        self.daemonsets = DaemonSetTable(DAEMONSETS, daemonset_from, self._notify)
         # ClusterPolicies stay raw (a cluster has one or two); DRA objects become their parsed devices,
         # allocations, and the extended resource a DeviceClass stands for (classes without one are not kept).
         self.cluster_policies: Table[Obj] = Table(CLUSTERPOLICIES, lambda obj: obj, self._notify)
@@ -322,7 +342,8 @@ class ClusterModel:
         return lambda: self._listeners.remove(listener) if listener in self._listeners else None
 
     def _notify(self, change: Change) -> None:
-        if change.kind in (DAEMONSETS, CLUSTERPOLICIES):
+        if change.kind == CLUSTERPOLICIES or (change.kind == DAEMONSETS and (change.key is None or self.daemonsets.stack_changed)):
+            self.daemonsets.stack_changed = False
             self._stack = None
             self._summaries.clear()  # every node's component matrix depends on the stack
         elif change.kind in DRA_KINDS:

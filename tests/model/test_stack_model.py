@@ -249,3 +249,15 @@ async def test_metrics_updates_reach_listeners(demo):
     unsubscribe()
     assert model.node_metrics("h100-2").at > before
     assert Change(METRICS, "h100-2") in changes
+
+
+async def test_daemonset_status_updates_keep_summaries_and_a_removed_operand_shows(demo):
+    sim, model = demo
+    before = model.summary("h100-1")
+    sim.store.mutate("daemonsets.apps", OPERATOR_NS, "nvidia-mig-manager", lambda ds: ds["status"].update(numberReady=1))
+    await until(lambda: model.daemonset(OPERATOR_NS, "nvidia-mig-manager").ready == 1, what="status update")
+    assert model.summary("h100-1") is before  # status counts do not touch the stack: nothing recomputed
+    sim.store.delete("daemonsets.apps", OPERATOR_NS, "nvidia-mig-manager")
+    await until(lambda: model.components("h100-1")["mig-manager"].state == MISSING, what="operand without DaemonSet")
+    assert model.components("h100-1")["mig-manager"].detail == \
+        "no DaemonSet runs it here though nvidia.com/gpu.deploy.mig-manager=true"
