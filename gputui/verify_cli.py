@@ -18,6 +18,7 @@ from typing import TextIO
 
 import aiohttp
 
+from .config import ConfigError, add_config_args, load_config
 from .kube import verify as v
 from .kube.config import ConnectError, Connection, add_connection_args, check, connect, describe_network_error
 from .kube.records import parse_time
@@ -64,25 +65,34 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("nodes", nargs="*", metavar="NODE", help="node to verify")
     p.add_argument("--all", action="store_true", help="verify every GPU node")
     p.add_argument("-y", "--yes", action="store_true", help="create the pods without asking")
-    p.add_argument("--image", default=v.DEFAULT_IMAGE, help=f"container image with nvidia-smi (default: {v.DEFAULT_IMAGE})")
-    p.add_argument("-n", "--namespace", help="namespace of the pods (default: the context's namespace)")
+    p.add_argument("--image", help=f"container image with nvidia-smi (default: the config file's, else {v.DEFAULT_IMAGE})")
+    p.add_argument("-n", "--namespace", help="namespace of the pods (default: the config file's, else the context's namespace)")
     p.add_argument("--resource", help="GPU resource to ask for (default: nvidia.com/gpu, else nvidia.com/gpu.shared, else the smallest free MIG slice)")
     p.add_argument("--count", type=_positive_int, default=1, help="units of the resource (default: 1)")
     p.add_argument("--runtime-class", metavar="NAME", help="runtimeClassName for the pod (e.g. nvidia)")
     p.add_argument("--tolerate", action="append", default=[], metavar="TAINT_KEY", help="also tolerate this taint key (repeatable)")
-    p.add_argument("--timeout", type=_positive_seconds, default=v.DEFAULT_TIMEOUT, metavar="SECONDS", help="give up on a pod after this long (default: 120)")
+    p.add_argument("--timeout", type=_positive_seconds, metavar="SECONDS", help="give up on a pod after this long (default: the config file's, else 120)")
     p.add_argument("--concurrency", type=_positive_int, default=DEFAULT_CONCURRENCY, help=f"nodes verified at once (default: {DEFAULT_CONCURRENCY})")
     p.add_argument("--clean-leftovers", action="store_true", help="delete verification pods left over from earlier runs without asking")
-    p.add_argument("--read-only", action="store_true", help="create nothing (verify then refuses)")
     p.add_argument("-o", "--output", choices=("text", "json"), default="text", help="verdict format (default: text)")
     add_connection_args(p)
+    add_config_args(p, subcommand=True)
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     err = sys.stderr
     try:
-        if args.read_only:
+        try:
+            config = load_config(getattr(args, "config", None))
+        except ConfigError as e:
+            raise UsageError(str(e)) from None
+        options = config.verify_options(
+            read_only=getattr(args, "read_only", None), image=args.image, resource=args.resource, count=args.count,
+            runtime_class=args.runtime_class, timeout=args.timeout, tolerate=tuple(args.tolerate),
+        )
+        args.namespace = args.namespace or config.verify.namespace
+        if options.read_only:
             raise UsageError("read-only mode: verification creates a pod on each node, so nothing was done")
         if args.all and args.nodes:
             raise UsageError("name nodes or pass --all, not both")
@@ -91,10 +101,6 @@ def run(args: argparse.Namespace) -> int:
         interactive = sys.stdin.isatty() and err.isatty()
         if not args.yes and not interactive:
             raise UsageError("refusing to create pods without confirmation: no terminal to ask on, pass --yes")
-        options = v.VerifyOptions(
-            image=args.image, resource=args.resource, count=args.count, runtime_class=args.runtime_class,
-            timeout=args.timeout, tolerate=tuple(args.tolerate),
-        )
         with asyncio.Runner() as runner:
             return _Command(args, options, interactive, runner).run()
     except UsageError as e:

@@ -262,14 +262,18 @@ def node_obstacles(node: Mapping[str, Any], resource: str, count: int, free: Map
     return found
 
 
-def plan_for(node: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], namespace: str, options: VerifyOptions) -> Plan:
-    """The plan for a node object and the pods bound to it (pure: no API calls)."""
+def plan_for(
+    node: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], namespace: str, options: VerifyOptions, rng: random.Random | None = None
+) -> Plan:
+    """The plan for a node object and the pods bound to it (pure: no API calls; rng: the name's suffix)."""
     meta = node.get("metadata") or {}
     node_name = meta["name"]
     labels = meta.get("labels") or {}
     free, allocatable = gpu_usage(node, pods)
     resource = options.resource or choose_resource(free, allocatable)
-    manifest = build_pod(node_name, namespace, resource, options, hostname=labels.get("kubernetes.io/hostname"))
+    manifest = build_pod(
+        node_name, namespace, resource, options, hostname=labels.get("kubernetes.io/hostname"), name=pod_name(node_name, rng)
+    )
     tolerated = [t["key"] for t in manifest["spec"]["tolerations"]]
     obstacles = tuple(node_obstacles(node, resource, options.count, free, tolerated))
     return Plan(node_name, namespace, resource, options.count, manifest, dict(labels), free, obstacles)
@@ -653,8 +657,8 @@ async def gpu_node_names(api: ApiClient) -> list[str]:
     return sorted(n.name for n in nodes if is_gpu_node(n, node_usage(n, [], GpuResources())))
 
 
-async def plan_verification(api: ApiClient, node: str, options: VerifyOptions, namespace: str) -> Plan:
-    """Read the node and what its pods hold, and plan its verification pod."""
+async def plan_verification(api: ApiClient, node: str, options: VerifyOptions, namespace: str, rng: random.Random | None = None) -> Plan:
+    """Read the node and what its pods hold, and plan its verification pod (rng: fixed names in tests)."""
     node_obj = await read_node(api, node)
     try:
         pods = await pods_on_node(api, node)
@@ -662,7 +666,7 @@ async def plan_verification(api: ApiClient, node: str, options: VerifyOptions, n
         if e.status != 403:
             raise
         pods = []  # may not list pods cluster-wide: choose from allocatable, the scheduler still judges fit
-    return plan_for(node_obj, pods, namespace, options)
+    return plan_for(node_obj, pods, namespace, options, rng)
 
 
 def create_denied_message(e: ApiError, namespace: str) -> str:
