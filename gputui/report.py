@@ -21,6 +21,7 @@ from .kube.stack import ClusterPolicyStatus, components_json, policy_problems
 from .kube.watch import FORBIDDEN
 
 SYNC_TIMEOUT = 60.0
+EXTRA_SYNC_TIMEOUT = 10.0
 PodTimes = dict[tuple[str, str], float | None]
 WIDTH = 100
 
@@ -72,7 +73,7 @@ async def collect(
         await check(conn)
         model = ClusterModel(conn.api, resources=gpu.GpuResources(extra))
         async with model:
-            synced = await model.wait_synced(SYNC_TIMEOUT)
+            synced = await model.wait_synced(SYNC_TIMEOUT, kinds=(NODES, PODS))
             for kind in (NODES, PODS):
                 state = model.states[kind]
                 if state.phase == FORBIDDEN:
@@ -80,6 +81,8 @@ async def collect(
                 if not state.synced:
                     why = state.error or ("timed out" if not synced else "not listed")
                     raise ConnectError(f"cannot list {kind} from {conn.server}: {why}")
+            # The rest (events, the GPU stack's kinds) only adds detail: wait for it a little longer at most.
+            await model.wait_synced(EXTRA_SYNC_TIMEOUT)
             if model.states[EVENTS].phase == FORBIDDEN:
                 print("gputui report: warning: events are forbidden; pending pods' reasons come from their conditions only", file=sys.stderr)
             if model.states[DAEMONSETS].phase == FORBIDDEN:

@@ -39,11 +39,15 @@ from typing import Any, Callable, Generic, Hashable, Iterable, TypeVar
 
 from functools import partial
 
+import orjson
 from kubernetes_asyncio.client import ApiClient, AppsV1Api, CoreV1Api, CustomObjectsApi, ResourceV1Api
 
 from . import dcgm, dra, gpu, stack
 from .metrics import DEFAULT_INTERVAL, Exporter, MetricsPoller, NodeMetrics
-from .records import DaemonSet, Event, Node, Obj, Pod, PodKey, daemonset_from, effective_requests, event_from, node_from, object_key, pod_from
+from .records import (
+    JSON_NAME_ESCAPE, DaemonSet, Event, Node, Obj, Pod, PodKey, daemonset_from, effective_requests, event_from, node_from,
+    object_key, pod_from, raw_metadata_labels,
+)
 from .watch import ABSENT, FORBIDDEN, Reflector, ResourceState
 
 log = logging.getLogger(__name__)
@@ -68,6 +72,8 @@ R = TypeVar("R")
 
 class Table(Generic[R]):
     """Records of one kind, fed by a reflector (implements its Sink)."""
+
+    may_matter: Callable[[bytes, int, int], bool] | None = None  # see Sink
 
     def __init__(self, kind: str, build: Callable[[Obj], R | None], notify: Callable[[Change], None]) -> None:
         self.kind = kind
@@ -243,6 +249,27 @@ def _nonempty(items: tuple[Any, ...]) -> tuple[Any, ...] | None:
     return items or None
 
 
+def _labels_matter(labels: dict[str, str]) -> bool:
+    """A pod is kept for its labels when it is part of the GPU stack or gputui's own."""
+    return bool(gpu.stack_component(labels)) or labels.get(gpu.MANAGED_BY_GPUTUI[0]) == gpu.MANAGED_BY_GPUTUI[1]
+
+
+def _name_markers(resources: gpu.GpuResources) -> tuple[bytes, ...] | None:
+    """Byte strings, one of which every GPU resource name contains as JSON writes it:
+    each name's domain (`nvidia.com/`). None when a name needs JSON escapes (then raw
+    pods cannot be judged by their bytes)."""
+    names = (gpu.GPU, gpu.GPU_SHARED, gpu.MIG_PREFIX, *sorted(resources.extra))
+    markers: list[bytes] = []
+    for name in names:
+        encoded = orjson.dumps(name)[1:-1]
+        if b"\\" in encoded or not encoded:
+            return None
+        marker = encoded[: encoded.index(b"/") + 1] if b"/" in encoded else encoded
+        if marker not in markers:
+            markers.append(marker)
+    return tuple(markers)
+
+
 class ClusterModel:
     def __init__(
         self,
@@ -268,6 +295,9 @@ class ClusterModel:
 
         self.nodes = NodeTable(NODES, node_from, self._notify)
         self.pods = PodTable(PODS, self._build_pod, self._notify, on_node_dirty=self._node_dirty)
+        self._gpu_name_markers = _name_markers(resources)
+        if self._gpu_name_markers is not None:
+            self.pods.may_matter = self._pod_may_matter
         self.events = EventTable(EVENTS, self._build_event, self._notify, per_object=events_per_object, limit=events_limit)
         self.daemonsets = DaemonSetTable(DAEMONSETS, daemonset_from, self._notify)
         # ClusterPolicies stay raw (a cluster has one or two); DRA objects become their parsed devices,
@@ -320,15 +350,16 @@ class ClusterModel:
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
-    async def wait_synced(self, timeout: float | None = None) -> bool:
-        """Wait until every resource has been listed once or found forbidden.
-        Returns False on timeout (the states then say why)."""
-        waits = [r.settled.wait() for r in self.reflectors.values()]
+    async def wait_synced(self, timeout: float | None = None, kinds: Iterable[str] | None = None) -> bool:
+        """Wait until every resource (or those of `kinds`) has been listed once or found forbidden
+        or not served. Returns False on timeout (the states then say why)."""
+        wanted = set(self.reflectors if kinds is None else kinds)
+        waits = [r.settled.wait() for kind, r in self.reflectors.items() if kind in wanted]
         try:
             await asyncio.wait_for(asyncio.gather(*waits), timeout)
         except asyncio.TimeoutError:
             return False
-        if not self._froze_gc:
+        if kinds is None and not self._froze_gc:
             # The records live long: keep the cyclic GC from scanning them again and again.
             gc.collect()
             gc.freeze()
@@ -406,10 +437,22 @@ class ClusterModel:
                 if (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
                     return None
                 return pod_from(obj, requests)
-        labels = (obj.get("metadata") or {}).get("labels") or {}
-        if gpu.stack_component(labels) or labels.get(gpu.MANAGED_BY_GPUTUI[0]) == gpu.MANAGED_BY_GPUTUI[1]:
+        if _labels_matter((obj.get("metadata") or {}).get("labels") or {}):
             return pod_from(obj)
         return None
+
+    def _pod_may_matter(self, body: bytes, start: int, end: int) -> bool:
+        """A look at one raw pod in a list page; False only when _build_pod would drop it:
+        no GPU resource name anywhere in its bytes, nor an escape that could spell one,
+        and metadata labels (read exactly) that are neither the GPU stack's nor gputui's."""
+        assert self._gpu_name_markers is not None
+        for marker in self._gpu_name_markers:
+            if body.find(marker, start, end) >= 0:
+                return True
+        labels = raw_metadata_labels(body, start, end)
+        if labels is None or _labels_matter(labels):
+            return True
+        return JSON_NAME_ESCAPE.search(body, start, end) is not None
 
     def _build_event(self, obj: Obj) -> Event | None:
         involved = obj.get("involvedObject") or obj.get("regarding") or {}

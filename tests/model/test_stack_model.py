@@ -261,3 +261,22 @@ async def test_daemonset_status_updates_keep_summaries_and_a_removed_operand_sho
     await until(lambda: model.components("h100-1")["mig-manager"].state == MISSING, what="operand without DaemonSet")
     assert model.components("h100-1")["mig-manager"].detail == \
         "no DaemonSet runs it here though nvidia.com/gpu.deploy.mig-manager=true"
+
+
+async def test_report_on_the_demo_names_the_operator_and_the_failing_component(demo):
+    sim, _ = demo
+    await until(lambda: sim.store.get("clusterpolicies.nvidia.com", "", "cluster-policy") is not None, what="policy")
+    sim.store.mutate("clusterpolicies.nvidia.com", "", "cluster-policy",
+                     lambda p: p["status"].update(state="notReady"))  # an earlier test made it ready
+    rc, table, err = await report_of("--kubeconfig", str(sim.kubeconfig_path))
+    assert rc == 1, err
+    assert "GPU stack: gpu-operator in gpu-operator; ClusterPolicy cluster-policy: notReady" in table
+    problems = table.split("\nProblems:\n", 1)[1]
+    assert problems.startswith("  cluster: operator-not-ready: ClusterPolicy cluster-policy is notReady")
+    assert "h100-4: component-failing: dcgm-exporter crash-looping" in problems
+    assert max(len(line) for line in table.splitlines()) <= 100
+    rc, out, _ = await report_of("--kubeconfig", str(sim.kubeconfig_path), "-o", "json")
+    nodes = {n["name"]: n for n in json.loads(out)["nodes"]}
+    assert nodes["h100-4"]["components"]["dcgm-exporter"] == "crash-looping" and "gpus" not in nodes["h100-4"]
+    assert len(nodes["h100-1"]["gpus"]) == 8 and nodes["h100-1"]["gpus"][2]["xid"] == 48
+    assert nodes["h100-dra-1"]["gpu"]["nvidia.com/gpu"]["capacity"] == 7
