@@ -30,6 +30,7 @@ from .panes import node_columns, node_row, pod_columns, pod_row
 from .sanitize import clean
 from .screens import HelpScreen, NodeDetails, NodeDetailsScreen, TextScreen
 from .table import KeyedTable
+from .verify import VerifyActions, VerifySettings
 from .widgets import ClusterHeader, FilterBar, Pane, PluginLog
 
 W = TypeVar("W", bound=Widget)
@@ -77,6 +78,9 @@ class MainScreen(Screen[None]):
         Binding("a", "app.toggle_all_pods", "All/node pods"),
         Binding("l", "app.logs_full", "Logs"),
         Binding("escape", "app.back", "Back", show=False),
+        Binding("v", "app.verify", "Verify", show=False),
+        Binding("V", "app.verify_all", "Verify all", show=False),
+        Binding("space", "app.mark_node", "Mark", show=False),
     ]
 
     def compose(self) -> ComposeResult:
@@ -95,7 +99,7 @@ class MainScreen(Screen[None]):
         self.app.main_screen_ready()  # type: ignore[attr-defined]
 
 
-class GpuTuiApp(App[None]):
+class GpuTuiApp(VerifyActions, App[None]):
     CSS_PATH = str(stylesheet())
     TITLE = "gputui"
     COMMANDS = App.COMMANDS | {GpuCommands}
@@ -114,6 +118,7 @@ class GpuTuiApp(App[None]):
         resources: gpu.GpuResources = gpu.GpuResources(),
         clock: Callable[[], float] = time.time,
         model_options: dict | None = None,
+        verify: VerifySettings = VerifySettings(),
     ) -> None:
         super().__init__()
         self.connector = connector
@@ -122,6 +127,8 @@ class GpuTuiApp(App[None]):
         self.resources = resources
         self.clock = clock
         self.model_options = model_options or {}
+        self.verify_settings = verify
+        self.marked_nodes: set[str] = set()  # space in the Nodes pane: `v` verifies these
         self.conn: Connection | None = None
         self.error: str | None = None  # why the app could not start, for the command line
         self.model: ClusterModel | None = None
@@ -213,6 +220,7 @@ class GpuTuiApp(App[None]):
         self.model = ClusterModel(self.conn.api, resources=self.resources, **self.model_options)
         self._unsubscribe = self.model.subscribe(self._on_change)
         await self.model.start()
+        self.check_leftovers()
         self._refresh_views()
         self._ask_version(self.conn)
 
@@ -312,11 +320,13 @@ class GpuTuiApp(App[None]):
 
     async def action_quit(self) -> None:
         self._main_ready = False
+        await self.stop_verifications()  # their pods are deleted over the connection closed next
         await self._disconnect()
         self.exit()
 
     async def on_unmount(self) -> None:
         self._main_ready = False
+        await self.stop_verifications()
         await self._disconnect()
 
     # -- rendering ---------------------------------------------------------------------
@@ -402,7 +412,7 @@ class GpuTuiApp(App[None]):
                 facts = _node_facts(summary)
                 cells = cached[2] if cached is not None and cached[1] == facts else node_row(summary, narrow)
                 cache[summary.name] = (summary, facts, cells)
-            rows.append((summary.name, cells))
+            rows.append((summary.name, self.with_mark(summary.name, cells)))
         if len(cache) > len(rows):
             names = {name for name, _ in rows}
             for name in [n for n in cache if n not in names]:

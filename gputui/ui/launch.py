@@ -11,11 +11,13 @@ import os
 import sys
 from typing import Any, Callable
 
+from gputui.config import ConfigError, add_config_args, load_config
 from gputui.kube.config import ConnectError, add_connection_args
 
 
 def add_app_args(parser: argparse.ArgumentParser) -> None:
     add_connection_args(parser)
+    add_config_args(parser)
     parser.add_argument(
         "--demo",
         action="store_true",
@@ -43,8 +45,14 @@ def kubeconfig_contexts(kubeconfig: str | None) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        config = load_config(args.config)
+    except ConfigError as error:
+        print(f"gputui: {error}", file=sys.stderr)
+        return 2
+    verify = verify_settings(config, args.read_only)
     if not args.demo:
-        return _run_app(make_app(args.kubeconfig, args.context, args.resource))
+        return _run_app(make_app(args.kubeconfig, args.context, args.resource, verify=verify))
     from .demo import BackgroundCluster  # noqa: PLC0415
 
     # The app draws its first frame, then its connector starts the simulator
@@ -56,9 +64,16 @@ def run(args: argparse.Namespace) -> int:
         return demo.wait_ready()
 
     try:
-        return _run_app(make_app(None, None, args.resource, kubeconfig_from=started_demo))
+        return _run_app(make_app(None, None, args.resource, kubeconfig_from=started_demo, verify=verify))
     finally:
         demo.stop()
+
+
+def verify_settings(config: Any, read_only: bool | None) -> Any:
+    """What `v` creates, from the config file and the --read-only/--no-read-only flag."""
+    from .verify import VerifySettings  # noqa: PLC0415
+
+    return VerifySettings(config.verify_options(read_only=read_only), namespace=config.verify.namespace)
 
 
 def _run_app(app: Any) -> int:
@@ -75,9 +90,11 @@ def make_app(
     *,
     clock: Callable[[], float] | None = None,
     kubeconfig_from: Callable[[], Any] | None = None,
+    verify: Any = None,
 ) -> Any:
     """The app on a kubeconfig context (also used by tests, screenshots and the benchmark).
-    kubeconfig_from: a blocking call that returns the kubeconfig path (the demo's simulator)."""
+    kubeconfig_from: a blocking call that returns the kubeconfig path (the demo's simulator).
+    verify: the verification pods' settings (`verify_settings`); None: the defaults."""
     from gputui.kube.config import connect  # noqa: PLC0415
     from gputui.kube.gpu import GpuResources  # noqa: PLC0415
 
@@ -95,6 +112,8 @@ def make_app(
         return await connect(path, chosen)
 
     options: dict[str, Any] = {} if clock is None else {"clock": clock}
+    if verify is not None:
+        options["verify"] = verify
     return GpuTuiApp(
         connector,
         context=context,

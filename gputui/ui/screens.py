@@ -25,6 +25,8 @@ KEYS_HELP: tuple[tuple[str, str], ...] = (
     ("a", "GPU pods: all nodes / the selected node"),
     ("/", "filter the focused table (enter keeps it, esc clears)"),
     ("l", "device-plugin logs full screen (esc back)"),
+    ("v", "verify the selected node (or the marked ones): nvidia-smi in a pod, then deleted"),
+    ("space  V", "Nodes: mark a node for v · verify every GPU node"),
     ("ctrl+p", "command palette: context, namespace, jump to node, panes"),
     ("esc", "back"),
     ("?", "this help"),

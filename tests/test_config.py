@@ -1,0 +1,138 @@
+"""The config file: where it is looked for, what it may say, how flags override it, and bad files."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gputui.cli import build_parser
+from gputui.config import Config, ConfigError, VerifyConfig, config_path, load_config
+from gputui.kube import verify as v
+
+REPO = Path(__file__).resolve().parent.parent
+
+FULL = """
+read_only = true
+
+[verify]
+image = "registry.local/cuda:12.4.0-base"
+namespace = "gpu-checks"
+runtime_class = "nvidia"
+timeout = 180
+resource = "nvidia.com/mig-1g.10gb"
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "config.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_where_the_file_is_looked_for(tmp_path):
+    home = {"HOME": "/home/op"}
+    assert config_path(None, home) == (Path("/home/op/.config/gputui/config.toml"), False)
+    assert config_path(None, {**home, "XDG_CONFIG_HOME": "/xdg"}) == (Path("/xdg/gputui/config.toml"), False)
+    assert config_path(None, {**home, "XDG_CONFIG_HOME": "relative/dir"})[0] == Path("/home/op/.config/gputui/config.toml")
+    assert config_path(None, {**home, "GPUTUI_CONFIG": "/etc/gputui.toml"}) == (Path("/etc/gputui.toml"), True)
+    assert config_path("/mine.toml", {**home, "GPUTUI_CONFIG": "/etc/gputui.toml"}) == (Path("/mine.toml"), True)
+
+
+def test_absent_default_file_means_defaults(tmp_path):
+    config = load_config(None, {"HOME": str(tmp_path)})
+    assert config == Config()
+    options = config.verify_options()
+    assert (options.image, options.timeout, options.read_only, options.resource) == (v.DEFAULT_IMAGE, v.DEFAULT_TIMEOUT, False, None)
+
+
+def test_a_full_file_is_read(tmp_path):
+    (tmp_path / "gputui").mkdir()
+    path = write(tmp_path / "gputui", FULL)
+    config = load_config(None, {"HOME": "/nowhere", "XDG_CONFIG_HOME": str(tmp_path)})
+    assert config.path == path
+    assert config.read_only is True
+    assert config.verify == VerifyConfig(
+        image="registry.local/cuda:12.4.0-base", namespace="gpu-checks", runtime_class="nvidia", timeout=180.0, resource="nvidia.com/mig-1g.10gb"
+    )
+    options = config.verify_options(count=2)
+    assert (options.image, options.runtime_class, options.timeout, options.resource, options.count, options.read_only) == (
+        "registry.local/cuda:12.4.0-base", "nvidia", 180.0, "nvidia.com/mig-1g.10gb", 2, True
+    )
+
+
+def test_flags_override_the_file(tmp_path):
+    config = load_config(str(write(tmp_path, FULL)))
+    options = config.verify_options(read_only=False, image="other:1", timeout=5.0, resource="nvidia.com/gpu", runtime_class="kata")
+    assert (options.read_only, options.image, options.timeout, options.resource, options.runtime_class) == (False, "other:1", 5.0, "nvidia.com/gpu", "kata")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("read_only = 1", "read_only must be true or false, not 1"),
+        ("readonly = true", "unknown setting readonly (known: read_only, verify)"),
+        ("[verify]\nimag = 'x'", "unknown setting verify.imag (known: verify.image, verify.namespace, verify.runtime_class, verify.timeout, verify.resource)"),
+        ("[verify]\ntimeout = 0", "verify.timeout must be a number of seconds between 0 and 86400, not 0"),
+        ("[verify]\ntimeout = '120'", "verify.timeout must be a number of seconds between 0 and 86400, not '120'"),
+        ("[verify]\ntimeout = true", "verify.timeout must be a number of seconds between 0 and 86400, not True"),
+        ("[verify]\nimage = ''", "verify.image must be a non-empty string without surrounding spaces, not ''"),
+        ("[verify]\nnamespace = 3", "verify.namespace must be a non-empty string without surrounding spaces, not 3"),
+        ("verify = 'x'", "verify must be a table ([verify]), not 'x'"),
+        ("[verify\nimage = 'x'", "not valid TOML: "),
+    ],
+)
+def test_bad_settings_name_the_file_and_the_setting(tmp_path, text, message):
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as caught:
+        load_config(str(path))
+    assert str(caught.value).startswith(f"config {path}: {message}")
+    assert "\n" not in str(caught.value)
+
+
+def test_named_files_must_exist_and_be_readable(tmp_path):
+    with pytest.raises(ConfigError, match=r"^config .*missing\.toml: no such file$"):
+        load_config(str(tmp_path / "missing.toml"))
+    with pytest.raises(ConfigError, match=r"^config .*missing\.toml: no such file$"):
+        load_config(None, {"HOME": str(tmp_path), "GPUTUI_CONFIG": str(tmp_path / "missing.toml")})
+    with pytest.raises(ConfigError, match="cannot read it"):
+        load_config(str(tmp_path))  # a directory
+    (tmp_path / "latin1.toml").write_bytes(b"read_only = false # caf\xe9")
+    with pytest.raises(ConfigError, match="not UTF-8 text"):
+        load_config(str(tmp_path / "latin1.toml"))
+
+
+def test_config_and_read_only_flags_before_or_after_the_subcommand():
+    parser = build_parser()
+    assert (parser.parse_args(["--config", "a.toml", "--read-only", "verify", "n1"]).config, parser.parse_args(["--read-only", "verify", "n1"]).read_only) == ("a.toml", True)
+    after = parser.parse_args(["verify", "n1", "--config", "b.toml", "--no-read-only"])
+    assert (after.config, after.read_only) == ("b.toml", False)
+    neither = parser.parse_args(["verify", "n1"])
+    assert (neither.config, neither.read_only) == (None, None)
+    app = parser.parse_args(["--read-only"])
+    assert (app.command, app.read_only) == (None, True)
+
+
+def _gputui(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gputui", *args], capture_output=True, text=True, timeout=60, cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO), **env},
+    )
+
+
+def test_a_bad_file_stops_the_app_and_verify_with_one_line_and_exit_2(tmp_path):
+    path = write(tmp_path, "[verify]\ntimeout = -1\n")
+    expected = f"config {path}: verify.timeout must be a number of seconds between 0 and 86400, not -1"
+    app = _gputui("--kubeconfig", str(tmp_path / "none"), env={"GPUTUI_CONFIG": str(path)})
+    assert (app.returncode, app.stdout, app.stderr) == (2, "", f"gputui: {expected}\n")
+    verify = _gputui("verify", "n1", "--yes", "--config", str(path), env={})
+    assert (verify.returncode, verify.stdout, verify.stderr) == (2, "", f"gputui verify: {expected}\n")
+
+
+def test_read_only_from_the_file_refuses_verify(tmp_path):
+    path = write(tmp_path, "read_only = true\n")
+    done = _gputui("verify", "n1", "--yes", "--kubeconfig", str(tmp_path / "none"), env={"GPUTUI_CONFIG": str(path)})
+    assert done.returncode == 2
+    assert done.stderr == "gputui verify: read-only mode: verification creates a pod on each node, so nothing was done\n"
