@@ -46,7 +46,7 @@ from . import dcgm, dra, gpu, stack
 from .metrics import DEFAULT_INTERVAL, Exporter, MetricsPoller, NodeMetrics
 from .records import (
     JSON_NAME_ESCAPE, DaemonSet, Event, Node, Obj, Pod, PodKey, daemonset_from, effective_requests, event_from, node_from,
-    object_key, pod_from, raw_metadata_labels,
+    object_key, pod_from, raw_metadata_labels, raw_pod_phase,
 )
 from .watch import ABSENT, FORBIDDEN, Reflector, ResourceState
 
@@ -249,6 +249,14 @@ def _nonempty(items: tuple[Any, ...]) -> tuple[Any, ...] | None:
     return items or None
 
 
+FINISHED_PHASES = ("Succeeded", "Failed")
+
+
+def _collect_and_freeze() -> None:
+    gc.collect()
+    gc.freeze()
+
+
 def _labels_matter(labels: dict[str, str]) -> bool:
     """A pod is kept for its labels when it is part of the GPU stack or gputui's own."""
     return bool(gpu.stack_component(labels)) or labels.get(gpu.MANAGED_BY_GPUTUI[0]) == gpu.MANAGED_BY_GPUTUI[1]
@@ -296,6 +304,7 @@ class ClusterModel:
         self.nodes = NodeTable(NODES, node_from, self._notify)
         self.pods = PodTable(PODS, self._build_pod, self._notify, on_node_dirty=self._node_dirty)
         self._gpu_name_markers = _name_markers(resources)
+        self._labels_verdicts: dict[bytes, bool] = {}  # raw labels JSON -> may the pod matter (replicas share labels)
         if self._gpu_name_markers is not None:
             self.pods.may_matter = self._pod_may_matter
         self.events = EventTable(EVENTS, self._build_event, self._notify, per_object=events_per_object, limit=events_limit)
@@ -361,9 +370,10 @@ class ClusterModel:
             return False
         if kinds is None and not self._froze_gc:
             # The records live long: keep the cyclic GC from scanning them again and again.
-            gc.collect()
-            gc.freeze()
+            # That takes a full collection first: done once the caller yields, not before
+            # the first summary.
             self._froze_gc = True
+            asyncio.get_running_loop().call_soon(_collect_and_freeze)
         return True
 
     # -- change feed -------------------------------------------------------------
@@ -434,7 +444,7 @@ class ClusterModel:
         if self._mentions_gpu(spec):
             requests = effective_requests(spec)
             if any(self._is_gpu_name(name) for name in requests):
-                if (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                if (obj.get("status") or {}).get("phase") in FINISHED_PHASES:
                     return None
                 return pod_from(obj, requests)
         if _labels_matter((obj.get("metadata") or {}).get("labels") or {}):
@@ -442,17 +452,34 @@ class ClusterModel:
         return None
 
     def _pod_may_matter(self, body: bytes, start: int, end: int) -> bool:
-        """A look at one raw pod in a list page; False only when _build_pod would drop it:
-        no GPU resource name anywhere in its bytes, nor an escape that could spell one,
-        and metadata labels (read exactly) that are neither the GPU stack's nor gputui's."""
-        assert self._gpu_name_markers is not None
-        for marker in self._gpu_name_markers:
-            if body.find(marker, start, end) >= 0:
-                return True
-        labels = raw_metadata_labels(body, start, end)
-        if labels is None or _labels_matter(labels):
+        """A look at one raw pod in a list page; False only when _build_pod would drop it.
+        Labels are read exactly. A pod is kept for GPUs only if a GPU resource name is in
+        its bytes (or an escape that could spell one) and it has not finished."""
+        if self._raw_labels_matter(body, start, end):
             return True
-        return JSON_NAME_ESCAPE.search(body, start, end) is not None
+        assert self._gpu_name_markers is not None
+        if any(body.find(marker, start, end) >= 0 for marker in self._gpu_name_markers) or JSON_NAME_ESCAPE.search(
+            body, start, end
+        ):
+            return raw_pod_phase(body, start, end) not in FINISHED_PHASES
+        return False
+
+    def _raw_labels_matter(self, body: bytes, start: int, end: int) -> bool:
+        """Whether the raw pod's labels keep it; True as well when they cannot be read."""
+        labels = raw_metadata_labels(body, start, end)
+        if labels is None:
+            return True
+        matters = self._labels_verdicts.get(labels)
+        if matters is None:
+            try:
+                parsed = orjson.loads(labels)
+            except orjson.JSONDecodeError:
+                parsed = None
+            matters = not isinstance(parsed, dict) or _labels_matter(parsed)
+            if len(self._labels_verdicts) >= 10_000:
+                self._labels_verdicts.clear()
+            self._labels_verdicts[labels] = matters
+        return matters
 
     def _build_event(self, obj: Obj) -> Event | None:
         involved = obj.get("involvedObject") or obj.get("regarding") or {}

@@ -7,10 +7,14 @@ from the cluster and is untrusted: never feed one to Rich markup unescaped.
 """
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+
+import orjson
+
 
 Obj = dict[str, Any]
 PodKey = tuple[str, str]  # (namespace, name)
@@ -78,6 +82,58 @@ def object_key(obj: Obj) -> PodKey:
     """(namespace, name) of any raw object; namespace is "" for cluster-scoped ones."""
     meta = _meta(obj)
     return meta.get("namespace") or "", meta.get("name") or ""
+
+
+# -- raw JSON, read without parsing the whole object -------------------------
+# A Kubernetes object's opening as servers write it: `{`, plain string members
+# (apiVersion, kind, when present), then `"metadata":{`.
+OBJECT_OPENING = re.compile(rb'\{(?:"[A-Za-z]+":"[^"\\]*",)*"metadata":\{')
+# An escape that could spell a name differently from its plain bytes (\/ or \uXXXX).
+JSON_NAME_ESCAPE = re.compile(rb"\\[u/]")
+_NESTING = re.compile(rb"[][{}]")
+
+
+def raw_metadata_labels(body: bytes, start: int, end: int) -> bytes | None:
+    """The raw JSON of metadata.labels of the object body[start:end], found without
+    parsing the object, if it parses as an object; None when the labels cannot be
+    located with certainty this way (no labels, unusual layout).
+
+    Servers write labels after metadata's scalar members (name, namespace, uid,
+    timestamps). `,"labels":{` cannot lie inside a string (its `"` follows a `,`, so
+    it is not escaped, and a closing quote is never followed by a letter); it is
+    metadata's own key when no bracket or brace stands between metadata's `{` and it.
+    The slice returned runs from the labels' `{` to the first `}` after it: that is
+    the whole labels object exactly when it parses as an object (a `}` inside a value
+    would leave a string open), which the caller must check.
+    """
+    opening = OBJECT_OPENING.match(body, start, end)
+    if opening is None:
+        return None
+    inside = opening.end()
+    if body.startswith(b'"labels":{', inside):
+        at = inside
+    else:
+        at = body.find(b',"labels":{', inside, end) + 1
+        if at <= 0 or _NESTING.search(body, inside, at):
+            return None
+    close = body.find(b"}", at + 10, end)
+    return None if close < 0 else body[at + 9:close + 1]
+
+
+def raw_pod_phase(body: bytes, start: int, end: int) -> str | None:
+    """status.phase of the raw pod body[start:end], parsing only its status; None when
+    that cannot be done with certainty. Servers write status last: the slice from the
+    last `,"status":{` to the pod's closing brace is the pod's own status exactly when
+    it parses as one object (a nested status would leave closing brackets over)."""
+    at = body.rfind(b',"status":{', start, end)
+    if at < 0 or body[end - 1:end] != b"}":
+        return None
+    try:
+        status = orjson.loads(memoryview(body)[at + 10:end - 1])
+    except orjson.JSONDecodeError:
+        return None
+    phase = status.get("phase") if isinstance(status, dict) else None
+    return phase if isinstance(phase, str) else None
 
 
 # -- nodes -----------------------------------------------------------------

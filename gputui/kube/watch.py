@@ -27,6 +27,7 @@ import aiohttp
 import orjson
 
 from .config import describe_network_error, status_message
+from .records import OBJECT_OPENING
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +79,11 @@ class Sink(Protocol):
     def end_list(self) -> None: ...  # objects absent from the list are gone
     def apply(self, event_type: str, obj: Obj) -> None: ...  # ADDED / MODIFIED / DELETED
 
+    # Optional, for kinds where most objects are not kept: may_matter(body, start, end) looks
+    # at one raw list item and returns False only when list_item would certainly drop it.
+    # Such items are not even parsed.
+    may_matter: Callable[[bytes, int, int], bool] | None
+
 
 class Gone(Exception):
     pass
@@ -95,28 +101,88 @@ class ApiFailure(Exception):
         return f"{self.message} ({self.status})" if self.message else f"HTTP {self.status}"
 
 
+class _GcPause:
+    """Reflectors list concurrently; the collector resumes when the last list ends,
+    and only if it was running when the first began."""
+
+    depth = 0
+    resume = False
+
+
 @contextlib.contextmanager
 def gc_paused() -> Iterator[None]:
-    """Parsing a big list creates millions of objects; the cyclic GC would scan them over and over."""
-    was_enabled = gc.isenabled()
-    gc.disable()
+    """A big list creates millions of short-lived objects and thousands of records kept
+    for good: the cyclic GC would scan them again and again while the list lasts."""
+    if _GcPause.depth == 0:
+        _GcPause.resume = gc.isenabled()
+        gc.disable()
+    _GcPause.depth += 1
     try:
         yield
     finally:
-        if was_enabled:
+        _GcPause.depth -= 1
+        if _GcPause.depth == 0 and _GcPause.resume:
             gc.enable()
 
 
 def list_metadata(body: bytes) -> Obj:
     """A list's metadata without parsing its items: servers write metadata before items
     (Go field order), so the head is parsed alone; otherwise the whole body is."""
-    head_end = body.find(b',"items":', 0, 1 << 16)
+    return _list_head(body)[0]
+
+
+_ITEMS_KEY = b',"items":['
+
+
+def _list_head(body: bytes) -> tuple[Obj, int]:
+    """(metadata, offset just past `"items":[`), or offset -1 when the head could not be
+    read alone. The head parsing as a complete object proves `items` is a top-level key."""
+    head_end = body.find(_ITEMS_KEY, 0, 1 << 16)
     if head_end > 0:
         try:
-            return orjson.loads(body[:head_end] + b"}").get("metadata") or {}
+            head = orjson.loads(body[:head_end] + b"}")
         except orjson.JSONDecodeError:
             pass
-    return orjson.loads(body).get("metadata") or {}
+        else:
+            if isinstance(head, dict):
+                return head.get("metadata") or {}, head_end + len(_ITEMS_KEY)
+    return orjson.loads(body).get("metadata") or {}, -1
+
+
+def item_spans(body: bytes, items_at: int) -> list[tuple[int, int]] | None:
+    """Where each item of a raw list lies (start, end), found without parsing the items;
+    None when the body is not laid out so (then it must be parsed whole).
+
+    Items are cut where `},` is followed by the first item's opening (`{"metadata":{` from
+    kube-apiserver). Such a match is always structural, never inside a string: a string
+    cannot hold an unescaped `"`, and the `"` after `{` is followed by a letter, which
+    cannot follow a closing quote; so the `}`, `,` and `{` before it are outside strings
+    too, and the match is the boundary between two objects of an array. That array is the
+    items array because an object whose members start with `metadata` occurs in a
+    Kubernetes object only at its top level (templates are members, not array elements).
+    Callers still check that every span they parse is an object.
+    """
+    if items_at < 0:
+        return None
+    tail = len(body.rstrip())
+    if body[tail - 2:tail] != b"]}":
+        return None
+    end = tail - 2  # the items array's closing bracket
+    if body[items_at:end].strip() == b"":
+        return []
+    opening = OBJECT_OPENING.match(body, items_at)
+    if opening is None:
+        return None
+    cut = b"}," + opening.group()
+    spans = []
+    start = items_at
+    at = body.find(cut, start, end)
+    while at >= 0:
+        spans.append((start, at + 1))
+        start = at + 2
+        at = body.find(cut, start, end)
+    spans.append((start, end))
+    return spans
 
 
 class Reflector:
@@ -233,22 +299,22 @@ class Reflector:
         self.sink.begin_list()
         page: asyncio.Future[bytes] = asyncio.ensure_future(self._fetch_page(None))
         try:
-            while True:
-                body = await page
-                # Ask for the next page before parsing this one, so the server works while we parse.
-                meta = list_metadata(body)
-                token = meta.get("continue")
-                if token:
-                    page = asyncio.ensure_future(self._fetch_page(token))
-                with gc_paused():
-                    doc = orjson.loads(body)
+            with gc_paused():
+                while True:
+                    body = await page
+                    # Ask for the next page before parsing this one, so the server works while we parse.
+                    meta, items_at = _list_head(body)
+                    token = meta.get("continue")
+                    if token:
+                        page = asyncio.ensure_future(self._fetch_page(token))
+                    items = self._page_items(body, items_at)
                     del body
                     list_item = self.sink.list_item
-                    for item in doc.get("items") or ():
+                    for item in items:
                         list_item(item)
-                    del doc
-                if not token:
-                    break
+                    del items
+                    if not token:
+                        break
         finally:
             if not page.done():
                 page.cancel()
@@ -257,6 +323,23 @@ class Reflector:
         self.lists += 1
         self.state.synced = True
         self._set(LIVE)  # the data is current; a failing watch turns this to retrying
+
+    def _page_items(self, body: bytes, items_at: int) -> list[Obj]:
+        """A page's items, parsed; with a sink that can tell, only those that may matter."""
+        may_matter = getattr(self.sink, "may_matter", None)
+        spans = item_spans(body, items_at) if may_matter is not None else None
+        if spans is not None:
+            view = memoryview(body)
+            try:
+                items = [orjson.loads(view[start:end]) for start, end in spans if may_matter(body, start, end)]
+            except orjson.JSONDecodeError:
+                items = None
+            finally:
+                view.release()
+            if items is not None and all(isinstance(item, dict) for item in items):
+                return items
+            log.debug("%s: list page not split into items; parsing it whole", self.resource)
+        return orjson.loads(body).get("items") or []
 
     async def _watch(self) -> None:
         assert self.resource_version is not None
