@@ -6,11 +6,13 @@
 On a synthetic simulated cluster (its own process), times the initial sync to
 a complete GPU summary for:
   gputui          ClusterModel: paged list, raw JSON, slim records (its own process: its own peak RSS)
-  kubectl+jq      the seed's recipes (node capacity/allocatable, totals, GPU pods)
+  kubectl+jq      the seed's recipes (node capacity/allocatable, totals, GPU pods), printed as run
   models          kubernetes_asyncio with its default model deserialisation
   raw             the raw HTTP fetch of the same paged lists, bytes only
-and the rate at which the model applies watch events. Prints medians, ratios
-and peak RSS.
+Each repeat runs the four side by side, so load on the machine hits them alike;
+every timed method starts with its API client already made and lists nodes,
+pods and events with the same page size. Also the rate at which the model
+applies watch events. Prints each run, medians, ratios and peak RSS.
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script from anywhere
 LISTS = ("nodes", "pods", "events")
+PAGE_SIZE = 500  # the reflectors' default and kubectl's; gputui and the raw fetch both use it
 SEED_RECIPES = [
     "kubectl get nodes -o custom-columns='NODE:.metadata.name,GPU_CAPACITY:.status.capacity.nvidia\\.com/gpu,"
     "GPU_ALLOCATABLE:.status.allocatable.nvidia\\.com/gpu'",
@@ -48,9 +51,9 @@ async def child_gputui(kubeconfig: str) -> dict:
     from gputui.kube.model import EVENTS, NODES, PODS, ClusterModel
 
     base = peak_rss_mb()
-    start = time.perf_counter()
     async with await connect(kubeconfig) as conn:
-        model = ClusterModel(conn.api, kinds=(NODES, PODS, EVENTS))
+        start = time.perf_counter()
+        model = ClusterModel(conn.api, kinds=(NODES, PODS, EVENTS), page_size=PAGE_SIZE)
         async with model:
             assert await model.wait_synced(600), model.states
             summaries = model.node_summaries()
@@ -78,7 +81,7 @@ async def _paged(kubeconfig: str, preload: bool) -> dict:
     for kind in LISTS:
         token, n = None, 0
         while True:
-            params = {"limit": 500, **({"_continue": token} if token else {})}
+            params = {"limit": PAGE_SIZE, **({"_continue": token} if token else {})}
             if preload:
                 result = await calls[kind](**params)
                 n += len(result.items)
@@ -177,10 +180,14 @@ def run_child(method: str, kubeconfig: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def run_seed(kubeconfig: str, cache: str) -> float:
+def seed_commands(kubeconfig: str, cache: str) -> list[str]:
+    """The seed's recipes as the shell runs them: only the kubeconfig and a cache of our own added."""
+    return [recipe.replace("kubectl ", f"kubectl --kubeconfig {kubeconfig} --cache-dir {cache} ") for recipe in SEED_RECIPES]
+
+
+def run_seed(commands: list[str]) -> float:
     start = time.perf_counter()
-    for recipe in SEED_RECIPES:
-        command = recipe.replace("kubectl ", f"kubectl --kubeconfig {kubeconfig} --cache-dir {cache} ")
+    for command in commands:
         subprocess.run(command, shell=True, check=True, stdout=subprocess.DEVNULL, timeout=1800)
     return time.perf_counter() - start
 
@@ -215,14 +222,22 @@ def bench_sync(nodes: int, pods: int, repeat: int, workdir: str, with_seed: bool
     try:
         results: dict[str, list[dict]] = {"gputui": [], "raw": [], "models": []}
         seed_times: list[float] = []
-        cache = os.path.join(workdir, f"kubectl-cache-{pods}")
-        for _ in range(repeat):
+        commands = seed_commands(sim.kubeconfig, os.path.join(workdir, f"kubectl-cache-{pods}"))
+        if with_seed:
+            print("  kubectl+jq runs the seed's recipes, one after the other:")
+            for command in commands:
+                print(f"    $ {command}")
+        for run in range(1, repeat + 1):
             results["raw"].append(run_child("raw", sim.kubeconfig))
             results["gputui"].append(run_child("gputui", sim.kubeconfig))
+            line = f"  run {run}: raw {results['raw'][-1]['seconds']:.2f} s, gputui {results['gputui'][-1]['seconds']:.2f} s"
             if with_models:
                 results["models"].append(run_child("models", sim.kubeconfig))
+                line += f", kubernetes_asyncio {results['models'][-1]['seconds']:.2f} s"
             if with_seed:
-                seed_times.append(run_seed(sim.kubeconfig, cache))
+                seed_times.append(run_seed(commands))
+                line += f", kubectl+jq {seed_times[-1]:.2f} s"
+            print(line, flush=True)
     finally:
         sim.stop()
     g = results["gputui"]
@@ -233,20 +248,21 @@ def bench_sync(nodes: int, pods: int, repeat: int, workdir: str, with_seed: bool
         "gputui_rss_after_imports_mb": g[0]["rss_after_imports_mb"], "kept_pods": g[0]["kept_pods"],
         "gpu_pods": g[0]["gpu_pods"], "list_mb": results["raw"][0]["bytes"] / 1e6,
     }
-    print(f"  lists fetched: {figures['list_mb']:.1f} MB; model keeps {g[0]['kept_pods']} pods "
+    print(f"  lists fetched: {figures['list_mb']:.1f} MB in pages of {PAGE_SIZE}; model keeps {g[0]['kept_pods']} pods "
           f"({g[0]['gpu_pods']} GPU pods), {g[0]['events']} events")
-    print(f"  raw HTTP fetch          {raw:7.2f} s")
-    print(f"  gputui model            {ours:7.2f} s   = {ours / raw:.2f} x raw fetch   peak RSS {figures['gputui_peak_rss_mb']:.0f} MB "
+    print("  medians:")
+    print(f"  raw HTTP fetch          {raw:7.3f} s")
+    print(f"  gputui model            {ours:7.3f} s   = {ours / raw:.2f} x raw fetch   peak RSS {figures['gputui_peak_rss_mb']:.0f} MB "
           f"(after imports {figures['gputui_rss_after_imports_mb']:.0f} MB)")
     if with_models:
         models = median([r["seconds"] for r in results["models"]])
         figures["models_s"] = models
-        print(f"  kubernetes_asyncio      {models:7.2f} s   gputui is {models / ours:.1f}x faster   "
+        print(f"  kubernetes_asyncio      {models:7.3f} s   gputui is {models / ours:.1f}x faster   "
               f"peak RSS {max(r['rss_mb'] for r in results['models']):.0f} MB")
     if with_seed:
         seed = median(seed_times)
         figures["kubectl_jq_s"] = seed
-        print(f"  kubectl+jq (seed)       {seed:7.2f} s   gputui takes 1/{seed / ours:.0f} of it")
+        print(f"  kubectl+jq (seed)       {seed:7.3f} s   gputui takes 1/{seed / ours:.1f} of it")
     return figures
 
 
