@@ -448,13 +448,18 @@ class VerifyScreen(Screen[None]):
 
     @work(group=VERIFY_GROUP, exit_on_error=False)
     async def _run(self) -> None:
-        await v.run_plan(self.api, self.plan, self.options, self._on_update)
+        await v.run_plan(self.api, self.plan, self.options, self._take_update)
 
     @property
     def running(self) -> bool:
         return self.verdict is None and self.error is None
 
-    def _on_update(self, update: v.Update) -> None:
+    @property
+    def finished(self) -> bool:
+        """The verdict (or the error) is on screen."""
+        return self._shown_verdict is not None
+
+    def _take_update(self, update: v.Update) -> None:
         """From the model, inside the worker: keep it, draw later (the screen may be closing)."""
         self.stage = update.stage
         self.status = update.status or self.status
@@ -603,12 +608,12 @@ class VerifyManyScreen(Screen[None]):
     @work(group=VERIFY_GROUP, exit_on_error=False)
     async def _run(self) -> None:
         try:
-            await v.run_plans(self.api, self.plans, self.settings.options, self._on_update, self.settings.concurrency)
+            await v.run_plans(self.api, self.plans, self.settings.options, self._take_update, self.settings.concurrency)
         finally:
             self.finished = True
             self._dirty = True
 
-    def _on_update(self, update: v.Update) -> None:
+    def _take_update(self, update: v.Update) -> None:
         self.latest[update.node] = update
         if update.stage == v.DELETING:
             self.created.add(update.node)
