@@ -271,6 +271,7 @@ def main() -> int:
     parser.add_argument("--smoke", action="store_true", help="tiny run (a few hundred pods) for the test suite")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--skip-big", action="store_true", help="skip the 5,000 nodes / 150,000 pods run")
+    parser.add_argument("--only-big", action="store_true", help="only the 5,000 nodes / 150,000 pods run")
     parser.add_argument("--child", choices=sorted(CHILDREN), help=argparse.SUPPRESS)
     parser.add_argument("--kubeconfig", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -279,6 +280,9 @@ def main() -> int:
         return 0
 
     with tempfile.TemporaryDirectory(prefix="gputui-bench-") as workdir:
+        if args.only_big:
+            bench_sync(5000, 150_000, 1, workdir, with_seed=False, with_models=False)
+            return 0
         if args.smoke:
             small = bench_sync(10, 300, 1, workdir)
         else:
