@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+import signal
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -42,6 +43,9 @@ from .widgets import Pane, PluginLog
 
 VERIFY_GROUP = "verify"  # workers that own a verification pod
 READ_ONLY_MESSAGE = "read-only mode: verification creates a pod, disabled"
+# Quit (deleting running verification pods first) on these rather than die: the terminal
+# closing (an ssh session dropped) or a plain `kill`. Ctrl+C is a key inside the app.
+QUIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 FLUSH_INTERVAL = 0.1
 STOP_TIMEOUT = v.DELETE_CONFIRM_TIMEOUT + 5.0  # how long quitting waits for the pods' deletion
 DEFAULT_CONCURRENCY = 4
@@ -185,6 +189,22 @@ class VerifyActions:
             app.push_screen(VerifyManyScreen(conn.api, plans, self.verify_settings))
 
     # quitting
+    def on_mount(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in QUIT_SIGNALS:
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no signals here
+                loop.add_signal_handler(sig, self._quit_on_signal)
+
+    def on_unmount(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in QUIT_SIGNALS:
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.remove_signal_handler(sig)
+
+    def _quit_on_signal(self) -> None:
+        app: Any = self
+        app.call_later(app.action_quit)
+
     async def stop_verifications(self, timeout: float = STOP_TIMEOUT) -> None:
         """Cancel every running verification and wait (at most timeout) until their pods are deleted."""
         app: Any = self

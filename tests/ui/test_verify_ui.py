@@ -5,9 +5,12 @@ slow the simulator down so that esc or q lands while the pod is on its way.
 """
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import os
 import random
 import re
+import signal
 import sys
 from pathlib import Path
 
@@ -188,6 +191,47 @@ async def test_quitting_mid_run_deletes_the_pod_before_exit(cluster, created, ke
         await pilot.pause()
     assert name in created
     assert verification_pods(cluster) == []  # deleted before the app was gone, not after
+
+
+async def test_sigterm_mid_run_quits_after_deleting_the_pod(cluster, created):
+    cluster.sim.speed = 1
+    app = app_for(cluster, seed=6)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await on_node(app, pilot, "gpu-shared")
+        await pilot.press("v")
+        await confirm(app, pilot)
+        await pilot.press("y")
+        await wait_for(pilot, lambda: verification_pods(cluster), what="the pod created")
+        name = verification_pods(cluster)[0]
+        assert signal.SIGTERM in asyncio.get_running_loop()._signal_handlers  # else the signal would end pytest
+        os.kill(os.getpid(), signal.SIGTERM)
+        await wait_for(pilot, lambda: not app.is_running, timeout=15, what="the app to quit")
+    assert name in created
+    assert verification_pods(cluster) == []
+    assert signal.SIGTERM not in asyncio.get_running_loop()._signal_handlers
+
+
+async def test_a_crash_of_the_view_still_deletes_the_pod(cluster, created, monkeypatch):
+    cluster.sim.speed = 1
+    draw = VerifyScreen._flush
+
+    def crashing(screen: VerifyScreen) -> None:
+        draw(screen)
+        if screen.stage == v.WAITING:  # the pod exists
+            raise RuntimeError("the view crashed")
+
+    monkeypatch.setattr(VerifyScreen, "_flush", crashing)
+    before = len(created)
+    app = app_for(cluster, seed=8)
+    with pytest.raises(RuntimeError, match="the view crashed"):
+        async with app.run_test(size=(120, 40)) as pilot:
+            await on_node(app, pilot, "gpu-shared")
+            await pilot.press("v")
+            await confirm(app, pilot)
+            await pilot.press("y")
+            await wait_for(pilot, lambda: not app.is_running, timeout=15, what="the crash")
+    assert len(created) == before + 1  # it was created, and then deleted
+    assert verification_pods(cluster) == []
 
 
 async def test_ctrl_c_cancels_a_running_verification(cluster):
