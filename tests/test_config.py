@@ -115,6 +115,16 @@ def test_config_and_read_only_flags_before_or_after_the_subcommand():
     assert (app.command, app.read_only) == (None, True)
 
 
+def test_the_app_gets_the_file_and_the_flag(tmp_path):
+    from gputui.ui.launch import verify_settings
+
+    config = load_config(str(write(tmp_path, FULL)))
+    settings = verify_settings(config, None)
+    assert (settings.read_only, settings.namespace, settings.options.image) == (True, "gpu-checks", "registry.local/cuda:12.4.0-base")
+    assert verify_settings(config, False).read_only is False
+    assert verify_settings(Config(), True).read_only is True
+
+
 def _gputui(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "gputui", *args], capture_output=True, text=True, timeout=60, cwd=REPO,

@@ -652,6 +652,9 @@ class GpuTuiApp(VerifyActions, App[None]):
         self._refresh_views(("header", "pods"))
 
     def switch_context(self, context: str) -> None:
+        if self.verifications_running():  # reconnecting closes the connection their pods' deletion needs
+            self.notify("a verification is running: cancel it (esc) before switching context", severity="warning", markup=False)
+            return
         self.context = context
         self.selected_node = None
         self.server_version = ""

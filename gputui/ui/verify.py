@@ -205,10 +205,16 @@ class VerifyActions:
         app: Any = self
         app.call_later(app.action_quit)
 
+    def _verification_workers(self) -> list[Worker]:
+        app: Any = self
+        return [w for w in app.workers if w.group == VERIFY_GROUP and not w.is_finished]
+
+    def verifications_running(self) -> bool:
+        return bool(self._verification_workers())
+
     async def stop_verifications(self, timeout: float = STOP_TIMEOUT) -> None:
         """Cancel every running verification and wait (at most timeout) until their pods are deleted."""
-        app: Any = self
-        running = [w for w in app.workers if w.group == VERIFY_GROUP and not w.is_finished]
+        running = self._verification_workers()
         for worker in running:
             worker.cancel()
         if running:
