@@ -62,6 +62,7 @@ class KeyedTable(DataTable):
             return
         cursor_key = self.cursor_key
         self._columns = columns
+        self._wanted = []  # rows were built for the old columns; the owner shows new ones
         self.clear(columns=True)
         self._shown.clear()
         self._order.clear()
