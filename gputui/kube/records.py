@@ -90,7 +90,6 @@ def object_key(obj: Obj) -> PodKey:
 OBJECT_OPENING = re.compile(rb'\{(?:"[A-Za-z]+":"[^"\\]*",)*"metadata":\{')
 # An escape that could spell a name differently from its plain bytes (\/ or \uXXXX).
 JSON_NAME_ESCAPE = re.compile(rb"\\[u/]")
-_NESTING = re.compile(rb"[][{}]")
 
 
 def raw_metadata_labels(body: bytes, start: int, end: int) -> bytes | None:
@@ -114,7 +113,10 @@ def raw_metadata_labels(body: bytes, start: int, end: int) -> bytes | None:
         at = inside
     else:
         at = body.find(b',"labels":{', inside, end) + 1
-        if at <= 0 or _NESTING.search(body, inside, at):
+        if at <= 0:
+            return None
+        before = body[inside:at]
+        if b"{" in before or b"}" in before or b"[" in before or b"]" in before:
             return None
     close = body.find(b"}", at + 10, end)
     return None if close < 0 else body[at + 9:close + 1]
