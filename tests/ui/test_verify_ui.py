@@ -165,7 +165,8 @@ async def test_esc_mid_run_cancels_and_deletes_the_pod(cluster, created):
         screen = app.screen
         await wait_for(pilot, lambda: screen.stage == v.WAITING and verification_pods(cluster), what="the pod created")
         app.switch_context("elsewhere")  # as the palette does: refused, the pod's deletion needs this connection
-        assert app.context == "gputui-sim" and any("before switching context" in n.message for n in app._notifications)
+        await wait_for(pilot, lambda: any("before switching context" in n.message for n in app._notifications), what="the refusal")
+        assert app.context == "gputui-sim"
         await pilot.press("escape")
         await wait_for(pilot, lambda: screen.verdict is not None, timeout=15, what="the cancellation")
         assert screen.verdict.code == v.CANCELLED
