@@ -30,6 +30,7 @@ from .panes import node_columns, node_row, pod_columns, pod_row
 from .sanitize import clean
 from .screens import HelpScreen, NodeDetails, NodeDetailsScreen, TextScreen
 from .table import KeyedTable
+from .stack import StackActions
 from .verify import VerifyActions, VerifySettings
 from .widgets import ClusterHeader, FilterBar, Pane, PluginLog
 
@@ -80,6 +81,8 @@ class MainScreen(Screen[None]):
         Binding("escape", "app.back", "Back", show=False),
         Binding("v", "app.verify", "Verify", show=False),
         Binding("V", "app.verify_all", "Verify all", show=False),
+        Binding("s", "app.stack", "Stack"),
+        Binding("g", "app.local_gpus", "Local GPUs", show=False),
         Binding("space", "app.mark_node", "Mark", show=False),
     ]
 
@@ -99,7 +102,7 @@ class MainScreen(Screen[None]):
         self.app.main_screen_ready()  # type: ignore[attr-defined]
 
 
-class GpuTuiApp(VerifyActions, App[None]):
+class GpuTuiApp(StackActions, VerifyActions, App[None]):
     CSS_PATH = str(stylesheet())
     TITLE = "gputui"
     COMMANDS = App.COMMANDS | {GpuCommands}
@@ -353,8 +356,9 @@ class GpuTuiApp(VerifyActions, App[None]):
                 self._refresh_pods(model, now)
             if "plugin" in parts:
                 self._refresh_plugin(model, now)
-            if isinstance(self.screen, NodeDetailsScreen):
-                self.screen.refresh_from_model()
+            refresh_screen = getattr(self.screen, "refresh_from_model", None)  # details, stack, component logs
+            if refresh_screen is not None:
+                refresh_screen()
 
     def _refresh_header(self, totals_by_resource: dict[str, gpu.Usage] | None) -> None:
         """Context, server, watch states, then the cluster's GPU totals; two lines at 80 columns."""
@@ -599,7 +603,7 @@ class GpuTuiApp(VerifyActions, App[None]):
         self.push_screen(TextScreen("GPU pod", body))
 
     def show_node(self, name: str) -> None:
-        self.push_screen(NodeDetailsScreen(name, self.node_details, self.clock))
+        self.push_screen(NodeDetailsScreen(name, self.node_details, self.clock, on_show=lambda: self.want_node_metrics(name)))
 
     def node_details(self, name: str) -> NodeDetails | None:
         model = self.model
@@ -607,7 +611,7 @@ class GpuTuiApp(VerifyActions, App[None]):
         if model is None or summary is None:
             return None
         pods = [(pod, self.resources.of(pod.requests)) for pod in model.pods_on_node(name) if not pod.finished]
-        return NodeDetails(summary, pods, model.events_for("Node", "", name)[:20])
+        return NodeDetails(summary, pods, model.events_for("Node", "", name)[:20], model.node_metrics(name), model.metrics.series)
 
     def jump_to_node(self, name: str) -> None:
         table = self.nodes_table

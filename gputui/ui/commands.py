@@ -1,4 +1,4 @@
-"""The command palette (ctrl+p): switch context or namespace, jump to a node, toggle panes."""
+"""The command palette (ctrl+p): switch context or namespace, jump to a node, toggle panes, the GPU stack, local GPUs."""
 from __future__ import annotations
 
 from functools import partial
@@ -25,6 +25,8 @@ class GpuCommands(Provider):
         app = self.gputui
         for pane_id, title in PANES:
             yield f"Toggle pane: {title}", partial(app.toggle_pane, pane_id), "show or hide the pane"
+        yield "GPU stack", app.action_stack, "components per node: driver, toolkit, plugin, GFD, DCGM, MIG manager, validator, NFD"
+        yield "Local GPUs (NVML)", app.action_local_gpus, "this host's GPUs; one line when it has none"
         yield "Namespace: all", partial(app.set_namespace, None), "GPU pods of every namespace"
         model = app.model
         if model is not None:

@@ -28,6 +28,9 @@ _SHORT_WORDS = {
     "plugin-not-running": "plugin down",
     "unhealthy-gpus": "unhealthy",
     "overcommitted": "overcommit",
+    "component-failing": "stack part",
+    "several-plugins": "2+ plugins",
+    "xid-errors": "XID",
 }
 _VERDICT_WORDS = {
     "plugin-not-registered": ("plugin not registered", BAD_STYLE),
@@ -36,6 +39,9 @@ _VERDICT_WORDS = {
     "overcommitted": ("overcommitted", BAD_STYLE),
     "not-ready": ("not ready", BAD_STYLE),
     "cordoned": ("cordoned", WARN_STYLE),
+    "component-failing": ("component failing", BAD_STYLE),
+    "several-plugins": ("several plugins", BAD_STYLE),
+    "xid-errors": ("XID errors", BAD_STYLE),
 }
 
 

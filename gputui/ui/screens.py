@@ -13,9 +13,12 @@ from textual.widgets import Footer, Static
 
 from . import render
 from .sanitize import clean
+from .stack_render import components_section, dra_section, metrics_section
 
 if TYPE_CHECKING:
+    from gputui.kube.dcgm import GpuReading
     from gputui.kube.gpu import NodeSummary
+    from gputui.kube.metrics import NodeMetrics
     from gputui.kube.records import Event, Pod
 
 KEYS_HELP: tuple[tuple[str, str], ...] = (
@@ -25,9 +28,11 @@ KEYS_HELP: tuple[tuple[str, str], ...] = (
     ("a", "GPU pods: all nodes / the selected node"),
     ("/", "filter the focused table (enter keeps it, esc clears)"),
     ("l", "device-plugin logs full screen (esc back)"),
+    ("s", "GPU stack: components per node (← → a component, l or enter: its logs)"),
+    ("g", "this host's GPUs through NVML (one line when it has none)"),
     ("v", "verify the selected node (or the marked ones): nvidia-smi in a pod, then deleted"),
     ("space  V", "Nodes: mark a node for v · verify every GPU node"),
-    ("ctrl+p", "command palette: context, namespace, jump to node, panes"),
+    ("ctrl+p", "command palette: context, namespace, jump to node, panes, stack, local GPUs"),
     ("esc", "back"),
     ("?", "this help"),
     ("q", "quit"),
@@ -49,7 +54,7 @@ class HelpScreen(ModalScreen[None]):
             yield Static(
                 Text(
                     "\nVerdicts: ✓ ok · ✗ a problem (plugin not registered, plugin not running, "
-                    "unhealthy GPUs, overcommitted, not ready) · ! cordoned. "
+                    "unhealthy GPUs, overcommitted, not ready, component failing, several plugins, XID errors) · ! cordoned. "
                     "Usage reads allocated/allocatable; 'of N' is the capacity when some GPUs are unhealthy.",
                     style="dim",
                 )
@@ -87,11 +92,16 @@ class NodeDetailsScreen(Screen[None]):
 
     BINDINGS = [Binding("escape,q", "back", "Back"), Binding("j", "scroll_down", show=False), Binding("k", "scroll_up", show=False)]
 
-    def __init__(self, node_name: str, source: Callable[[str], "NodeDetails | None"], clock: Callable[[], float]) -> None:
+    def __init__(
+        self, node_name: str, source: Callable[[str], "NodeDetails | None"], clock: Callable[[], float],
+        on_show: Callable[[], Callable[[], None]] | None = None,
+    ) -> None:
         super().__init__()
         self.node_name = node_name
         self._source = source
         self._clock = clock
+        self._on_show = on_show  # called while shown (DCGM polling); returns the release
+        self._release: Callable[[], None] | None = None
         self._shown: Text | None = None
 
     def compose(self) -> ComposeResult:
@@ -101,12 +111,19 @@ class NodeDetailsScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.title = f"node {render.text(self.node_name).plain}"
+        if self._on_show is not None:
+            self._release = self._on_show()
         self.refresh_from_model()
         self.query_one("#details", VerticalScroll).focus()
 
+    def on_unmount(self) -> None:
+        if self._release is not None:
+            self._release()
+            self._release = None
+
     def refresh_from_model(self) -> None:
         details = self._source(self.node_name)
-        body = details_text(details, self._clock()) if details else Text(f"node {self.node_name} is gone", style="bold red")
+        body = details_text(details, self._clock(), self.app.size.width) if details else Text(f"node {self.node_name} is gone", style="bold red")
         if body != self._shown:  # no redraw when nothing changed
             self._shown = body
             self.query_one("#details-body", Static).update(body)
@@ -129,12 +146,17 @@ class NodeDetailsScreen(Screen[None]):
 class NodeDetails:
     """What the details screen shows, gathered by the app from the model."""
 
-    __slots__ = ("summary", "pods", "events")
+    __slots__ = ("summary", "pods", "events", "metrics", "series")
 
-    def __init__(self, summary: "NodeSummary", pods: "list[tuple[Pod, dict[str, int]]]", events: "list[Event]") -> None:
+    def __init__(
+        self, summary: "NodeSummary", pods: "list[tuple[Pod, dict[str, int]]]", events: "list[Event]",
+        metrics: "NodeMetrics | None" = None, series: "Callable[[GpuReading], list[float]]" = lambda reading: [],
+    ) -> None:
         self.summary = summary
         self.pods = pods
         self.events = events
+        self.metrics = metrics  # DCGM readings or why there are none; None before the first poll
+        self.series = series  # a GPU's utilisation history
 
 
 def _section(out: Text, title: str) -> None:
@@ -144,8 +166,8 @@ def _section(out: Text, title: str) -> None:
     out.append("\n")
 
 
-def details_text(details: NodeDetails, now: float) -> Text:
-    """The whole details page as one Text (pure: tested without a screen)."""
+def details_text(details: NodeDetails, now: float, width: int = 120) -> Text:
+    """The whole details page as one Text (pure: tested without a screen); width: the terminal's."""
     summary = details.summary
     node = summary.node
     facts = summary.facts
@@ -183,6 +205,10 @@ def details_text(details: NodeDetails, now: float) -> Text:
             out.append_text(render.text(value, limit=200))
             out.append("\n")
     out.rstrip()
+
+    metrics_section(out, summary, details.metrics, details.series, now, width)
+    components_section(out, summary)
+    dra_section(out, summary.dra_devices)
 
     _section(out, "Resources")
     out.append(f"  {'RESOURCE':<34}{'CAPACITY':>14}{'ALLOCATABLE':>14}{'ALLOCATED':>11}{'FREE':>6}\n", style="dim")

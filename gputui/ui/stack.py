@@ -1,0 +1,328 @@
+"""The GPU stack in the app: the Stack screen (`s`: nodes × components), a component's logs
+full screen, and the Local screen (`g`: this host's GPUs through NVML).
+
+Screens render the model the app holds; they never call the API, except the log
+screen's stream (the same `stream_logs` and `PluginLog` as the plugin pane). The
+app calls `refresh_from_model()` on the top screen after each coalesced refresh.
+"""
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Callable
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+
+from gputui.kube import nvml, stack
+from gputui.kube.gpu import NodeSummary
+from gputui.kube.logs import LogError, stream_logs
+
+from . import render
+from .sanitize import clean
+from .stack_render import LEGEND, MATRIX_WIDE_AT, cell_detail, component_line, local_text, matrix_columns, matrix_row, stack_summary
+from .table import KeyedTable
+from .widgets import PluginLog
+
+COMPONENT_LOG_TAIL = 50
+LOCAL_INTERVAL = 2.0  # seconds between NVML snapshots while the Local screen is shown
+
+
+class StackScreen(Screen[None]):
+    """Which stack the cluster runs, its ClusterPolicy and verdicts, and the component matrix.
+    Arrows choose a cell; `l` or enter opens that component's logs."""
+
+    BINDINGS = [
+        Binding("escape,q", "back", "Back"),
+        Binding("l", "logs", "Logs"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._wide: bool | None = None
+        self._cells: dict[str, tuple[NodeSummary, tuple[Text, ...]]] = {}  # node -> (summary, cells)
+        self._summary: Text | None = None
+
+    @property
+    def table(self) -> KeyedTable:
+        return self.query_one("#stack-table", KeyedTable)
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="stack-summary")
+        yield Static(Text(LEGEND, style=render.DIM_STYLE), id="stack-legend")
+        yield KeyedTable(id="stack-table")
+        yield Static(id="stack-cell")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.title = "GPU stack"
+        table = self.table
+        table.cursor_type = "cell"
+        self._layout(self.app.size.width)
+        table.focus()
+        if table.row_count:
+            table.move_cursor(row=0, column=1)
+
+    def on_resize(self, event: Any) -> None:
+        self._layout(event.size.width)
+
+    def on_screen_resume(self) -> None:
+        self.refresh_from_model()  # back from a log screen: the app refreshed only the top screen
+
+    def _layout(self, width: int) -> None:
+        wide = width >= MATRIX_WIDE_AT
+        if wide == self._wide:
+            return
+        self._wide = wide
+        self.query_one("#stack-legend").display = not wide
+        self.table.set_columns(matrix_columns(wide))
+        self._cells.clear()
+        self.refresh_from_model()
+
+    def refresh_from_model(self) -> None:
+        model = self.app.model  # type: ignore[attr-defined]
+        if model is None or self._wide is None:
+            return
+        wide = self._wide
+        rows = []
+        failing = []
+        for summary in model.node_summaries():
+            if not summary.components:
+                continue
+            cached = self._cells.get(summary.name)
+            cells = cached[1] if cached is not None and cached[0] is summary else matrix_row(summary, wide)
+            self._cells[summary.name] = (summary, cells)
+            rows.append((summary.name, cells))
+            failing += [(summary.name, c) for c, s in summary.components.items() if s.state in stack.FAILING_STATES]
+        if len(self._cells) > len(rows):
+            shown = {name for name, _ in rows}
+            for name in [n for n in self._cells if n not in shown]:
+                del self._cells[name]
+        self.table.show(rows)
+        text = stack_summary(model.stack(), model.cluster_policy_state(), model.cluster_problems(), failing)
+        if not model.stack_known:
+            text.append("\n")
+            text.append_text(render.text(_unknown_reason(model), style=render.WARN_STYLE, limit=300))
+        elif not rows:
+            text.append("\nno GPU node runs any part of the stack", style=render.DIM_STYLE)
+        if text != self._summary:
+            self._summary = text
+            self.query_one("#stack-summary", Static).update(text)
+        self._show_cell()
+
+    @property
+    def text(self) -> str:
+        """What the screen says above and below the matrix, as plain text (tests)."""
+        parts = [self._summary.plain if self._summary else ""]
+        parts.append(str(self.query_one("#stack-cell", Static).render()))
+        return "\n".join(parts)
+
+    def chosen(self) -> tuple[str, str] | None:
+        """(node, component) under the cursor; None on the node column or an empty table."""
+        table = self.table
+        node = table.cursor_key
+        column = table.cursor_column
+        if node is None or column < 1 or column > len(stack.COMPONENTS):
+            return None
+        return node, stack.COMPONENTS[column - 1]
+
+    def _show_cell(self) -> None:
+        chosen = self.chosen()
+        line = Text("← → choose a component · l or enter: its logs", style=render.DIM_STYLE)
+        if chosen is not None:
+            model = self.app.model  # type: ignore[attr-defined]
+            line = cell_detail(chosen[0], model.components(chosen[0]).get(chosen[1]) if model else None)
+        self.query_one("#stack-cell", Static).update(line)
+
+    @on(DataTable.CellHighlighted, "#stack-table")
+    def _cell_moved(self) -> None:
+        self._show_cell()
+
+    @on(DataTable.CellSelected, "#stack-table")
+    def _cell_chosen(self, event: DataTable.CellSelected) -> None:
+        event.stop()
+        self.action_logs()
+
+    def action_logs(self) -> None:
+        chosen = self.chosen()
+        if chosen is None:
+            self.notify("choose a component's cell first (← →)", markup=False)
+            return
+        node, component = chosen
+        model = self.app.model  # type: ignore[attr-defined]
+        state = model.components(node).get(component) if model else None
+        if state is None or state.pod is None:
+            why = state.describe() if state is not None else "unknown"
+            self.notify(f"no {component} pod on {clean(node, 63)}: {clean(why, 200)}", markup=False)
+            return
+        self.app.push_screen(ComponentLogScreen(node, component))
+
+    def action_back(self) -> None:
+        self.app.pop_screen()
+
+
+def _unknown_reason(model: Any) -> str:
+    states = [f"{kind}: {model.states[kind].describe()}" for kind in ("pods", "daemonsets") if kind in model.states]
+    return "component states unknown until pods and DaemonSets are read (" + "; ".join(states) + ")"
+
+
+class ComponentLogScreen(Screen[None]):
+    """One component's pod log on one node, full screen: the last lines, then followed; a
+    crash-looping container's previous instance first; onto the next instance when it restarts."""
+
+    BINDINGS = [Binding("escape,q", "back", "Back")]
+
+    def __init__(self, node: str, component: str) -> None:
+        super().__init__()
+        self.node = node
+        self.component = component
+        self._changed = asyncio.Event()
+
+    @property
+    def log_view(self) -> PluginLog:
+        return self.query_one("#component-log", PluginLog)
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="component-info")
+        yield PluginLog(id="component-log")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.title = f"{self.component} logs · {clean(self.node, 63)}"
+        self.refresh_from_model()
+        self.log_view.focus()
+        self._follow()
+
+    def _state(self) -> stack.ComponentState | None:
+        model = self.app.model  # type: ignore[attr-defined]
+        return model.components(self.node).get(self.component) if model is not None else None
+
+    def refresh_from_model(self) -> None:
+        state = self._state()
+        info = render.text(self.node, style="bold", limit=63)
+        info.append(" · ")
+        if state is None:
+            info.append(f"{self.component}: unknown", style=render.DIM_STYLE)
+        else:
+            info.append_text(component_line(state))
+            if state.container:
+                info.append(" · container ", style=render.DIM_STYLE)
+                info.append_text(render.text(state.container, limit=63))
+        self.query_one("#component-info", Static).update(info)
+        self._changed.set()
+
+    async def _wait_change(self, timeout: float | None) -> None:
+        self._changed.clear()
+        try:
+            await asyncio.wait_for(self._changed.wait(), timeout)
+        except asyncio.TimeoutError:
+            pass
+
+    @work(exclusive=True, group="component-log")
+    async def _follow(self) -> None:
+        log = self.log_view
+        streamed: tuple[str, int] | None = None
+        while True:
+            state = self._state()
+            if state is None or state.pod is None:
+                if streamed is not None or not log.line_count:
+                    log.add_note(f"no {self.component} pod on this node")
+                streamed = None
+                await self._wait_change(timeout=None)
+                continue
+            identity = (state.pod, state.restarts)
+            if identity == streamed:
+                await self._wait_change(timeout=5.0)
+                continue
+            namespace, pod = state.pod.split("/", 1)
+            if streamed is not None:
+                log.add_note(f"{'container restarted' if streamed[0] == state.pod else 'new pod'}: {clean(pod, 80)}, restarts {state.restarts}")
+            elif state.state == stack.CRASH_LOOPING and state.restarts:
+                log.add_note(f"previous instance of {clean(state.container or pod, 80)}")
+                await self._stream(log, namespace, pod, state.container, previous=True)
+                log.add_note("current instance")
+            streamed = identity
+            await self._stream(log, namespace, pod, state.container, previous=False)
+
+    async def _stream(self, log: PluginLog, namespace: str, pod: str, container: str | None, *, previous: bool) -> None:
+        conn = self.app.conn  # type: ignore[attr-defined]
+        if conn is None:
+            return
+        try:
+            async for line in stream_logs(conn.api, namespace, pod, container, tail=COMPONENT_LOG_TAIL, follow=not previous, previous=previous):
+                log.queue(line)
+        except LogError as error:
+            log.add_note(f"log stream failed: {clean(str(error), 200)}")
+            await self._wait_change(timeout=5.0)
+        log.flush()
+
+    def action_back(self) -> None:
+        self.app.pop_screen()
+
+
+Snapshotter = Callable[[], nvml.LocalSnapshot]
+
+
+class LocalScreen(Screen[None]):
+    """This host's GPUs (NVML), sampled every LOCAL_INTERVAL in a thread while the screen is shown;
+    without NVML, the one line saying why."""
+
+    BINDINGS = [Binding("escape,q", "back", "Back")]
+
+    def __init__(self, snapshot: Snapshotter = nvml.local_snapshot) -> None:
+        super().__init__()
+        self._snapshot = snapshot
+        self._shown: Text | None = None
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="local"):
+            yield Static(Text("reading NVML…", style=render.DIM_STYLE), id="local-body")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.title = "Local GPUs"
+        self._sample()
+        self.set_interval(LOCAL_INTERVAL, self._sample)
+
+    @work(thread=True, exclusive=True, group="local-gpus")
+    def _sample(self) -> None:
+        snapshot = self._snapshot()  # never raises
+        self.app.call_from_thread(self._show, local_text(snapshot))
+
+    def _show(self, body: Text) -> None:
+        if body != self._shown:
+            self._shown = body
+            self.query_one("#local-body", Static).update(body)
+
+    @property
+    def text(self) -> str:
+        return self._shown.plain if self._shown is not None else ""
+
+    def action_back(self) -> None:
+        self.app.pop_screen()
+
+
+class StackActions:
+    """Mixed into GpuTuiApp: `s` the Stack screen, `g` the Local screen, and the DCGM metrics demand
+    of node details (polled only while a details screen is shown)."""
+
+    def action_stack(self) -> None:
+        app: Any = self
+        if not isinstance(app.screen, StackScreen):
+            app.push_screen(StackScreen())
+
+    def action_local_gpus(self) -> None:
+        app: Any = self
+        if not isinstance(app.screen, LocalScreen):
+            app.push_screen(LocalScreen())
+
+    def want_node_metrics(self, node: str) -> Callable[[], None]:
+        """Poll the node's DCGM exporter until the returned release() is called."""
+        model = getattr(self, "model", None)
+        if model is None:
+            return lambda: None
+        return model.metrics.want([node])
