@@ -10,7 +10,9 @@ retried as slowly. A silently dead
 connection is caught by a read-inactivity timeout.
 
 Responses are read raw (`_preload_content=False`) and parsed with orjson; the
-generated models are far too slow for big lists.
+generated models are far too slow for big lists. A sink that keeps few of its
+objects (pods: only GPU and GPU-stack ones) judges each raw list item first,
+and only the items that may matter are parsed (see `item_spans`).
 """
 from __future__ import annotations
 
