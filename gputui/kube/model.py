@@ -440,6 +440,7 @@ class ClusterModel:
         return False
 
     def _build_pod(self, obj: Obj) -> Pod | None:
+        # What is kept here, _pod_may_matter must never reject (tests/model/test_raw_items.py).
         spec = obj.get("spec") or {}
         if self._mentions_gpu(spec):
             requests = effective_requests(spec)

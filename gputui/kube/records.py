@@ -94,8 +94,8 @@ JSON_NAME_ESCAPE = re.compile(rb"\\[u/]")
 
 def raw_metadata_labels(body: bytes, start: int, end: int) -> bytes | None:
     """The raw JSON of metadata.labels of the object body[start:end], found without
-    parsing the object, if it parses as an object; None when the labels cannot be
-    located with certainty this way (no labels, unusual layout).
+    parsing the object; None when the labels cannot be located with certainty this
+    way (no labels, unusual layout).
 
     Servers write labels after metadata's scalar members (name, namespace, uid,
     timestamps). `,"labels":{` cannot lie inside a string (its `"` follows a `,`, so
