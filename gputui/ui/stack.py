@@ -256,8 +256,9 @@ class ComponentLogScreen(Screen[None]):
             async for line in stream_logs(conn.api, namespace, pod, container, tail=COMPONENT_LOG_TAIL, follow=not previous, previous=previous):
                 log.queue(line)
         except LogError as error:
-            log.add_note(f"log stream failed: {clean(str(error), 200)}")
-            await self._wait_change(timeout=5.0)
+            log.add_note(f"{'previous instance: ' if previous else ''}log stream failed: {clean(str(error), 200)}")
+            if not previous:
+                await self._wait_change(timeout=5.0)  # then try again, or follow the pod's change
         log.flush()
 
     def action_back(self) -> None:
@@ -273,9 +274,10 @@ class LocalScreen(Screen[None]):
 
     BINDINGS = [Binding("escape,q", "back", "Back")]
 
-    def __init__(self, snapshot: Snapshotter = nvml.local_snapshot) -> None:
+    def __init__(self, snapshot: Snapshotter = nvml.local_snapshot, interval: float = LOCAL_INTERVAL) -> None:
         super().__init__()
         self._snapshot = snapshot
+        self._interval = interval
         self._shown: Text | None = None
 
     def compose(self) -> ComposeResult:
@@ -286,7 +288,7 @@ class LocalScreen(Screen[None]):
     def on_mount(self) -> None:
         self.title = "Local GPUs"
         self._sample()
-        self.set_interval(LOCAL_INTERVAL, self._sample)
+        self.set_interval(self._interval, self._sample)
 
     @work(thread=True, exclusive=True, group="local-gpus")
     def _sample(self) -> None:
