@@ -45,6 +45,7 @@ class KeyedTable(DataTable):
         self._order: list[str] = []
         self._columns: tuple[Column, ...] = ()
         self._rank: dict[str, int] = {}
+        self._cursor_after_layout: str | None = None  # the cursor's row across set_columns
         self.filter_text = ""
 
     def _update_dimensions(self, new_rows):  # type: ignore[no-untyped-def]
@@ -63,6 +64,7 @@ class KeyedTable(DataTable):
         cursor_key = self.cursor_key
         self._columns = columns
         self._wanted = []  # rows were built for the old columns; the owner shows new ones
+        self._cursor_after_layout = cursor_key or self._cursor_after_layout
         self.clear(columns=True)
         self._shown.clear()
         self._order.clear()
@@ -92,7 +94,9 @@ class KeyedTable(DataTable):
     def show(self, rows: Sequence[tuple[str, Cells]]) -> None:
         """Make the table show these rows (cells in column order), changing only what differs."""
         self._wanted = list(rows)
-        self._apply(self.cursor_key)
+        cursor_key = self.cursor_key or self._cursor_after_layout
+        self._cursor_after_layout = None
+        self._apply(cursor_key)
 
     def set_filter(self, text: str) -> None:
         self.filter_text = text
