@@ -1,4 +1,4 @@
-"""Write screenshots/*.svg from the demo cluster: the main screen, node details, the plugin logs.
+"""Write screenshots/*.svg from the demo cluster: the main screen, the GPU stack, node details, the plugin logs.
 
     python tests/make_screenshots.py [--out screenshots]
 
@@ -25,6 +25,7 @@ NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=timezone.utc)
 SIZE = (120, 40)
 DETAILS_NODE = "h100-mig-1"
 LOGS_NODE = "a100-2"  # its plugin crash-loops: the log shows why
+STACK_NODE, STACK_COMPONENT = "h100-4", 5  # its DCGM exporter crash-loops (the matrix's fifth component)
 
 
 async def wait_for(pilot, condition, timeout: float = 15.0) -> None:
@@ -44,8 +45,16 @@ async def shoot(kubeconfig: str, out: Path) -> list[Path]:
         await pilot.pause(0.5)
         written.append(Path(app.save_screenshot("main.svg", str(out))))
 
+        await pilot.press("s")
+        await wait_for(pilot, lambda: getattr(app.screen, "table", None) is not None and app.screen.table.row_count > 0)
+        app.screen.table.move_cursor(row=app.screen.table.row_index(STACK_NODE), column=STACK_COMPONENT)
+        await pilot.pause(0.5)
+        written.append(Path(app.save_screenshot("stack.svg", str(out))))
+        await pilot.press("escape")
+
         app.jump_to_node(DETAILS_NODE)
         await pilot.press("enter")
+        await wait_for(pilot, lambda: "reading the exporter" not in getattr(app.screen, "text", ""))
         await pilot.pause(0.5)
         written.append(Path(app.save_screenshot("node-details.svg", str(out))))
         await pilot.press("escape")

@@ -87,7 +87,7 @@ def state_facts(state: stack.ComponentState) -> str:
     or why there is no pod."""
     if not state.pod:
         return state.detail or ""
-    facts = [f for f in (state.detail, f"ready {state.ready}" if state.ready else None) if f]
+    facts = [] if state.state == stack.RUNNING else [f for f in (state.detail, f"ready {state.ready}" if state.ready else None) if f]
     if state.restarts:
         facts.append(f"{state.restarts} restart{'s' if state.restarts != 1 else ''}")
     if state.last_termination:

@@ -75,7 +75,7 @@ def gpu_cluster(*, node_name_prefix: str = "", text: dict[str, str] | None = Non
             continue
         ctr = b.container(PLUGIN_CONTAINER, PLUGIN_IMAGE)
         pod = b.pod(plugin_pod_name(name), PLUGIN_NS, [ctr], node_name=name, labels=dict(PLUGIN_LABELS),
-                    owner=("DaemonSet", "nvidia-device-plugin-daemonset", b.stable_uid("ds")), age_s=20 * DAY, now=NOW)
+                    owner=("apps/v1", "DaemonSet", "nvidia-device-plugin-daemonset"), age_s=20 * DAY, now=NOW)
         b.set_running(pod, node, i, 0, started_s=20 * DAY, now=NOW)
         if name.endswith("a100-2"):
             status = pod["status"]["containerStatuses"][0]
