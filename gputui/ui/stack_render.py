@@ -326,7 +326,7 @@ def local_text(snapshot: LocalSnapshot) -> Text:
         return render.text(f"Local GPUs: {snapshot.reason}", style=render.DIM_STYLE, limit=300)
     out = Text("Local GPUs (NVML)", style="bold", end="")
     if snapshot.driver_version:
-        out.append(f" · driver {snapshot.driver_version}", style=render.DIM_STYLE)
+        out.append_text(render.text(f" · driver {snapshot.driver_version}", style=render.DIM_STYLE, limit=60))
     out.append("\n")
     out.append(f"  {'GPU':<4}{'NAME':<26}{'UTIL':>5}  {'MEMORY USED/TOTAL':<20}{'TEMP':>5}{'POWER':>8}  MIG\n", style=render.DIM_STYLE)
     for gpu in snapshot.gpus:

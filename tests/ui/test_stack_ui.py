@@ -217,6 +217,20 @@ async def test_install_styles_and_failures(scenario, node, column, cell, summary
             assert summary in screen.text
 
 
+async def test_palette_opens_the_stack_and_local_screens(demo_cluster):
+    app = app_on(demo_cluster)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await connected(app, pilot)
+        for query, screen_type in (("GPU stack", StackScreen), ("Local GPUs", LocalScreen)):
+            await pilot.press("ctrl+p")
+            await pilot.press(*query)
+            await pilot.pause(0.3)  # the palette searches in the background
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: isinstance(app.screen, screen_type), what=f"{query} from the palette")
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: app.screen.id == "main", what="back")
+
+
 async def test_local_screen_without_nvml_is_one_line(demo_cluster):
     app = app_on(demo_cluster)
     async with app.run_test(size=(80, 24)) as pilot:
