@@ -2,6 +2,11 @@
 
 Every failure is a ConnectError whose str() is one line fit for stderr; no
 message ever contains a credential.
+
+`resolve()` reads the kubeconfig and picks the context without the network
+and without the Kubernetes client: the app calls it before drawing anything.
+The client, aiohttp and PyYAML are imported by the functions that use them,
+so that importing this module (the app does, before its first frame) is cheap.
 """
 from __future__ import annotations
 
@@ -12,20 +17,17 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import aiohttp
+from typing import TYPE_CHECKING
+
 import orjson
-import yaml
-from kubernetes_asyncio.client import ApiClient, Configuration, VersionApi
-from kubernetes_asyncio.config import ConfigException
-from kubernetes_asyncio.config.incluster_config import (
-    SERVICE_CERT_FILENAME,
-    SERVICE_TOKEN_FILENAME,
-    InClusterConfigLoader,
-)
-from kubernetes_asyncio.config.kube_config import KubeConfigLoader, KubeConfigMerger, refresh_token
+
+if TYPE_CHECKING:
+    from kubernetes_asyncio.client import ApiClient
 
 DEFAULT_KUBECONFIG = "~/.kube/config"
-IN_CLUSTER_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+IN_CLUSTER_TOKEN_FILE = f"{SERVICE_ACCOUNT_DIR}/token"
+IN_CLUSTER_NAMESPACE_FILE = f"{SERVICE_ACCOUNT_DIR}/namespace"
 
 
 class ConnectError(Exception):
@@ -100,12 +102,15 @@ def _kubeconfig_paths(explicit: str | None) -> list[str]:
 
 
 def _read_yaml(path: str) -> dict:
+    import yaml  # noqa: PLC0415
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
         text = Path(path).read_text()
     except OSError as exc:
         raise KubeconfigError(f"kubeconfig {path}: cannot read: {exc.strerror or exc}") from None
     try:
-        doc = yaml.safe_load(text)
+        doc = yaml.load(text, Loader=loader)  # noqa: S506  (a safe loader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
@@ -121,44 +126,71 @@ def _read_yaml(path: str) -> dict:
     return doc
 
 
-def _merged(paths: list[str]) -> tuple[KubeConfigMerger, dict]:
-    """Merge as kubectl does: for each name the first file wins, and so does the first current-context."""
-    docs = [_read_yaml(p) for p in paths]
-    merger = KubeConfigMerger(os.pathsep.join(paths))  # keeps each entry's file, for relative cert paths
-    assert merger.config is not None
-    current = next((d.get("current-context") for d in docs if d.get("current-context")), None)
-    merger.config.value["current-context"] = current
-    return merger, merger.config.value
+@dataclass(frozen=True)
+class Target:
+    """Where to connect, as read from the kubeconfig (no network): see resolve()."""
+
+    paths: tuple[str, ...]  # the kubeconfig files, merged in this order; () in-cluster
+    context: str | None  # None in-cluster
+    server: str
+    namespace: str
+    contexts: tuple[str, ...] = ()  # every context name, for the palette
 
 
-def _names(merged: dict, section: str) -> dict[str, dict]:
+def _names(docs: list[dict], section: str) -> dict[str, dict]:
+    """Merge as kubectl does: for each name the first file wins."""
     out: dict[str, dict] = {}
-    for item in merged.get(section) or []:
-        value = item.value if hasattr(item, "value") else item
-        out.setdefault(value["name"], value)
+    for doc in docs:
+        for item in doc.get(section) or []:
+            out.setdefault(item["name"], item)
     return out
 
 
-async def _from_kubeconfig(paths: list[str], context: str | None) -> Connection:
-    merger, merged = _merged(paths)
+def _resolve_kubeconfig(paths: list[str], context: str | None) -> Target:
+    docs = [_read_yaml(p) for p in paths]
     where = paths[0] if len(paths) == 1 else "the merged kubeconfig"
-    contexts = _names(merged, "contexts")
-    name = context or merged.get("current-context")
+    contexts = _names(docs, "contexts")
+    # the first file that names a current context wins, as in kubectl
+    name = context or next((d.get("current-context") for d in docs if d.get("current-context")), None)
     if not name:
         raise ContextError(f"{where} has no current context: pass --context NAME" + _choices(contexts))
     if name not in contexts:
         raise ContextError(f'context "{name}" not found in {where}' + _choices(contexts))
     ctx = contexts[name].get("context") or {}
-    clusters = _names(merged, "clusters")
+    clusters = _names(docs, "clusters")
     cluster_name = ctx.get("cluster")
     if cluster_name not in clusters:
         raise KubeconfigError(f'context "{name}" refers to cluster "{cluster_name}", which is not in {where}')
     server = (clusters[cluster_name].get("cluster") or {}).get("server")
     if not server:
         raise KubeconfigError(f'cluster "{cluster_name}" in {where} has no server address')
-    if ctx.get("user") and ctx["user"] not in _names(merged, "users"):
+    if ctx.get("user") and ctx["user"] not in _names(docs, "users"):
         raise KubeconfigError(f'context "{name}" refers to user "{ctx["user"]}", which is not in {where}')
+    return Target(tuple(paths), name, server, ctx.get("namespace") or "default", tuple(contexts))
 
+
+def resolve(kubeconfig: str | None = None, context: str | None = None) -> Target:
+    """Read the kubeconfig (--kubeconfig, else $KUBECONFIG, else ~/.kube/config) and pick the
+    context, or the pod's service account when running in a cluster. No network, no client:
+    cheap enough to run before the app's first frame. KubeconfigError/ContextError otherwise."""
+    paths = _kubeconfig_paths(kubeconfig)
+    if paths:
+        return _resolve_kubeconfig(paths, context)
+    if context is None and _in_cluster_available():
+        return Target((), None, "", "")
+    raise KubeconfigError(
+        "no kubeconfig found: pass --kubeconfig PATH, set KUBECONFIG, or create ~/.kube/config"
+    )
+
+
+async def _from_kubeconfig(target: Target) -> Connection:
+    from kubernetes_asyncio.client import ApiClient, Configuration  # noqa: PLC0415
+    from kubernetes_asyncio.config import ConfigException  # noqa: PLC0415
+    from kubernetes_asyncio.config.kube_config import KubeConfigLoader, KubeConfigMerger, refresh_token  # noqa: PLC0415
+
+    name = target.context
+    merger = KubeConfigMerger(os.pathsep.join(target.paths))  # keeps each entry's file, for relative cert paths
+    assert merger.config is not None
     configuration = Configuration()
     loader = KubeConfigLoader(config_dict=merger.config, active_context=name, config_base_path=None)
     try:
@@ -167,7 +199,7 @@ async def _from_kubeconfig(paths: list[str], context: str | None) -> Connection:
         raise KubeconfigError(f'context "{name}": {_first_line(exc)}') from None
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise KubeconfigError(f'context "{name}": cannot load credentials ({type(exc).__name__})') from None
-    conn = Connection(ApiClient(configuration), name, server, ctx.get("namespace") or "default")
+    conn = Connection(ApiClient(configuration), name, target.server, target.namespace)
     user = loader._user  # the library keeps the active user private; its refresher needs one
     if loader.provider == "gcp" or (user is not None and "exec" in user):
         conn.token_refresh = asyncio.create_task(refresh_token(loader, configuration), name="gputui-token-refresh")
@@ -186,10 +218,14 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _in_cluster_available() -> bool:
-    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and os.path.isfile(SERVICE_TOKEN_FILENAME)
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and os.path.isfile(IN_CLUSTER_TOKEN_FILE)
 
 
 def _from_in_cluster() -> Connection:
+    from kubernetes_asyncio.client import ApiClient, Configuration  # noqa: PLC0415
+    from kubernetes_asyncio.config import ConfigException  # noqa: PLC0415
+    from kubernetes_asyncio.config.incluster_config import SERVICE_CERT_FILENAME, SERVICE_TOKEN_FILENAME, InClusterConfigLoader  # noqa: PLC0415
+
     configuration = Configuration()
     try:
         InClusterConfigLoader(token_filename=SERVICE_TOKEN_FILENAME, cert_filename=SERVICE_CERT_FILENAME).load_and_set(configuration)
@@ -205,14 +241,15 @@ def _from_in_cluster() -> Connection:
 async def connect(kubeconfig: str | None = None, context: str | None = None) -> Connection:
     """An API client for the chosen context: --kubeconfig, else $KUBECONFIG, else
     ~/.kube/config, else the pod's service account when running in a cluster."""
-    paths = _kubeconfig_paths(kubeconfig)
-    if paths:
-        return await _from_kubeconfig(paths, context)
-    if context is None and _in_cluster_available():
-        return _from_in_cluster()
-    raise KubeconfigError(
-        "no kubeconfig found: pass --kubeconfig PATH, set KUBECONFIG, or create ~/.kube/config"
-    )
+    target = resolve(kubeconfig, context)
+    return await connect_to(target)
+
+
+async def connect_to(target: Target) -> Connection:
+    """An API client for a resolved target (credentials are loaded here: exec plugins run)."""
+    if target.paths:
+        return await _from_kubeconfig(target)
+    return _from_in_cluster()
 
 
 def status_message(body: bytes) -> str:
@@ -240,6 +277,8 @@ def http_error(status: int, body: bytes, conn: Connection | None = None) -> Conn
 
 def describe_network_error(exc: BaseException) -> str:
     """A short human phrase for a failed connection: 'connection refused', 'timed out'..."""
+    import aiohttp  # noqa: PLC0415
+
     if isinstance(exc, (TimeoutError, aiohttp.ServerTimeoutError)):
         return "timed out"
     if isinstance(exc, aiohttp.ClientConnectorCertificateError):
@@ -260,6 +299,9 @@ def describe_network_error(exc: BaseException) -> str:
 
 async def check(conn: Connection, timeout: float = 10.0) -> str:
     """Ask the server its version (proves it is reachable and takes our credentials)."""
+    import aiohttp  # noqa: PLC0415
+    from kubernetes_asyncio.client import VersionApi  # noqa: PLC0415
+
     try:
         resp = await VersionApi(conn.api).get_code(
             _preload_content=False, _request_timeout=aiohttp.ClientTimeout(total=timeout)

@@ -14,8 +14,6 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass
 from typing import Iterable
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from .gpu import Problem
 
 # DCGM reports "no value" with sentinels: 2**47 (+0..3) for doubles and
@@ -218,6 +216,8 @@ def parse_metrics(text: str) -> list[GpuReading]:
     Sorted by host, GPU index and MIG instance.  Raises MetricsParseError with
     a one-line reason when the text is not Prometheus exposition.
     """
+    from prometheus_client.parser import text_string_to_metric_families  # noqa: PLC0415  (not on the app's start-up path)
+
     devices: dict[tuple[str | None, str, str | None], _Accumulator] = {}
     try:
         for family in text_string_to_metric_families(_samples_worth_parsing(text)):

@@ -9,12 +9,12 @@ Cancel it (or aclose() it) to stop; the connection is released either way.
 """
 from __future__ import annotations
 
-from typing import AsyncIterator
-
-import aiohttp
-from kubernetes_asyncio.client import ApiClient, CoreV1Api
+from typing import TYPE_CHECKING, AsyncIterator
 
 from .config import describe_network_error, status_message
+
+if TYPE_CHECKING:
+    from kubernetes_asyncio.client import ApiClient
 
 MAX_LINE_BYTES = 1 << 20  # a longer line is handed out in pieces of this size
 
@@ -34,6 +34,9 @@ async def stream_logs(
     previous: bool = False,
     max_line: int = MAX_LINE_BYTES,
 ) -> AsyncIterator[bytes]:
+    import aiohttp  # noqa: PLC0415  (the client loads when first used: the app draws before)
+    from kubernetes_asyncio.client import CoreV1Api  # noqa: PLC0415
+
     params: dict = {"follow": follow and not previous, "previous": previous}
     if container:
         params["container"] = container

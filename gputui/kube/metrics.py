@@ -17,13 +17,13 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
-from typing import Callable, Iterable
-
-import aiohttp
-from kubernetes_asyncio.client import ApiClient, CoreV1Api
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from .config import describe_network_error, status_message
 from .dcgm import GpuReading, MetricsParseError, UtilisationHistory, parse_metrics
+
+if TYPE_CHECKING:
+    from kubernetes_asyncio.client import ApiClient
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +68,8 @@ class MetricsPoller:
         concurrency: int = 16,
         history_samples: int = 60,
     ) -> None:
+        from kubernetes_asyncio.client import CoreV1Api  # noqa: PLC0415  (loaded on connecting, not with the app)
+
         self.core = CoreV1Api(api)
         self.targets = targets
         self.on_update = on_update
@@ -177,6 +179,8 @@ class MetricsPoller:
 
     async def _scrape(self, exporter: Exporter) -> tuple[list[GpuReading], str | None]:
         """(readings, None), or ([], why not) in one line."""
+        import aiohttp  # noqa: PLC0415
+
         namespace, pod = exporter.namespace or "", exporter.pod or ""
         try:
             resp = await self.core.connect_get_namespaced_pod_proxy_with_path(

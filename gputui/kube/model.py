@@ -35,12 +35,10 @@ import gc
 import logging
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Callable, Generic, Hashable, Iterable, TypeVar
-
 from functools import partial
+from typing import TYPE_CHECKING, Any, Callable, Generic, Hashable, Iterable, TypeVar
 
 import orjson
-from kubernetes_asyncio.client import ApiClient, AppsV1Api, CoreV1Api, CustomObjectsApi, ResourceV1Api
 
 from . import dcgm, dra, gpu, stack
 from .metrics import DEFAULT_INTERVAL, Exporter, MetricsPoller, NodeMetrics
@@ -49,6 +47,9 @@ from .records import (
     object_key, pod_from, raw_metadata_labels, raw_pod_phase,
 )
 from .watch import ABSENT, FORBIDDEN, Reflector, ResourceState
+
+if TYPE_CHECKING:
+    from kubernetes_asyncio.client import ApiClient
 
 log = logging.getLogger(__name__)
 
@@ -316,6 +317,9 @@ class ClusterModel:
         self.resource_claims = Table(RESOURCECLAIMS, lambda obj: _nonempty(tuple(dra.parse_claims([obj]))), self._notify)
         self.device_classes = Table(DEVICECLASSES, lambda obj: (obj.get("spec") or {}).get("extendedResourceName") or None, self._notify)
         self.metrics = MetricsPoller(api, self._exporters, self._metrics_updated, interval=metrics_interval, timeout=metrics_timeout)
+
+        # The client loads with the first model (the app draws its first frame without it).
+        from kubernetes_asyncio.client import AppsV1Api, CoreV1Api, CustomObjectsApi, ResourceV1Api  # noqa: PLC0415
 
         core, apps, resource = CoreV1Api(api), AppsV1Api(api), ResourceV1Api(api)
         calls = {

@@ -24,17 +24,17 @@ import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import aiohttp
 import orjson
-import yaml
-from kubernetes_asyncio.client import ApiClient, CoreV1Api
 
 from .config import describe_network_error
 from .gpu import GPU, GPU_SHARED, GpuResources, is_gpu_node, node_usage
 from .logs import LogError, stream_logs
 from .records import display_status, node_from, pod_from
+
+if TYPE_CHECKING:
+    from kubernetes_asyncio.client import ApiClient, CoreV1Api
 
 DEFAULT_IMAGE = "nvidia/cuda:12.4.0-base-ubuntu22.04"
 DEFAULT_TIMEOUT = 120.0
@@ -132,6 +132,8 @@ class Plan:
         return self.manifest["metadata"]["name"]
 
     def to_yaml(self) -> str:
+        import yaml  # noqa: PLC0415
+
         return yaml.safe_dump(self.manifest, sort_keys=False, default_flow_style=False)
 
 
@@ -605,6 +607,8 @@ async def _watch(
 ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
     """(type, object) from a watch that resumes where it ended, reconnects after connection
     errors (an API server restart) and lists again after a 410. Runs until the caller stops it."""
+    import aiohttp  # noqa: PLC0415
+
     while True:
         expired = False
         try:
@@ -636,9 +640,17 @@ async def _watch(
             await asyncio.sleep(RETRY_PAUSE)
 
 
+def _core(api: ApiClient) -> CoreV1Api:
+    # The client is imported when first used, not with this module: the app imports
+    # this module before its first frame, and the client takes longer to import than that.
+    from kubernetes_asyncio.client import CoreV1Api  # noqa: PLC0415
+
+    return CoreV1Api(api)
+
+
 async def read_node(api: ApiClient, node: str) -> dict[str, Any]:
     try:
-        return await _json(CoreV1Api(api).read_node(node, _preload_content=False))
+        return await _json(_core(api).read_node(node, _preload_content=False))
     except ApiError as e:
         if e.status == 404:
             raise VerifyError(f"node {node!r} not found") from None
@@ -646,13 +658,13 @@ async def read_node(api: ApiClient, node: str) -> dict[str, Any]:
 
 
 async def pods_on_node(api: ApiClient, node: str) -> list[dict[str, Any]]:
-    listed = await _json(CoreV1Api(api).list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}", _preload_content=False))
+    listed = await _json(_core(api).list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}", _preload_content=False))
     return listed.get("items") or []
 
 
 async def gpu_node_names(api: ApiClient) -> list[str]:
     """Every node with NVIDIA hardware labelled or GPU resources advertised, by name."""
-    listed = await _json(CoreV1Api(api).list_node(_preload_content=False))
+    listed = await _json(_core(api).list_node(_preload_content=False))
     nodes = [node_from(obj) for obj in listed.get("items") or []]
     return sorted(n.name for n in nodes if is_gpu_node(n, node_usage(n, [], GpuResources())))
 
@@ -680,7 +692,9 @@ def create_denied_message(e: ApiError, namespace: str) -> str:
 
 async def delete_pod(api: ApiClient, namespace: str, name: str, confirm_timeout: float = DELETE_CONFIRM_TIMEOUT) -> bool:
     """Delete the pod and wait until it is gone; True once that is confirmed within confirm_timeout."""
-    core = CoreV1Api(api)
+    import aiohttp  # noqa: PLC0415
+
+    core = _core(api)
     try:
         async with asyncio.timeout(confirm_timeout):
             while True:
@@ -732,7 +746,7 @@ class _Run:
 
     def __init__(self, api: ApiClient, plan: Plan, options: VerifyOptions, on_update: OnUpdate | None) -> None:
         self.api = api
-        self.core = CoreV1Api(api)
+        self.core = _core(api)
         self.plan = plan
         self.options = options
         self.on_update = on_update
@@ -773,6 +787,8 @@ class _Run:
         return verdict
 
     async def _create_and_follow(self) -> Verdict:
+        import aiohttp  # noqa: PLC0415
+
         plan = self.plan
         self.emit(CREATING)
         self.may_exist = True  # from here on, even if the call below never returns
@@ -986,7 +1002,7 @@ async def find_leftovers(api: ApiClient, namespace: str | None = None) -> list[L
 
     All namespaces when allowed, else the given one.
     """
-    core = CoreV1Api(api)
+    core = _core(api)
     try:
         listed = await _json(core.list_pod_for_all_namespaces(label_selector=LEFTOVER_SELECTOR, _preload_content=False))
     except ApiError as e:

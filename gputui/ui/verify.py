@@ -21,7 +21,6 @@ import signal
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-import aiohttp
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
@@ -86,6 +85,8 @@ class VerifySettings:
 
 
 def _error_text(error: BaseException) -> str:
+    import aiohttp  # noqa: PLC0415  (loaded by then: connecting imports it; the app starts without)
+
     if isinstance(error, (OSError, aiohttp.ClientError)):
         return describe_network_error(error)
     return str(error) or type(error).__name__
@@ -224,6 +225,8 @@ class VerifyActions:
     @work(group="verify-leftovers", exclusive=True)
     async def check_leftovers(self) -> None:
         """Verification pods an earlier run left behind (found by label), offered for deletion."""
+        import aiohttp  # noqa: PLC0415
+
         app: Any = self
         conn = app.conn
         if conn is None:
@@ -806,6 +809,8 @@ class LeftoversScreen(ModalScreen[None]):
 
     @work(group="verify-leftovers", exit_on_error=False)
     async def _delete(self) -> None:
+        import aiohttp  # noqa: PLC0415
+
         try:
             not_gone = await v.delete_leftovers(self.api, self.leftovers)
         except (OSError, aiohttp.ClientError) as error:
