@@ -134,6 +134,7 @@ def list_metadata(body: bytes) -> Obj:
 
 
 _ITEMS_KEY = b',"items":['
+YIELD_EVERY = 100  # list items handled between two yields to the event loop
 
 
 def _list_head(body: bytes) -> tuple[Obj, int]:
@@ -304,16 +305,19 @@ class Reflector:
             with gc_paused():
                 while True:
                     body = await page
-                    # Ask for the next page before parsing this one, so the server works while we parse.
+                    # Ask for the next page before parsing this one; yielding now and then while
+                    # parsing lets its request go out and its bytes come in meanwhile.
                     meta, items_at = _list_head(body)
                     token = meta.get("continue")
                     if token:
                         page = asyncio.ensure_future(self._fetch_page(token))
-                    items = self._page_items(body, items_at)
+                    items = await self._page_items(body, items_at)
                     del body
                     list_item = self.sink.list_item
-                    for item in items:
+                    for n, item in enumerate(items, 1):
                         list_item(item)
+                        if n % YIELD_EVERY == 0:
+                            await asyncio.sleep(0)
                     del items
                     if not token:
                         break
@@ -326,14 +330,19 @@ class Reflector:
         self.state.synced = True
         self._set(LIVE)  # the data is current; a failing watch turns this to retrying
 
-    def _page_items(self, body: bytes, items_at: int) -> list[Obj]:
+    async def _page_items(self, body: bytes, items_at: int) -> list[Obj]:
         """A page's items, parsed; with a sink that can tell, only those that may matter."""
         may_matter = getattr(self.sink, "may_matter", None)
         spans = item_spans(body, items_at) if may_matter is not None else None
         if spans is not None:
             view = memoryview(body)
+            items: list[Obj] | None = []
             try:
-                items = [orjson.loads(view[start:end]) for start, end in spans if may_matter(body, start, end)]
+                for n, (start, end) in enumerate(spans, 1):
+                    if may_matter(body, start, end):
+                        items.append(orjson.loads(view[start:end]))
+                    if n % YIELD_EVERY == 0:
+                        await asyncio.sleep(0)
             except orjson.JSONDecodeError:
                 items = None
             finally:

@@ -160,7 +160,7 @@ async def test_reflector_page_items_equal_a_full_parse_after_the_model_filter(ap
     items = [layout(p) for p in all_scenario_pods()[:300]] + [layout(TRICKY)]
     body = page(items)
     reflector = Reflector(PODS, None, Sink(m))  # type: ignore[arg-type]
-    parsed = reflector._page_items(body, _list_head(body)[1])
+    parsed = await reflector._page_items(body, _list_head(body)[1])
     assert len(parsed) < len(items)
     kept = [obj for obj in items if m._build_pod(obj) is not None]
     assert [obj for obj in parsed if m._build_pod(obj) is not None] == kept
@@ -174,4 +174,4 @@ async def test_a_page_that_does_not_split_cleanly_is_parsed_whole(api):
     items = [go_layout(pod("web", "a")), odd, go_layout(pod("web", "b"))]
     body = page(items)
     reflector = Reflector(PODS, None, Sink(m))  # type: ignore[arg-type]
-    assert reflector._page_items(body, _list_head(body)[1]) == items
+    assert await reflector._page_items(body, _list_head(body)[1]) == items
