@@ -7,7 +7,10 @@ import sys
 from . import __version__
 
 
-def build_parser() -> argparse.ArgumentParser:
+SUBCOMMANDS = ("sim", "report", "verify")  # the modules below register them
+
+
+def _top_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gputui",
         description="Where are my GPUs? A live terminal view of a Kubernetes cluster's NVIDIA GPUs.",
@@ -16,6 +19,11 @@ def build_parser() -> argparse.ArgumentParser:
     from .ui import launch  # noqa: PLC0415  (argument definitions only; Textual loads when the app starts)
 
     launch.add_app_args(parser)
+    return parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _top_parser()
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     from .sim import cli as sim_cli  # noqa: PLC0415
@@ -32,6 +40,32 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _NotJustTheApp(Exception):
+    pass
+
+
+def _parse_app_args(argv: list[str]) -> argparse.Namespace | None:
+    """The app's flags, parsed without importing the subcommands' modules (the simulator,
+    the report...): they would delay the app's first frame. None when argv may name a
+    subcommand or ask for help, or does not parse: then the full parser decides and words any error."""
+    if any(arg in SUBCOMMANDS or arg in ("-h", "--help") for arg in argv):
+        return None
+    parser = _top_parser()
+
+    def refuse(message: str) -> None:
+        raise _NotJustTheApp(message)
+
+    parser.error = refuse  # type: ignore[method-assign]
+    try:
+        args, rest = parser.parse_known_args(argv)
+    except _NotJustTheApp:
+        return None
+    if rest:
+        return None
+    args.command = None
+    return args
+
+
 def launch_app(args: argparse.Namespace) -> int:
     from .ui import launch  # noqa: PLC0415
 
@@ -39,8 +73,8 @@ def launch_app(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = _parse_app_args(argv) or build_parser().parse_args(argv)
     run = args.run if args.command is not None else launch_app
     try:
         return int(run(args) or 0)

@@ -134,7 +134,6 @@ class Target:
     context: str | None  # None in-cluster
     server: str
     namespace: str
-    contexts: tuple[str, ...] = ()  # every context name, for the palette
 
 
 def _names(docs: list[dict], section: str) -> dict[str, dict]:
@@ -166,7 +165,7 @@ def _resolve_kubeconfig(paths: list[str], context: str | None) -> Target:
         raise KubeconfigError(f'cluster "{cluster_name}" in {where} has no server address')
     if ctx.get("user") and ctx["user"] not in _names(docs, "users"):
         raise KubeconfigError(f'context "{name}" refers to user "{ctx["user"]}", which is not in {where}')
-    return Target(tuple(paths), name, server, ctx.get("namespace") or "default", tuple(contexts))
+    return Target(tuple(paths), name, server, ctx.get("namespace") or "default")
 
 
 def resolve(kubeconfig: str | None = None, context: str | None = None) -> Target:
@@ -181,6 +180,11 @@ def resolve(kubeconfig: str | None = None, context: str | None = None) -> Target
     raise KubeconfigError(
         "no kubeconfig found: pass --kubeconfig PATH, set KUBECONFIG, or create ~/.kube/config"
     )
+
+
+def context_names(kubeconfig: str | None = None) -> list[str]:
+    """Every context the kubeconfig names, first file first (the palette's choices)."""
+    return list(_names([_read_yaml(p) for p in _kubeconfig_paths(kubeconfig)], "contexts"))
 
 
 async def _from_kubeconfig(target: Target) -> Connection:

@@ -1,18 +1,20 @@
 """`gputui` with no subcommand: open the app on a kubeconfig context, or on the demo cluster.
 
-Kept free of Textual at import time: the CLI reads the flags from here, and
-only `run` loads the UI.
+Kept free of Textual and of the Kubernetes client at import time: the CLI reads
+the flags from here, and only `run` loads the UI. The kubeconfig is read and
+its context chosen before the app starts (a bad one is one line on stderr, no
+screen); connecting, and the client's import, happen in the app, after its
+first frame.
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 from typing import Any, Callable
 
 from gputui.config import ConfigError, add_config_args, load_config
-from gputui.kube.config import ConnectError, add_connection_args
+from gputui.kube.config import ConnectError, add_connection_args, context_names, resolve
 
 
 def add_app_args(parser: argparse.ArgumentParser) -> None:
@@ -34,14 +36,10 @@ def add_app_args(parser: argparse.ArgumentParser) -> None:
 
 def kubeconfig_contexts(kubeconfig: str | None) -> list[str]:
     """Context names for the palette; empty when the kubeconfig cannot be read (the app says why elsewhere)."""
-    from kubernetes_asyncio.config.kube_config import list_kube_config_contexts  # noqa: PLC0415
-
-    path = kubeconfig or os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
     try:
-        contexts, _ = list_kube_config_contexts(path)
-    except Exception:  # noqa: BLE001  (a palette entry is not worth an error)
+        return context_names(kubeconfig)
+    except ConnectError:
         return []
-    return [c["name"] for c in contexts if isinstance(c, dict) and isinstance(c.get("name"), str)]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -50,9 +48,14 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as error:
         print(f"gputui: {error}", file=sys.stderr)
         return 2
-    verify = verify_settings(config, args.read_only)
     if not args.demo:
-        return _run_app(make_app(args.kubeconfig, args.context, args.resource, verify=verify))
+        try:
+            resolve(args.kubeconfig, args.context)  # cheap: a bad kubeconfig or context fails here, before any screen
+        except ConnectError as error:
+            print(f"gputui: {error}", file=sys.stderr)
+            return 2
+        return _run_app(make_app(args.kubeconfig, args.context, args.resource, verify=verify_settings(config, args.read_only)))
+    verify = verify_settings(config, args.read_only)
     from .demo import BackgroundCluster  # noqa: PLC0415
 
     # The app draws its first frame, then its connector starts the simulator
@@ -117,7 +120,7 @@ def make_app(
     return GpuTuiApp(
         connector,
         context=context,
-        contexts=lambda: kubeconfig_contexts(path) if path else [],
+        contexts=lambda: kubeconfig_contexts(path) if path or kubeconfig_from is None else [],
         resources=GpuResources(frozenset(extra_resources)),
         **options,
     )
