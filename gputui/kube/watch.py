@@ -23,18 +23,20 @@ import logging
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Iterator, Protocol
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterator, Protocol
 
-import aiohttp
 import orjson
 
 from .config import describe_network_error, status_message
 from .records import OBJECT_OPENING
 
+if TYPE_CHECKING:
+    import aiohttp
+
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
-ListCall = Callable[..., Awaitable[aiohttp.ClientResponse]]
+ListCall = Callable[..., Awaitable["aiohttp.ClientResponse"]]
 
 SYNCING = "syncing"
 LIVE = "live"
@@ -242,6 +244,8 @@ class Reflector:
 
     # -- the loop ------------------------------------------------------------
     async def run(self) -> None:
+        import aiohttp  # noqa: PLC0415  (loaded with the client, not with this module: the app imports it before its first frame)
+
         while True:
             try:
                 if self.resource_version is None:
@@ -285,6 +289,8 @@ class Reflector:
         return await self.list_call(_preload_content=False, **params)
 
     async def _fetch_page(self, token: str | None) -> bytes:
+        import aiohttp  # noqa: PLC0415
+
         timeout = aiohttp.ClientTimeout(sock_connect=self.connect_timeout, sock_read=self.read_timeout)
         params: dict[str, Any] = {"limit": self.page_size, "_request_timeout": timeout}
         if token:
@@ -353,6 +359,8 @@ class Reflector:
         return orjson.loads(body).get("items") or []
 
     async def _watch(self) -> None:
+        import aiohttp  # noqa: PLC0415
+
         assert self.resource_version is not None
         timeout = aiohttp.ClientTimeout(sock_connect=self.connect_timeout, sock_read=self.inactivity_timeout)
         started = time.monotonic()
