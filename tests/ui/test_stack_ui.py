@@ -40,7 +40,12 @@ def fast_metrics_app(cluster):
 
 
 async def connected(app, pilot) -> None:
-    await wait_for(pilot, lambda: app.model is not None and app.model.stack_known and app.nodes_table.row_count > 0, what="the model")
+    """Every watched kind listed once (the DRA kinds too) and the Nodes pane filled."""
+    def synced() -> bool:
+        model = app.model
+        return model is not None and all(r.settled.is_set() for r in model.reflectors.values()) and app.nodes_table.row_count > 0
+
+    await wait_for(pilot, synced, what="the model")
 
 
 async def open_stack(app, pilot) -> StackScreen:
@@ -183,7 +188,8 @@ async def test_node_details_list_dra_devices_and_their_holders(demo_cluster):
     async with app.run_test(size=(120, 40)) as pilot:
         await connected(app, pilot)
         await show_details(app, pilot, demo.DRA_NODE)
-        await wait_for(pilot, lambda: "DRA devices" in app.screen.text, what="the DRA section")
+        await wait_for(pilot, lambda: "DRA devices" in app.screen.text and "held by inference/whisper-dra-0" in app.screen.text,
+                       what="the DRA section with its holders")
         lines = app.screen.text.splitlines()
         gpu0 = next(line for line in lines if line.startswith("  gpu-0 "))
         assert "H100 80GB HBM3 80G" in gpu0 and "held by inference/qwen-72b-serving-0" in gpu0
