@@ -32,3 +32,10 @@ def objects() -> list[dict[str, Any]]:
     trainer = b.container("trainer", "nvcr.io/nvidia/pytorch:24.05-py3", limits={"nvidia.com/gpu": 1}, command=["sleep", "infinity"])
     busy = b.pod("trainer-0", "default", [trainer], node_name="gpu-full", tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists"}])
     return nodes + [busy]
+
+
+def verification_pods(sim: Any) -> list[str]:
+    """Names of the verification pods the cluster holds now."""
+    from gputui.kube.verify import MANAGED_BY_LABEL
+
+    return [p["metadata"]["name"] for p in sim.store.objects("pods") if (p["metadata"].get("labels") or {}).get(MANAGED_BY_LABEL) == "gputui"]

@@ -16,8 +16,9 @@ from gputui.sim.cluster import SimCluster
 
 sys.path.insert(0, str(Path(__file__).parent))
 import cluster  # noqa: E402
+from cluster import verification_pods  # noqa: E402
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.usefixtures("nothing_left_behind")]
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -26,31 +27,6 @@ async def sim():
     # Slower than the lifecycle tests' cluster, so a signal can reach a pod that is still running.
     async with SimCluster(cluster.objects(), speed=2, faults=True) as s:
         yield s
-
-
-def verification_pods(sim) -> list[str]:
-    return [p["metadata"]["name"] for p in sim.store.objects("pods") if (p["metadata"].get("labels") or {}).get(v.MANAGED_BY_LABEL) == "gputui"]
-
-
-@pytest.fixture(scope="module")
-def created(sim) -> list[str]:
-    """Names of every verification pod ever created in the module's cluster."""
-    names: list[str] = []
-
-    def record(event) -> None:
-        labels = event.obj["metadata"].get("labels") or {}
-        if event.type == "ADDED" and event.resource.key == "pods" and labels.get(v.MANAGED_BY_LABEL) == "gputui":
-            names.append(event.obj["metadata"]["name"])
-
-    sim.store.subscribe(record)
-    return names
-
-
-@pytest.fixture(autouse=True)
-def nothing_left_behind(sim):
-    yield
-    sim.faults.clear()
-    assert verification_pods(sim) == []
 
 
 async def start(sim, *args: str, stdin=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE, kubeconfig: str | None = None):

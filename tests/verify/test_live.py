@@ -17,8 +17,9 @@ from gputui.sim.cluster import SimCluster
 
 sys.path.insert(0, str(Path(__file__).parent))
 import cluster  # noqa: E402
+from cluster import verification_pods  # noqa: E402
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.usefixtures("nothing_left_behind")]
 FAST = v.VerifyOptions(timeout=20, delete_timeout=10)
 
 
@@ -33,31 +34,6 @@ async def api(sim):
     conn = await connect(str(sim.kubeconfig_path))
     yield conn.api
     await conn.close()
-
-
-def verification_pods(sim) -> list[str]:
-    return [p["metadata"]["name"] for p in sim.store.objects("pods") if (p["metadata"].get("labels") or {}).get(v.MANAGED_BY_LABEL) == "gputui"]
-
-
-@pytest.fixture(scope="module")
-def created(sim) -> list[str]:
-    """Names of every verification pod ever created in the module's cluster."""
-    names: list[str] = []
-
-    def record(event) -> None:
-        labels = event.obj["metadata"].get("labels") or {}
-        if event.type == "ADDED" and event.resource.key == "pods" and labels.get(v.MANAGED_BY_LABEL) == "gputui":
-            names.append(event.obj["metadata"]["name"])
-
-    sim.store.subscribe(record)
-    return names
-
-
-@pytest.fixture(autouse=True)
-def nothing_left_behind(sim):
-    yield
-    sim.faults.clear()
-    assert verification_pods(sim) == []
 
 
 async def verify(api, node, options=FAST, updates=None):
