@@ -409,6 +409,15 @@ class NodeSummary:
         return self.node.name
 
 
+def summary_inputs(pod: Pod) -> object:
+    """What a node's summary reads of one of its pods (summarize_node, stack.node_components):
+    all of a GPU-stack or DaemonSet pod; of any other only where it runs, whether it finished
+    and what it requests. A pod change whose inputs compare equal leaves the summary as it was."""
+    if (pod.owner is not None and pod.owner[0] == "DaemonSet") or stack_component(pod.labels):
+        return pod
+    return (pod.node, pod.finished, pod.requests)
+
+
 def summarize_node(
     node: Node,
     pods_on_node: list[Pod],

@@ -23,7 +23,9 @@ and the verdicts component-failing, several-plugins and xid-errors in the
 node's problems; `cluster_problems()` has operator-not-ready.  DCGM metrics
 come from `model.metrics` (a MetricsPoller: `want()` / `poll_once()`).
 
-Listeners are called synchronously, once per applied watch event, with a
+Listeners are called synchronously, once per watch event that changes what
+the model keeps (an update that changes nothing a record holds, such as a
+heartbeat or an annotation, is not passed on), with a
 Change(kind, key); key None means "all of this kind" (after a full list),
 kind "state" reports a resource's state and kind "metrics" a node's new
 DCGM readings (key: the node). They must be cheap: the UI coalesces.
@@ -136,7 +138,7 @@ class Table(Generic[R]):
             if old is None or not self._drop(key):
                 return
             self.notify(Change(self.kind, self.change_key(key, old)))
-        else:
+        elif record != old:  # most updates (heartbeats, annotations, timestamps) change nothing kept
             self._put(key, record)
             self.notify(Change(self.kind, self.change_key(key, record)))
 
@@ -157,9 +159,11 @@ class PodTable(Table[Pod]):
             self._unindex(key, old)
         if new.node:
             self.by_node.setdefault(new.node, set()).add(key)  # type: ignore[arg-type]
-        if old is not None:
+        if old is None:
+            self.on_node_dirty(new.node)
+        elif gpu.summary_inputs(old) != gpu.summary_inputs(new):  # a workload pod's restarts, say, change no summary
             self.on_node_dirty(old.node)
-        self.on_node_dirty(new.node)
+            self.on_node_dirty(new.node)
 
     def _removed(self, key: Hashable, old: Pod) -> None:
         self._unindex(key, old)
@@ -297,6 +301,7 @@ class ClusterModel:
         self._gpu_names: dict[str, bool] = {}
         self._listeners: list[Listener] = []
         self._summaries: dict[str, gpu.NodeSummary] = {}
+        self.summary_generation = 0  # see _forget_summary
         self._stack: stack.Stack | None = None
         self._dra: DraView | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -390,18 +395,15 @@ class ClusterModel:
         if change.kind == CLUSTERPOLICIES or (change.kind == DAEMONSETS and (change.key is None or self.daemonsets.stack_changed)):
             self.daemonsets.stack_changed = False
             self._stack = None
-            self._summaries.clear()  # every node's component matrix depends on the stack
+            self._forget_summary()  # every node's component matrix depends on the stack
         elif change.kind in DRA_KINDS:
             self._dra = None
-            self._summaries.clear()
+            self._forget_summary()
         elif change.kind == NODES:
-            if change.key is None:
-                self._summaries.clear()
-            else:
-                self._summaries.pop(change.key, None)  # type: ignore[arg-type]
+            self._forget_summary(change.key)  # type: ignore[arg-type]
         elif change.kind == PODS:
             if change.key is None:
-                self._summaries.clear()
+                self._forget_summary()
                 self.events.prune(self._event_matters)
             elif change.key not in self.pods.records:
                 self.events.drop_object(("Pod", *change.key))  # type: ignore[misc]
@@ -413,15 +415,24 @@ class ClusterModel:
 
     def _state_changed(self, state: ResourceState) -> None:
         if state.resource in (PODS, DAEMONSETS):
-            self._summaries.clear()  # the plugin verdict and the component matrix depend on whether these are known
+            self._forget_summary()  # the plugin verdict and the component matrix depend on whether these are known
         self._notify(Change(STATE, state.resource))
 
     def _node_dirty(self, node: str | None) -> None:
         if node:
-            self._summaries.pop(node, None)
+            self._forget_summary(node)
+
+    def _forget_summary(self, node: str | None = None) -> None:
+        """Drop a node's cached summary (None: every node's). summary_generation moves with
+        each drop of a computed summary: while it stands still, node_summaries() is unchanged."""
+        if node is None:
+            self._summaries.clear()
+        elif self._summaries.pop(node, None) is None:
+            return  # not computed since the last drop, which moved the generation already
+        self.summary_generation += 1
 
     def _metrics_updated(self, node: str) -> None:
-        self._summaries.pop(node, None)  # xid-errors
+        self._forget_summary(node)  # xid-errors
         self._notify(Change(METRICS, node))
 
     # -- what is kept ----------------------------------------------------------------

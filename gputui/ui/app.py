@@ -7,6 +7,7 @@ Widgets never call the API.
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 from pathlib import Path
 from typing import Awaitable, Callable, Iterable, TypeVar
@@ -41,10 +42,12 @@ REFRESH_INTERVAL = 0.1  # at most ten refreshes a second, however fast events co
 MAX_REFRESH_INTERVAL = 1.0
 WATCH_OK = (LIVE, ABSENT)  # absent: a kind this cluster does not serve (no CRD), nothing wrong
 NODE_PARTS = frozenset({"header", "nodes"})
-NODE_SLICE = 100  # node summaries computed between two yields to the loop
+NODE_SLICE_SECONDS = 0.005  # node summaries are computed for at most this long between two yields to the loop
+POD_ROWS_SECONDS = 0.005  # GPU-pod rows are brought up to date for at most this long per refresh; the rest next time
 AGE_INTERVAL = 5.0  # ages tick on their own; a cell is redrawn only when its text changes
 NARROW_WIDTH = 100
 PLUGIN_LOG_TAIL = 50
+FULL_GC_EVERY = 1000  # collections of the middle generation between two full ones (CPython's default: 10)
 
 Connector = Callable[[str | None], Awaitable[Connection]]
 
@@ -148,6 +151,8 @@ class GpuTuiApp(StackActions, VerifyActions, App[None]):
         # _stale_pods means every pod must be looked at again.
         self._pod_view: dict[tuple[str, str], tuple[gpu.GpuPod, str, tuple]] = {}
         self._stale_pods: set[tuple[str, str]] | None = None
+        self._pods_scope: tuple | None = None  # (all nodes?, node, namespace) of the rows the pods table was given
+        self._nodes_generation = -1  # the model's summary_generation when node summaries were last gathered
         self._plugin_identity: tuple[str, str, int] | None = None
         self._plugin_changed = asyncio.Event()
         self._plugin_info: Text | None = None
@@ -184,8 +189,13 @@ class GpuTuiApp(StackActions, VerifyActions, App[None]):
         self.nodes_table.focus()
         self._apply_layout(self.size.width)
         self._main("#header", ClusterHeader).update(Text("connecting…", style="dim"))
-        self.set_interval(AGE_INTERVAL, lambda: self._request("pods", "plugin"))
+        self.set_interval(AGE_INTERVAL, self._age_tick)
         self._connect()
+
+    def _age_tick(self) -> None:
+        if self._stale_pods is not None:
+            self._stale_pods.update(self._pod_view)  # their ages: looked at like any change, a slice at a time
+        self._request("pods", "plugin")
 
     def on_resize(self, event) -> None:  # noqa: ANN001
         if not self._main_ready or not self.screen_stack:
@@ -223,9 +233,22 @@ class GpuTuiApp(StackActions, VerifyActions, App[None]):
         self.model = ClusterModel(self.conn.api, resources=self.resources, **self.model_options)
         self._unsubscribe = self.model.subscribe(self._on_change)
         await self.model.start()
+        self._when_synced(self.model)
         self.check_leftovers()
         self._refresh_views()
         self._ask_version(self.conn)
+
+    @work(exclusive=True, group="synced")
+    async def _when_synced(self, model: ClusterModel) -> None:
+        # Waiting for the first lists is what lets the model move its records out of the
+        # cyclic GC's way (gc.freeze). What lives on (table cells, records that changed)
+        # is still scanned by every full collection, 50-150 ms here with 2,000 GPU pods,
+        # and under an event storm CPython's default starts one every second or two:
+        # make that every few minutes. Nearly all garbage here is acyclic, freed at once
+        # by reference counting; cycles wait a little longer, memory stays flat.
+        await model.wait_synced()
+        young, middle, _ = gc.get_threshold()
+        gc.set_threshold(young, middle, FULL_GC_EVERY)
 
     @work(exclusive=True, group="version")
     async def _ask_version(self, conn: Connection) -> None:
@@ -252,6 +275,9 @@ class GpuTuiApp(StackActions, VerifyActions, App[None]):
         self._changes += 1
         if change.kind == PODS:
             self._note_stale_pod(change.key)
+            if self.model is not None and self.model.summary_generation == self._nodes_generation:
+                self._request("pods", "plugin")  # no node summary changed: the nodes stay as they are
+                return
         elif change.kind == EVENTS:
             if change.key is None:
                 self._note_stale_pod(None)
@@ -300,22 +326,22 @@ class GpuTuiApp(StackActions, VerifyActions, App[None]):
             model = self.model
             if model is None:
                 return
+            self._nodes_generation = model.summary_generation  # a summary dropped from here on: gathered again
             summaries = []
-            spent = 0.0
-            for i, name in enumerate(list(model.nodes.records)):
-                if i % NODE_SLICE == 0 and i:
+            slice_started = time.perf_counter()
+            for name in list(model.nodes.records):
+                if time.perf_counter() - slice_started > NODE_SLICE_SECONDS:
                     await asyncio.sleep(0)
                     if self.model is not model:
                         return
-                tick = time.perf_counter()
+                    slice_started = time.perf_counter()
                 summary = model.summary(name)
-                spent += time.perf_counter() - tick
                 if summary is not None:
                     summaries.append(summary)
             summaries.sort(key=lambda s: (not s.gpu_node, s.name))
             tick = time.perf_counter()
             self._refresh_views(parts, summaries=summaries)
-            self._refresh_cost = max(self._refresh_cost, time.perf_counter() - tick, spent / max(1, len(summaries) / NODE_SLICE))
+            self._refresh_cost = max(self._refresh_cost, time.perf_counter() - tick)
         finally:
             self._gathering = False
             if self._stale & NODE_PARTS:
@@ -335,8 +361,8 @@ class GpuTuiApp(StackActions, VerifyActions, App[None]):
     # -- rendering ---------------------------------------------------------------------
     def _refresh_views(self, parts: Iterable[str] = ALL_PARTS, summaries: list[gpu.NodeSummary] | None = None) -> None:
         """Redraw the given parts and every stale one, now (summaries: already gathered)."""
-        if not self._main_ready or not self.screen_stack:
-            return  # not mounted yet, or shutting down
+        if not self._main_ready or not self.is_running or not self.screen_stack:
+            return  # not mounted yet, or shutting down (workers may still run while the screens close)
         parts = self._stale.union(parts)
         self._stale.clear()
         self.refreshes += 1
@@ -426,49 +452,78 @@ class GpuTuiApp(StackActions, VerifyActions, App[None]):
         pane.set_status(self._pane_status("nodes", self.nodes_table))
 
     def _refresh_pods(self, model: ClusterModel, now: float) -> None:
-        """Bring the GPU-pod rows up to date: only stale pods are looked at again, and
-        a row is rebuilt only when its pod, its reason or its age text changed."""
+        """Bring the GPU-pod rows up to date. Only stale pods are looked at again, the rows on
+        screen first, for at most POD_ROWS_SECONDS (the rest next time: an event storm never
+        blocks the loop, and what is shown stays current); a row is rebuilt only when what it
+        shows changed, and the table is given only those rows unless the set of rows changed."""
         view = self._pod_view
         stale = self._stale_pods
         self._stale_pods = set()
         records = model.pods.records
+        regroup = stale is None  # the rows shown are other pods, or in another order
         if stale is None:
             view.clear()
             stale = set(records)
         narrow = bool(self._narrow)
-        for key in stale:
+        changed: dict[tuple[str, str], tuple] = {}
+        deadline = time.perf_counter() + POD_ROWS_SECONDS
+        ordered = self._visible_first(stale)
+        for n, key in enumerate(ordered):
+            if n % 16 == 0 and n and time.perf_counter() > deadline:
+                self._stale_pods.update(ordered[n:])
+                self._request("pods")
+                break
             pod = records.get(key)
             events = model.events_for("Pod", *key) if pod is not None and pod.node is None else ()
             entry = gpu.gpu_pod(pod, self.resources, events) if pod is not None else None
-            if entry is None:
-                view.pop(key, None)
-                continue
-            age_text = render.age(pod.created, now)
             shown = view.get(key)
+            if entry is None:
+                if shown is not None:
+                    del view[key]
+                    regroup = True
+                continue
+            if shown is None or shown[0].pod.node != entry.pod.node:
+                regroup = True  # a new row, or one that moves in or out of a node's view
+            age_text = render.age(entry.pod.created, now)
             if shown is not None and shown[1] == age_text and _row_facts(shown[0]) == _row_facts(entry):
                 view[key] = (entry, age_text, shown[2])  # changed, but nothing the row shows
             else:
-                view[key] = (entry, age_text, pod_row(entry, age_text, narrow))
-        for key, (entry, age_text, cells) in view.items():
-            fresh = render.age(entry.pod.created, now)
-            if fresh != age_text:
-                view[key] = (entry, fresh, pod_row(entry, fresh, narrow))
+                changed[key] = cells = pod_row(entry, age_text, narrow)
+                view[key] = (entry, age_text, cells)
         node = None if self.pods_all_nodes else self.selected_node
-        rows = [
-            (f"{key[0]}/{key[1]}", cells)
-            for key, (entry, _, cells) in sorted(view.items())
-            if (node is None or entry.pod.node == node) and (self.namespace is None or key[0] == self.namespace)
-        ]
-        if node is None and not self.pods_all_nodes:
-            rows = []
-        self.pods_table.show(rows)
+        scope = (self.pods_all_nodes, node, self.namespace)
+        if regroup or scope != self._pods_scope:
+            self._pods_scope = scope
+            self.pods_table.show(self._pod_rows(model, node))
+        elif changed:
+            self.pods_table.update_rows({f"{key[0]}/{key[1]}": cells for key, cells in changed.items()})
         where = "all nodes" if self.pods_all_nodes else f"node {clean(self.selected_node or '-', 60)}"
         title = f"GPU pods · {where}"
         if self.namespace:
             title += f" · ns {clean(self.namespace, 63)}"
         pane = self._main("#pods", Pane)
-        pane.border_title = title
+        pane.set_title(title)
         pane.set_status(self._pane_status(PODS, self.pods_table))
+
+    def _visible_first(self, keys: set[tuple[str, str]]) -> list[tuple[str, str]]:
+        """The pods' keys, those of the rows on screen first."""
+        on_screen = [key for key in (tuple(row.split("/", 1)) for row in self.pods_table.visible_keys()) if key in keys]
+        if not on_screen:
+            return list(keys)
+        first = set(on_screen)
+        return on_screen + [key for key in keys if key not in first]  # type: ignore[misc]
+
+    def _pod_rows(self, model: ClusterModel, node: str | None) -> list[tuple[str, tuple]]:
+        """The pods table's rows, by namespace and name: every GPU pod, or the selected node's."""
+        if node is None and not self.pods_all_nodes:
+            return []
+        view = self._pod_view
+        keys = view.keys() if node is None else [key for key in model.pods.by_node.get(node, ()) if key in view]
+        return [
+            (f"{key[0]}/{key[1]}", view[key][2])
+            for key in sorted(keys)
+            if self.namespace is None or key[0] == self.namespace
+        ]
 
     def _pane_status(self, kind: str, table: KeyedTable) -> str:
         parts = []
@@ -482,18 +537,17 @@ class GpuTuiApp(StackActions, VerifyActions, App[None]):
 
     def _refresh_plugin(self, model: ClusterModel, now: float) -> None:
         pane = self._main("#plugin", Pane)
-        info = self._main("#plugin-info")
         node = self.selected_node
         pod = model.plugin_pod(node) if node else None
         identity = (pod.uid, pod.name, pod.restarts) if pod else None
         if identity != self._plugin_identity:
             self._plugin_identity = identity
             self._plugin_changed.set()
-        pane.border_title = f"Device plugin · {clean(node, 60)}" if node else "Device plugin"
+        pane.set_title(f"Device plugin · {clean(node, 60)}" if node else "Device plugin")
         if pod is None:
             known = model.pods_known
             message = "no device-plugin pod on this node" if known else model.states[PODS].describe() if PODS in model.states else "pods are not watched"
-            info.update(Text(message if node else "no node selected", style="dim"))
+            self._show_plugin_info(Text(message if node else "no node selected", style="dim"))
             pane.set_status("")
             return
         line = render.pod_name(pod)
@@ -506,11 +560,14 @@ class GpuTuiApp(StackActions, VerifyActions, App[None]):
         if container and len(pod.containers) > 1:
             line.append("  container ", style="dim")
             line.append_text(render.text(container, limit=60))
-        info.update(line)
+        self._show_plugin_info(line)
         pane.set_status(render.clean(pod.status, 40) if not ready else "")
+
+    def _show_plugin_info(self, line: Text) -> None:
+        # Only when it changed: an update lays the whole screen out again, every table redrawn.
         if self._plugin_info != line:
             self._plugin_info = line
-            info.update(line)
+            self._main("#plugin-info", Static).update(line)
 
     # -- the device-plugin log stream -------------------------------------------------------
     @work(exclusive=True, group="plugin-log")
@@ -664,6 +721,7 @@ class GpuTuiApp(StackActions, VerifyActions, App[None]):
         self.server_version = ""
         self._node_cells.clear()
         self._stale_pods = None
+        self._nodes_generation = -1
         self.nodes_table.show([])
         self.pods_table.show([])
         self.plugin_log.clear()

@@ -3,14 +3,16 @@
 `show(rows)` takes the complete wanted content (row key -> cells, in order)
 and applies only the difference: stale rows removed, changed cells updated one
 by one, new rows added, rows re-ordered only when the order changed; the
-cursor stays on the same row and the scroll position stays put. A filter
-(`/`) hides rows whose text does not contain it, without asking the model.
-Cells are `rich.text.Text`, never markup strings.
+cursor stays on the same row and the scroll position stays put. It looks at
+every row; `update_rows(changed)` gives new cells for some of the rows wanted,
+the rows and their order the same, and looks at those only (an event storm
+on a big table). A filter (`/`) hides rows whose text does not contain it,
+without asking the model. Cells are `rich.text.Text`, never markup strings.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from rich.cells import cell_len
 from rich.text import Text
@@ -41,6 +43,7 @@ class KeyedTable(DataTable):
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes, cursor_type="row", zebra_stripes=False)
         self._wanted: list[tuple[str, Cells]] = []
+        self._wanted_at: dict[str, int] = {}  # key -> its index in _wanted
         self._shown: dict[str, Cells] = {}
         self._order: list[str] = []
         self._columns: tuple[Column, ...] = ()
@@ -64,6 +67,7 @@ class KeyedTable(DataTable):
         cursor_key = self.cursor_key
         self._columns = columns
         self._wanted = []  # rows were built for the old columns; the owner shows new ones
+        self._wanted_at = {}
         self._cursor_after_layout = cursor_key or self._cursor_after_layout
         self.clear(columns=True)
         self._shown.clear()
@@ -88,15 +92,41 @@ class KeyedTable(DataTable):
         """Keys of the rows on screen, in order (the filter applied)."""
         return list(self._order)
 
+    def visible_keys(self) -> list[str]:
+        """Keys of the rows in view now (every row is one line high)."""
+        first = int(self.scroll_y)
+        return self._order[first : first + self.scrollable_content_region.height]
+
     def row_index(self, key: str) -> int:
         return self._order.index(key)
 
     def show(self, rows: Sequence[tuple[str, Cells]]) -> None:
         """Make the table show these rows (cells in column order), changing only what differs."""
         self._wanted = list(rows)
+        self._wanted_at = {key: i for i, (key, _) in enumerate(self._wanted)}
         cursor_key = self.cursor_key or self._cursor_after_layout
         self._cursor_after_layout = None
         self._apply(cursor_key)
+
+    def update_rows(self, changed: Mapping[str, Cells]) -> None:
+        """New cells for rows already wanted, in the same order; keys not wanted are ignored.
+        Only these rows are looked at (a row the filter now hides or shows: all of them)."""
+        needle = self.filter_text.casefold()
+        refilter = False
+        for key, cells in changed.items():
+            at = self._wanted_at.get(key)
+            if at is None:
+                continue
+            if needle and _matches(self._wanted[at][1], needle) != _matches(cells, needle):
+                refilter = True
+            self._wanted[at] = (key, cells)
+        if refilter:
+            self._apply(self.cursor_key)
+            return
+        with self.app.batch_update():
+            for key, cells in changed.items():
+                if key in self._shown and key in self._wanted_at:
+                    self._update_row(key, cells)
 
     def set_filter(self, text: str) -> None:
         self.filter_text = text
@@ -106,14 +136,13 @@ class KeyedTable(DataTable):
         needle = self.filter_text.casefold()
         if not needle:
             return self._wanted
-        return [(key, cells) for key, cells in self._wanted if any(needle in c.plain.casefold() for c in cells)]
+        return [(key, cells) for key, cells in self._wanted if _matches(cells, needle)]
 
     def _apply(self, cursor_key: str | None) -> None:
         if not self._columns:
             return
         visible = self._visible()
         wanted_keys = {key for key, _ in visible}
-        columns = [ColumnKey(c.key) for c in self._columns]
         stale = [k for k in self._shown if k not in wanted_keys]
         with self.app.batch_update():
             if len(stale) > max(REBUILD_AT, len(self._shown) // 2):
@@ -128,17 +157,12 @@ class KeyedTable(DataTable):
                 del self._shown[key]
             added = False
             for key, cells in visible:
-                old = self._shown.get(key)
-                if old is None:
+                if key not in self._shown:
                     self.add_row(*cells, key=key)
+                    self._shown[key] = cells
                     added = True
-                elif old != cells:
-                    row_key = RowKey(key)
-                    for column, before, after in zip(columns, old, cells):
-                        if before != after:
-                            grow = cell_len(after.plain) > self.columns[column].content_width
-                            self.update_cell(row_key, column, after, update_width=grow)
-                self._shown[key] = cells
+                else:
+                    self._update_row(key, cells)
             order = [key for key, _ in visible]
             if added or order != self._order:
                 if order != self._current_order():
@@ -146,6 +170,24 @@ class KeyedTable(DataTable):
                     self._sort_by_rank()
                 self._order = order
             self._keep_cursor_on(cursor_key)
+
+    def _update_row(self, key: str, cells: Cells) -> None:
+        """Update the cells of a shown row that differ (a row is never re-added for a change).
+        _shown keeps the very cell objects the table holds: _sort_by_rank finds rows by them."""
+        old = self._shown[key]
+        if old is cells or old == cells:
+            return
+        row_key = RowKey(key)
+        held = []
+        for column, before, after in zip(self._columns, old, cells):
+            if before == after:
+                held.append(before)
+                continue
+            column_key = ColumnKey(column.key)
+            grow = cell_len(after.plain) > self.columns[column_key].content_width
+            self.update_cell(row_key, column_key, after, update_width=grow)
+            held.append(after)
+        self._shown[key] = tuple(held)
 
     def _current_order(self) -> list[str]:
         return [row.key.value for row in self.ordered_rows]  # type: ignore[misc]
@@ -163,3 +205,7 @@ class KeyedTable(DataTable):
         index = self._order.index(key)
         if index != self.cursor_row:
             self.move_cursor(row=index, animate=False, scroll=False)
+
+
+def _matches(cells: Cells, needle: str) -> bool:
+    return any(needle in c.plain.casefold() for c in cells)

@@ -70,9 +70,17 @@ class Pane(Vertical):
     def __init__(self, title: str, *, id: str) -> None:
         super().__init__(id=id, classes="pane")
         self.border_title = title
+        self._title, self._status = title, ""
+
+    # Setting a border title redraws the pane, even to the same text: set only changes.
+    def set_title(self, title: str) -> None:
+        if title != self._title:
+            self._title = self.border_title = title
 
     def set_status(self, status: Text | str) -> None:
-        self.border_subtitle = status.plain if isinstance(status, Text) else status
+        text = status.plain if isinstance(status, Text) else status
+        if text != self._status:
+            self._status = self.border_subtitle = text
 
 
 class ClusterHeader(Static):
