@@ -253,6 +253,10 @@ async def measure_lag(kubeconfig: str, seconds: float, sim: subprocess.Popen) ->
                 raise SystemExit("bench: the model did not sync")
             await pilot.pause(0.1)
         await pilot.pause(1.0)
+        while app._pods_filling or app._freeze_when_filled:  # the first full picture, then its one-off GC freeze
+            if time.monotonic() > deadline:
+                raise SystemExit("bench: the tables did not fill")
+            await pilot.pause(0.1)
         rss_before = rss_mb()
         pods = app.model.reflectors["pods"]
         events_before, refreshes_before = pods.events, app.refreshes

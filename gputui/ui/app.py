@@ -44,10 +44,10 @@ WATCH_OK = (LIVE, ABSENT)  # absent: a kind this cluster does not serve (no CRD)
 NODE_PARTS = frozenset({"header", "nodes"})
 NODE_SLICE_SECONDS = 0.005  # node summaries are computed for at most this long between two yields to the loop
 POD_ROWS_SECONDS = 0.005  # GPU-pod rows are brought up to date for at most this long per refresh; the rest next time
+FILL_SECONDS, FILL_PAUSE = 0.015, 0.02  # the pods table filled from scratch: longer slices, one soon after the other
 AGE_INTERVAL = 5.0  # ages tick on their own; a cell is redrawn only when its text changes
 NARROW_WIDTH = 100
 PLUGIN_LOG_TAIL = 50
-FULL_GC_EVERY = 1000  # collections of the middle generation between two full ones (CPython's default: 10)
 
 Connector = Callable[[str | None], Awaitable[Connection]]
 
@@ -151,6 +151,7 @@ class GpuTuiApp(StackActions, VerifyActions, App[None]):
         # _stale_pods means every pod must be looked at again.
         self._pod_view: dict[tuple[str, str], tuple[gpu.GpuPod, str, tuple]] = {}
         self._stale_pods: set[tuple[str, str]] | None = None
+        self._pods_filling = False  # rebuilding every row (start, layout, relist): slices follow each other soon
         self._pods_scope: tuple | None = None  # (all nodes?, node, namespace) of the rows the pods table was given
         self._nodes_generation = -1  # the model's summary_generation when node summaries were last gathered
         self._plugin_identity: tuple[str, str, int] | None = None
@@ -162,6 +163,7 @@ class GpuTuiApp(StackActions, VerifyActions, App[None]):
         self._stale: set[str] = set()
         self._refresh_cost = 0.0  # seconds the last coalesced refresh took
         self._gathering = False  # node summaries being gathered (see _gather_nodes)
+        self._freeze_when_filled = False  # the model has synced: freeze the tables' rows once they are filled
 
     # -- layout ------------------------------------------------------------------
     def get_default_screen(self) -> Screen:
@@ -241,14 +243,9 @@ class GpuTuiApp(StackActions, VerifyActions, App[None]):
     @work(exclusive=True, group="synced")
     async def _when_synced(self, model: ClusterModel) -> None:
         # Waiting for the first lists is what lets the model move its records out of the
-        # cyclic GC's way (gc.freeze). What lives on (table cells, records that changed)
-        # is still scanned by every full collection, 50-150 ms here with 2,000 GPU pods,
-        # and under an event storm CPython's default starts one every second or two:
-        # make that every few minutes. Nearly all garbage here is acyclic, freed at once
-        # by reference counting; cycles wait a little longer, memory stays flat.
+        # cyclic GC's way (gc.freeze); the tables' rows follow once they are filled.
         await model.wait_synced()
-        young, middle, _ = gc.get_threshold()
-        gc.set_threshold(young, middle, FULL_GC_EVERY)
+        self._freeze_when_filled = True
 
     @work(exclusive=True, group="version")
     async def _ask_version(self, conn: Connection) -> None:
@@ -295,13 +292,14 @@ class GpuTuiApp(StackActions, VerifyActions, App[None]):
         elif self._stale_pods is not None:
             self._stale_pods.add(key)  # type: ignore[arg-type]
 
-    def _request(self, *parts: str) -> None:
+    def _request(self, *parts: str, soon: bool = False) -> None:
         """Mark parts of the screen stale; one refresh within REFRESH_INTERVAL redraws them.
         Under an event storm the interval stretches so that refreshing takes at most
-        a quarter of the loop's time, whatever the cluster's size."""
+        a quarter of the loop's time, whatever the cluster's size. soon: a table being
+        filled goes on after FILL_PAUSE."""
         self._stale.update(parts)
         if self._flush_timer is None:
-            delay = min(MAX_REFRESH_INTERVAL, max(REFRESH_INTERVAL, 3 * self._refresh_cost))
+            delay = FILL_PAUSE if soon else min(MAX_REFRESH_INTERVAL, max(REFRESH_INTERVAL, 3 * self._refresh_cost))
             self._flush_timer = self.set_timer(delay, self._flush)
 
     def _flush(self) -> None:
@@ -311,6 +309,7 @@ class GpuTuiApp(StackActions, VerifyActions, App[None]):
         node_parts = parts & NODE_PARTS
         self._refresh_views(parts - node_parts)
         self._refresh_cost = time.perf_counter() - started
+        self._freeze_if_filled()
         if node_parts:
             if self._gathering:
                 self._stale |= node_parts  # the gathering under way is followed by another
@@ -346,6 +345,21 @@ class GpuTuiApp(StackActions, VerifyActions, App[None]):
             self._gathering = False
             if self._stale & NODE_PARTS:
                 self._request()
+            self._freeze_if_filled()
+
+    def _freeze_if_filled(self) -> None:
+        """Once, when the tables first show the synced cluster: keep what they hold (tens of
+        thousands of cells on a big cluster) out of the cyclic GC's way, as the model does
+        with its records. Scanned, a full collection stalls the app for 100-200 ms, and
+        under an event storm CPython starts one every second or two."""
+        model = self.model
+        if not self._freeze_when_filled or model is None or self._gathering or self._pods_filling:
+            return
+        if self._stale_pods is None or self._nodes_generation != model.summary_generation:
+            return
+        self._freeze_when_filled = False
+        gc.collect()
+        gc.freeze()
 
     async def action_quit(self) -> None:
         self._main_ready = False
@@ -454,8 +468,9 @@ class GpuTuiApp(StackActions, VerifyActions, App[None]):
     def _refresh_pods(self, model: ClusterModel, now: float) -> None:
         """Bring the GPU-pod rows up to date. Only stale pods are looked at again, the rows on
         screen first, for at most POD_ROWS_SECONDS (the rest next time: an event storm never
-        blocks the loop, and what is shown stays current); a row is rebuilt only when what it
-        shows changed, and the table is given only those rows unless the set of rows changed."""
+        blocks the loop, and what is shown stays current; a table filled from scratch goes
+        on soon); a row is rebuilt only when what it shows changed, and the table is given
+        only those rows unless the set of rows changed."""
         view = self._pod_view
         stale = self._stale_pods
         self._stale_pods = set()
@@ -464,14 +479,15 @@ class GpuTuiApp(StackActions, VerifyActions, App[None]):
         if stale is None:
             view.clear()
             stale = set(records)
+            self._pods_filling = True
         narrow = bool(self._narrow)
         changed: dict[tuple[str, str], tuple] = {}
-        deadline = time.perf_counter() + POD_ROWS_SECONDS
+        deadline = time.perf_counter() + (FILL_SECONDS if self._pods_filling else POD_ROWS_SECONDS)
         ordered = self._visible_first(stale)
         for n, key in enumerate(ordered):
             if n % 16 == 0 and n and time.perf_counter() > deadline:
                 self._stale_pods.update(ordered[n:])
-                self._request("pods")
+                self._request("pods", soon=self._pods_filling)
                 break
             pod = records.get(key)
             events = model.events_for("Pod", *key) if pod is not None and pod.node is None else ()
@@ -490,6 +506,8 @@ class GpuTuiApp(StackActions, VerifyActions, App[None]):
             else:
                 changed[key] = cells = pod_row(entry, age_text, narrow)
                 view[key] = (entry, age_text, cells)
+        else:
+            self._pods_filling = False
         node = None if self.pods_all_nodes else self.selected_node
         scope = (self.pods_all_nodes, node, self.namespace)
         if regroup or scope != self._pods_scope:
@@ -574,6 +592,8 @@ class GpuTuiApp(StackActions, VerifyActions, App[None]):
     async def _follow_plugin_logs(self, node: str) -> None:
         """Stream the node's plugin logs: last lines, then follow; onto the next instance
         when the container restarts or the pod is replaced. Cancelled when the node changes."""
+        if not self._main_ready or not self.is_running:
+            return  # started just as the app quits: its screens may be gone already
         log = self.plugin_log
         log.clear()
         streamed: tuple[str, str, int] | None = None

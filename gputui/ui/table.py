@@ -6,8 +6,10 @@ by one, new rows added, rows re-ordered only when the order changed; the
 cursor stays on the same row and the scroll position stays put. It looks at
 every row; `update_rows(changed)` gives new cells for some of the rows wanted,
 the rows and their order the same, and looks at those only (an event storm
-on a big table). A filter (`/`) hides rows whose text does not contain it,
-without asking the model. Cells are `rich.text.Text`, never markup strings.
+on a big table): rows out of view get their new cells when they scroll into
+view, since any cell update makes DataTable draw every row in view again. A
+filter (`/`) hides rows whose text does not contain it, without asking the
+model. Cells are `rich.text.Text`, never markup strings.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from typing import Mapping, Sequence
 
 from rich.cells import cell_len
 from rich.text import Text
+from textual import events
 from textual.binding import Binding
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowKey
@@ -46,6 +49,8 @@ class KeyedTable(DataTable):
         self._wanted_at: dict[str, int] = {}  # key -> its index in _wanted
         self._shown: dict[str, Cells] = {}
         self._order: list[str] = []
+        self._position: dict[str, int] = {}  # key -> its index in _order
+        self._deferred: dict[str, Cells] = {}  # rows out of view: cells to show once in view
         self._columns: tuple[Column, ...] = ()
         self._rank: dict[str, int] = {}
         self._cursor_after_layout: str | None = None  # the cursor's row across set_columns
@@ -71,7 +76,7 @@ class KeyedTable(DataTable):
         self._cursor_after_layout = cursor_key or self._cursor_after_layout
         self.clear(columns=True)
         self._shown.clear()
-        self._order.clear()
+        self._set_order([])
         for column in columns:
             self.add_column(column.label, key=column.key, width=column.width)
         self._apply(cursor_key)
@@ -94,11 +99,15 @@ class KeyedTable(DataTable):
 
     def visible_keys(self) -> list[str]:
         """Keys of the rows in view now (every row is one line high)."""
+        first, last = self._view_range()
+        return self._order[first:last]
+
+    def _view_range(self) -> tuple[int, int]:
         first = int(self.scroll_y)
-        return self._order[first : first + self.scrollable_content_region.height]
+        return first, first + self.scrollable_content_region.height
 
     def row_index(self, key: str) -> int:
-        return self._order.index(key)
+        return self._position[key]
 
     def show(self, rows: Sequence[tuple[str, Cells]]) -> None:
         """Make the table show these rows (cells in column order), changing only what differs."""
@@ -123,10 +132,33 @@ class KeyedTable(DataTable):
         if refilter:
             self._apply(self.cursor_key)
             return
+        first, last = self._view_range()
         with self.app.batch_update():
             for key, cells in changed.items():
-                if key in self._shown and key in self._wanted_at:
+                if key not in self._shown or key not in self._wanted_at:
+                    continue
+                if first <= self._position[key] < last:
+                    self._deferred.pop(key, None)
                     self._update_row(key, cells)
+                else:
+                    self._deferred[key] = cells
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        self._show_deferred()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._show_deferred()
+
+    def _show_deferred(self) -> None:
+        """Rows that came into view get the cells they were given meanwhile."""
+        if not self._deferred:
+            return
+        first, last = self._view_range()
+        for key in self._order[first:last]:
+            cells = self._deferred.pop(key, None)
+            if cells is not None:
+                self._update_row(key, cells)
 
     def set_filter(self, text: str) -> None:
         self.filter_text = text
@@ -141,6 +173,7 @@ class KeyedTable(DataTable):
     def _apply(self, cursor_key: str | None) -> None:
         if not self._columns:
             return
+        self._deferred.clear()  # every row is compared with what it should show below
         visible = self._visible()
         wanted_keys = {key for key, _ in visible}
         stale = [k for k in self._shown if k not in wanted_keys]
@@ -150,7 +183,7 @@ class KeyedTable(DataTable):
                 # rows one by one costs O(rows) each in DataTable.
                 self.clear()
                 self._shown.clear()
-                self._order.clear()
+                self._set_order([])
                 stale = []
             for key in stale:
                 self.remove_row(key)
@@ -168,8 +201,12 @@ class KeyedTable(DataTable):
                 if order != self._current_order():
                     self._rank = {key: i for i, key in enumerate(order)}
                     self._sort_by_rank()
-                self._order = order
+                self._set_order(order)
             self._keep_cursor_on(cursor_key)
+
+    def _set_order(self, order: list[str]) -> None:
+        self._order = order
+        self._position = {key: i for i, key in enumerate(order)}
 
     def _update_row(self, key: str, cells: Cells) -> None:
         """Update the cells of a shown row that differ (a row is never re-added for a change).
@@ -202,7 +239,7 @@ class KeyedTable(DataTable):
     def _keep_cursor_on(self, key: str | None) -> None:
         if key is None or key not in self._shown:
             return
-        index = self._order.index(key)
+        index = self._position[key]
         if index != self.cursor_row:
             self.move_cursor(row=index, animate=False, scroll=False)
 
