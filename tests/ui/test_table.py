@@ -60,3 +60,24 @@ async def test_rows_keep_their_order_after_their_cells_were_replaced():
         table.show([("a", row("a", "new")), ("b", row("b", "changed")), ("c", row("c", "new")), ("d", row("d", "again"))])
         await pilot.pause()
         assert [r.key.value for r in table.ordered_rows] == ["a", "b", "c", "d"] == table.shown_keys
+
+
+async def test_rows_out_of_view_get_their_cells_when_scrolled_to():
+    app = TableApp()
+    async with app.run_test(size=(40, 8)) as pilot:  # a few rows in view of 50
+        table = app.query_one(KeyedTable)
+        table.set_columns([Column("name", "NAME"), Column("state", "STATE")])
+        table.show([(f"p{i:02}", row(f"p{i:02}", "ok")) for i in range(50)])
+        await pilot.pause()
+        assert "p00" in table.visible_keys() and "p40" not in table.visible_keys()
+
+        table.update_rows({"p01": row("p01", "new"), "p40": row("p40", "new")})
+        assert cells_of(table, "p01") == ["p01", "new"]
+        assert cells_of(table, "p40") == ["p40", "ok"]  # out of view: not drawn again for it yet
+        table.move_cursor(row=table.row_index("p40"))  # scrolls it into view
+        await pilot.pause()
+        assert "p40" in table.visible_keys() and cells_of(table, "p40") == ["p40", "new"]
+
+        table.update_rows({"p02": row("p02", "later")})  # out of view now; a full show() settles it too
+        table.show([(f"p{i:02}", row(f"p{i:02}", "later" if i == 2 else "ok")) for i in range(50)])
+        assert cells_of(table, "p02") == ["p02", "later"] and cells_of(table, "p40") == ["p40", "ok"]
