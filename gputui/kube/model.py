@@ -302,6 +302,7 @@ class ClusterModel:
         self._listeners: list[Listener] = []
         self._summaries: dict[str, gpu.NodeSummary] = {}
         self.summary_generation = 0  # see _forget_summary
+        self._summaries_known = (False, False)  # (pods_known, stack_known) the cached summaries were made with
         self._stack: stack.Stack | None = None
         self._dra: DraView | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -415,7 +416,12 @@ class ClusterModel:
 
     def _state_changed(self, state: ResourceState) -> None:
         if state.resource in (PODS, DAEMONSETS):
-            self._forget_summary()  # the plugin verdict and the component matrix depend on whether these are known
+            # The plugin verdict and the component matrix depend on whether these are known;
+            # a watch that merely starts again (every few minutes) changes neither.
+            known = (self.pods_known, self.stack_known)
+            if known != self._summaries_known:
+                self._summaries_known = known
+                self._forget_summary()
         self._notify(Change(STATE, state.resource))
 
     def _node_dirty(self, node: str | None) -> None:

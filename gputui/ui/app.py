@@ -282,8 +282,6 @@ class GpuTuiApp(StackActions, VerifyActions, App[None]):
                 self._note_stale_pod(change.key[1:])
             self._request("pods")
             return
-        elif change.kind == STATE and change.key == PODS:
-            self._note_stale_pod(None)
         self._request(*ALL_PARTS)
 
     def _note_stale_pod(self, key: object) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from kubernetes_asyncio.client import ApiClient
 
 from gputui.kube.model import PODS, Change, ClusterModel
+from gputui.kube.watch import FORBIDDEN, LIVE
 from objects import node, plugin_pod, pod
 
 
@@ -64,3 +65,14 @@ async def test_what_a_summary_reads_still_refreshes_it():
     generation = model.summary_generation
     model.nodes.apply("MODIFIED", node("n1", capacity={"nvidia.com/gpu": 4}, unschedulable=True))
     assert "cordoned" in [p.code for p in model.summary("n1").problems] and model.summary_generation > generation
+
+
+async def test_a_watch_starting_again_keeps_the_summaries():
+    model, _ = await churn_model()
+    pods = model.reflectors[PODS]
+    pods._set(LIVE)  # listed: the pods are known from here on
+    summary = model.summary("n1")
+    pods._set(LIVE)  # its watch ends and starts again, as every few minutes
+    assert model.summary("n1") is summary
+    pods._set(FORBIDDEN, "forbidden")  # now the plugin verdict cannot be given
+    assert model.summary("n1") is not summary and not model.pods_known
