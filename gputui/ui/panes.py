@@ -30,7 +30,7 @@ def node_columns(narrow: bool) -> list[Column]:
         Column("status", "STATUS"),
         Column("gpu", "GPU ALLOC"),
         Column("free", "FREE"),
-        Column("verdict", "VERDICT", 22),
+        Column("verdict", "VERDICT", 26),
         Column("other", "MIG / SHARED ALLOC"),
         Column("model", "GPU MODEL"),
     ]
@@ -43,7 +43,7 @@ def node_row(summary: NodeSummary, narrow: bool) -> tuple[Text, ...]:
         render.node_status(summary.node),
         render.usage_cell(gpu_usage, bar_width=3 if narrow else 4, capacity=not narrow),
         render.free_cell(gpu_usage),
-        render.verdicts(summary.problems, short=narrow, width=17 if narrow else 22),
+        render.verdicts(summary.problems, short=narrow, width=17 if narrow else 26),
         render.other_resources_cell(summary.usage),
     )
     return cells if narrow else cells + (render.model_and_memory(summary),)
