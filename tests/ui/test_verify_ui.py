@@ -82,13 +82,23 @@ async def confirm(app, pilot) -> ConfirmVerifyScreen:
     return app.screen
 
 
-async def verified(app, pilot, node: str) -> VerifyScreen:
-    """v on the node, y on the confirmation, then the verdict."""
+async def confirmed(app, pilot, node: str) -> None:
+    """v on the node, then y on the confirmation: the pod is being created."""
     await on_node(app, pilot, node)
     await pilot.press("v")
     await confirm(app, pilot)
     await pilot.press("y")
+
+
+async def live_screen(app, pilot, node: str) -> VerifyScreen:
+    await confirmed(app, pilot, node)
     await wait_for(pilot, lambda: isinstance(app.screen, VerifyScreen), what="the live screen")
+    return app.screen
+
+
+async def verified(app, pilot, node: str) -> VerifyScreen:
+    """v on the node, y on the confirmation, then the verdict."""
+    await live_screen(app, pilot, node)
     screen = app.screen
     await wait_for(pilot, lambda: screen.finished, timeout=20, what="the verdict")
     return screen
@@ -157,12 +167,7 @@ async def test_esc_mid_run_cancels_and_deletes_the_pod(cluster, created):
     cluster.sim.speed = 1  # an image pull takes about a second: esc lands while it runs
     app = app_for(cluster, seed=2)
     async with app.run_test(size=(120, 40)) as pilot:
-        await on_node(app, pilot, "gpu-shared")
-        await pilot.press("v")
-        await confirm(app, pilot)
-        await pilot.press("y")
-        await wait_for(pilot, lambda: isinstance(app.screen, VerifyScreen), what="the live screen")
-        screen = app.screen
+        screen = await live_screen(app, pilot, "gpu-shared")
         await wait_for(pilot, lambda: screen.stage == v.WAITING and verification_pods(cluster), what="the pod created")
         app.switch_context("elsewhere")  # as the palette does: refused, the pod's deletion needs this connection
         await wait_for(pilot, lambda: any("before switching context" in n.message for n in app._notifications), what="the refusal")
@@ -183,11 +188,7 @@ async def test_quitting_mid_run_deletes_the_pod_before_exit(cluster, created, ke
     cluster.sim.speed = 1
     app = app_for(cluster, seed=3 if key == "q" else 4)
     async with app.run_test(size=(120, 40)) as pilot:
-        await on_node(app, pilot, "gpu-shared")
-        await pilot.press("v")
-        await confirm(app, pilot)
-        await pilot.press("y")
-        await wait_for(pilot, lambda: isinstance(app.screen, VerifyScreen), what="the live screen")
+        await live_screen(app, pilot, "gpu-shared")
         await wait_for(pilot, lambda: verification_pods(cluster), what="the pod created")
         name = verification_pods(cluster)[0]
         await pilot.press(key)
@@ -200,10 +201,7 @@ async def test_sigterm_mid_run_quits_after_deleting_the_pod(cluster, created):
     cluster.sim.speed = 1
     app = app_for(cluster, seed=6)
     async with app.run_test(size=(120, 40)) as pilot:
-        await on_node(app, pilot, "gpu-shared")
-        await pilot.press("v")
-        await confirm(app, pilot)
-        await pilot.press("y")
+        await confirmed(app, pilot, "gpu-shared")
         await wait_for(pilot, lambda: verification_pods(cluster), what="the pod created")
         name = verification_pods(cluster)[0]
         assert signal.SIGTERM in asyncio.get_running_loop()._signal_handlers  # else the signal would end pytest
@@ -228,10 +226,7 @@ async def test_a_crash_of_the_view_still_deletes_the_pod(cluster, created, monke
     app = app_for(cluster, seed=8)
     with pytest.raises(RuntimeError, match="the view crashed"):
         async with app.run_test(size=(120, 40)) as pilot:
-            await on_node(app, pilot, "gpu-shared")
-            await pilot.press("v")
-            await confirm(app, pilot)
-            await pilot.press("y")
+            await confirmed(app, pilot, "gpu-shared")
             await wait_for(pilot, lambda: not app.is_running, timeout=15, what="the crash")
     assert len(created) == before + 1  # it was created, and then deleted
     assert verification_pods(cluster) == []
@@ -241,12 +236,7 @@ async def test_ctrl_c_cancels_a_running_verification(cluster):
     cluster.sim.speed = 1
     app = app_for(cluster, seed=5)
     async with app.run_test(size=(120, 40)) as pilot:
-        await on_node(app, pilot, "gpu-shared")
-        await pilot.press("v")
-        await confirm(app, pilot)
-        await pilot.press("y")
-        await wait_for(pilot, lambda: isinstance(app.screen, VerifyScreen), what="the live screen")
-        screen = app.screen
+        screen = await live_screen(app, pilot, "gpu-shared")
         await wait_for(pilot, lambda: verification_pods(cluster), what="the pod created")
         await pilot.press("ctrl+c")
         await wait_for(pilot, lambda: screen.verdict is not None, timeout=15, what="the cancellation")
