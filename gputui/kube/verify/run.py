@@ -1,0 +1,291 @@
+"""The run loop: create the pod, follow it and its events and logs to a verdict, always delete it.
+
+The deletion runs on every path (pass, fail, timeout, an exception, cancellation) and is shielded.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from ..config import describe_network_error
+from ..logs import LogError, stream_logs
+from .api import _core, _delete_shielded, _json, _watch, create_denied_message, plan_verification
+from .judging import (
+    API_ERROR,
+    CANCELLED,
+    CREATING,
+    DELETING,
+    DONE,
+    FORBIDDEN,
+    JUDGING,
+    PASS,
+    RUNNING,
+    TIMEOUT,
+    UNSCHEDULABLE,
+    WAITING,
+    OnUpdate,
+    PodEvent,
+    Update,
+    Verdict,
+    _container_status,
+    judge,
+    pod_display_status,
+)
+from .options import CONTAINER, ApiError, ReadOnlyError, VerifyError, VerifyOptions
+from .plan import Plan
+from .smi import disagreements, parse_nvidia_smi
+
+if TYPE_CHECKING:
+    from kubernetes_asyncio.client import ApiClient
+
+MAX_LOG_LINE = 64 * 1024  # bytes kept of one log line
+
+
+# -- one verification ------------------------------------------------------
+
+
+class _Run:
+    """The lifecycle of one verification pod, from create to confirmed deletion."""
+
+    def __init__(self, api: ApiClient, plan: Plan, options: VerifyOptions, on_update: OnUpdate | None) -> None:
+        self.api = api
+        self.core = _core(api)
+        self.plan = plan
+        self.options = options
+        self.on_update = on_update
+        self.started = time.monotonic()
+        self.pod: dict[str, Any] = {}
+        self.events: list[PodEvent] = []
+        self.log_lines: list[str] = []
+        self.logs_done = asyncio.Event()
+        self.may_exist = False
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def emit(
+        self, stage: str, events: Sequence[PodEvent] = (), log_lines: Sequence[str] = (), verdict: Verdict | None = None, status: str | None = None
+    ) -> None:
+        if self.on_update is not None:
+            if status is None:
+                status = pod_display_status(self.pod) if self.pod else ""
+            self.on_update(Update(self.plan.node, stage, self.plan.name, status, self.elapsed, tuple(events), tuple(log_lines), verdict))
+
+    def verdict(self, code: str, reason: str, **extra: Any) -> Verdict:
+        return Verdict(
+            node=self.plan.node, passed=code == PASS, code=code, reason=reason, pod=self.plan.name,
+            namespace=self.plan.namespace, resource=self.plan.resource, count=self.plan.count, **extra,
+        )
+
+    async def run(self) -> Verdict:
+        if self.options.read_only:
+            raise ReadOnlyError("read-only mode: verification would create a pod")
+        verdict: Verdict | None = None
+        try:
+            verdict = await self._create_and_follow()
+        finally:
+            # Runs on every path, cancellation included; the deletion itself is shielded.
+            verdict = await self._clean_up(verdict)
+        return verdict
+
+    async def _create_and_follow(self) -> Verdict:
+        import aiohttp  # noqa: PLC0415
+
+        plan = self.plan
+        self.emit(CREATING)
+        self.may_exist = True  # from here on, even if the call below never returns
+        try:
+            self.pod = await _json(self.core.create_namespaced_pod(plan.namespace, plan.manifest, _preload_content=False))
+        except ApiError as e:
+            self.may_exist = False  # refused (a 409 name clash is someone else's pod: leave it alone)
+            if e.status == 403:
+                return self.verdict(FORBIDDEN, create_denied_message(e, plan.namespace))
+            return self.verdict(API_ERROR, f"could not create the pod: {e}")
+        except (OSError, TimeoutError, aiohttp.ClientError) as e:
+            return self.verdict(API_ERROR, f"could not create the pod: {describe_network_error(e)}")
+        self.emit(WAITING)
+        try:
+            return await self._follow()
+        except VerifyError as e:
+            return self.verdict(API_ERROR, f"lost track of the pod: {e}")
+        except (OSError, aiohttp.ClientError) as e:
+            return self.verdict(API_ERROR, f"lost track of the pod: {describe_network_error(e)}")
+
+    async def _clean_up(self, verdict: Verdict | None) -> Verdict:
+        """Delete the pod if it may exist, and tell the view how that went (the last Update)."""
+        plan = self.plan
+        confirmed, cancelled_meanwhile = True, False
+        if self.may_exist:
+            self.emit(DELETING)
+            confirmed, cancelled_meanwhile = await _delete_shielded(self.api, plan.namespace, plan.name, self.options.delete_timeout)
+        leftover = None if confirmed else f"{plan.namespace}/{plan.name}"
+        # Cancelled runs have no verdict of their own; the view still learns the pod's fate.
+        final = verdict or self.verdict(CANCELLED, "cancelled")
+        final = replace(final, elapsed=self.elapsed, deleted=confirmed, leftover=leftover)
+        if leftover:
+            final = replace(final, reason=f"{final.reason} (could not confirm deletion of pod {leftover}: delete it by hand)")
+        status = "" if not self.may_exist else ("Deleted" if confirmed else "Terminating")
+        self.emit(DONE, verdict=final, status=status)
+        if cancelled_meanwhile:
+            raise asyncio.CancelledError  # the caller asked for it while we were cleaning up
+        return final
+
+    async def _follow(self) -> Verdict:
+        """Watch the pod, its events and logs until judged or timed out."""
+        queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        uid = self.pod["metadata"]["uid"]
+        since = self.pod["metadata"]["resourceVersion"]
+        feeders = [
+            asyncio.create_task(self._feed(queue, "pod", self.core.list_namespaced_pod, f"metadata.name={self.plan.name}", since)),
+            asyncio.create_task(self._feed(queue, "event", self.core.list_namespaced_event, f"involvedObject.uid={uid}", since)),
+        ]
+        try:
+            async with asyncio.timeout(self.options.timeout):
+                return await self._consume(queue, feeders)
+        except TimeoutError:
+            return self._timed_out()
+        finally:
+            for task in feeders:
+                task.cancel()
+            await asyncio.gather(*feeders, return_exceptions=True)
+
+    def _timed_out(self) -> Verdict:
+        last = self.events[-1] if self.events else None
+        where = pod_display_status(self.pod)
+        detail = f"; last event {last.reason}: {last.message}" if last else ""
+        return self.verdict(TIMEOUT, f"timed out after {self.options.timeout:g} s while {where}{detail}")
+
+    async def _feed(self, queue: asyncio.Queue[tuple[str, Any]], kind: str, list_call: Any, selector: str, since: str) -> None:
+        try:
+            async for change, obj in _watch(list_call, self.plan.namespace, selector, since):
+                await queue.put((kind, (change, obj)))
+        except Exception as e:  # noqa: BLE001  (the consumer decides what a broken feed means)
+            await queue.put(("error", e))
+
+    async def _stream_logs(self, queue: asyncio.Queue[tuple[str, Any]]) -> None:
+        try:
+            async for line in stream_logs(self.api, self.plan.namespace, self.plan.name, CONTAINER, tail=None, max_line=MAX_LOG_LINE):
+                await queue.put(("log", line.decode(errors="replace").rstrip("\r")))
+        except LogError:
+            pass  # the pod's status still tells the outcome; the log is a bonus
+        finally:
+            self.logs_done.set()
+            await queue.put(("logs-done", None))
+
+    async def _consume(self, queue: asyncio.Queue[tuple[str, Any]], feeders: list[asyncio.Task[None]]) -> Verdict:
+        log_task: asyncio.Task[None] | None = None
+        try:
+            while True:
+                batch = [await queue.get()]
+                while not queue.empty():
+                    batch.append(queue.get_nowait())
+                new_events: list[PodEvent] = []
+                new_lines: list[str] = []
+                for kind, item in batch:
+                    if kind == "error":
+                        raise item
+                    if kind == "pod":
+                        change, obj = item
+                        if change == "DELETED":
+                            raise VerifyError("the pod was deleted by someone else before it finished")
+                        self.pod = obj
+                    elif kind == "event":
+                        change, obj = item
+                        if change != "DELETED":
+                            new_events.append(PodEvent.from_object(obj))
+                    elif kind == "log":
+                        new_lines.append(item)
+                self.events.extend(new_events)
+                self.log_lines.extend(new_lines)
+                state = _container_status(self.pod).get("state") or {}
+                if log_task is None and (state.get("running") or state.get("terminated")):
+                    log_task = asyncio.create_task(self._stream_logs(queue))
+                terminated = bool(state.get("terminated")) or (self.pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+                stage = RUNNING if state.get("running") else (JUDGING if terminated else WAITING)
+                self.emit(stage, new_events, new_lines)
+                if terminated and log_task is not None and not self.logs_done.is_set():
+                    continue  # judge with the whole log
+                if (outcome := judge(self.pod, self.events, self.log_lines)) is not None:
+                    return self._verdict_from(*outcome)
+        finally:
+            if log_task is not None:
+                log_task.cancel()
+                await asyncio.gather(log_task, return_exceptions=True)
+
+    def _verdict_from(self, code: str, reason: str) -> Verdict:
+        if code == UNSCHEDULABLE and self.plan.obstacles:
+            words = reason.removeprefix("unschedulable: ")
+            return self.verdict(code, f"unschedulable: {'; '.join(self.plan.obstacles)}. The scheduler says: {words}")
+        if code != PASS:
+            return self.verdict(code, reason)
+        report = parse_nvidia_smi("\n".join(self.log_lines))
+        mismatches = tuple(disagreements(report, self.plan.node_labels, self.plan.resource, self.plan.count))
+        models = ", ".join(report.models)
+        summary = f"{len(report.gpus)} x {models}, driver {report.driver or '?'}, CUDA {report.cuda or '?'}"
+        if report.migs:
+            summary += f", {len(report.migs)} MIG device(s)"
+        if mismatches:
+            summary += f"; disagrees with GFD labels: {'; '.join(mismatches)}"
+        return self.verdict(PASS, summary, report=report, mismatches=mismatches)
+
+
+async def run_plan(api: ApiClient, plan: Plan, options: VerifyOptions, on_update: OnUpdate | None = None) -> Verdict:
+    """Create the plan's pod, follow it to a verdict, delete it. Raises ReadOnlyError in read-only mode.
+
+    Cancelling the task still deletes the pod (the last Update, stage DONE, says whether that was confirmed).
+    """
+    return await _Run(api, plan, options, on_update).run()
+
+
+async def verify_node(api: ApiClient, node: str, options: VerifyOptions, namespace: str, on_update: OnUpdate | None = None) -> Verdict:
+    if options.read_only:
+        raise ReadOnlyError("read-only mode: verification would create a pod")
+    plan = await plan_verification(api, node, options, namespace)
+    return await run_plan(api, plan, options, on_update)
+
+
+async def run_plans(
+    api: ApiClient, plans: Sequence[Plan], options: VerifyOptions, on_update: OnUpdate | None = None, concurrency: int = 4
+) -> list[Verdict]:
+    """Verify several nodes, at most `concurrency` at once; verdicts in the plans' order."""
+    if options.read_only:
+        raise ReadOnlyError("read-only mode: verification would create pods")
+    gate = asyncio.Semaphore(max(1, concurrency))
+
+    async def one(plan: Plan) -> Verdict:
+        async with gate:
+            return await run_plan(api, plan, options, on_update)
+
+    tasks = [asyncio.create_task(one(p)) for p in plans]
+    try:
+        return list(await asyncio.gather(*tasks))
+    finally:
+        # Cancelled or failed: every sibling must finish its own cleanup before we return.
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def updates(api: ApiClient, plan: Plan, options: VerifyOptions) -> AsyncIterator[Update]:
+    """The same as run_plan, as an async iterator of Updates; the last one carries the verdict.
+
+    Leave early only inside `contextlib.aclosing(updates(...))` (or call aclose()):
+    closing the iterator deletes the pod before aclose() returns. Cancelling the
+    consuming task does the same.
+    """
+    queue: asyncio.Queue[Update] = asyncio.Queue()
+    task = asyncio.create_task(run_plan(api, plan, options, queue.put_nowait))
+    try:
+        while True:
+            update = await queue.get()
+            yield update
+            if update.stage == DONE:
+                return
+    finally:
+        if not task.done():
+            task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
