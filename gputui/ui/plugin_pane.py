@@ -1,0 +1,125 @@
+"""The Device plugin pane: its info line (the selected node's plugin pod, redrawn with the
+rest of the screen) and its log, followed across container restarts and pod replacements.
+
+The refresh tells the log follower that the plugin pod changed (its uid, name or restart
+count) through an asyncio.Event; the follower never polls the API for it.
+"""
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from rich.text import Text
+from textual import work
+from textual.widgets import Static
+
+from gputui.kube import gpu
+from gputui.kube.config import Connection
+from gputui.kube.model import PODS, ClusterModel
+
+from . import render
+from .sanitize import clean
+from .widgets import Pane, PluginLog
+
+PLUGIN_LOG_TAIL = 50
+
+
+class DevicePluginPane:
+    """Mixed into GpuTuiApp: the device-plugin pane of the selected node. Uses the app's model,
+    connection, selected node and main-screen widgets."""
+
+    # the app's, read here
+    model: ClusterModel | None
+    conn: Connection | None
+    selected_node: str | None
+    _main_ready: bool
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._plugin_identity: tuple[str, str, int] | None = None
+        self._plugin_changed = asyncio.Event()
+        self._plugin_info: Text | None = None
+
+    # -- the info line ---------------------------------------------------------------------
+    def _refresh_plugin(self, model: ClusterModel, now: float) -> None:
+        pane = self._main("#plugin", Pane)
+        node = self.selected_node
+        pod = model.plugin_pod(node) if node else None
+        identity = (pod.uid, pod.name, pod.restarts) if pod else None
+        if identity != self._plugin_identity:
+            self._plugin_identity = identity
+            self._plugin_changed.set()
+        pane.set_title(f"Device plugin · {clean(node, 60)}" if node else "Device plugin")
+        if pod is None:
+            known = model.pods_known
+            message = "no device-plugin pod on this node" if known else model.states[PODS].describe() if PODS in model.states else "pods are not watched"
+            self._show_plugin_info(Text(message if node else "no node selected", style="dim"))
+            pane.set_status("")
+            return
+        line = render.pod_name(pod)
+        line.append("  ")
+        ready = gpu.pod_is_ready(pod)
+        line.append("ready" if ready else "not ready", style=render.OK_STYLE if ready else render.BAD_STYLE)
+        line.append(f"  restarts {pod.restarts}", style=render.BAD_STYLE if gpu.crash_looping(pod) else "")
+        line.append(f"  age {render.age(pod.created, now)}", style="dim")
+        container = gpu.plugin_container(pod)
+        if container and len(pod.containers) > 1:
+            line.append("  container ", style="dim")
+            line.append_text(render.text(container, limit=60))
+        self._show_plugin_info(line)
+        pane.set_status(render.clean(pod.status, 40) if not ready else "")
+
+    def _show_plugin_info(self, line: Text) -> None:
+        # Only when it changed: an update lays the whole screen out again, every table redrawn.
+        if self._plugin_info != line:
+            self._plugin_info = line
+            self._main("#plugin-info", Static).update(line)
+
+    # -- the device-plugin log stream -------------------------------------------------------
+    @work(exclusive=True, group="plugin-log")
+    async def _follow_plugin_logs(self, node: str) -> None:
+        """Stream the node's plugin logs: last lines, then follow; onto the next instance
+        when the container restarts or the pod is replaced. Cancelled when the node changes."""
+        if not self._main_ready or not self.is_running:
+            return  # started just as the app quits: its screens may be gone already
+        log = self.plugin_log
+        log.clear()
+        streamed: tuple[str, str, int] | None = None
+        while True:
+            model = self.model
+            pod = model.plugin_pod(node) if model is not None else None
+            if pod is None:
+                streamed = None
+                await self._wait_plugin_change(timeout=None)
+                continue
+            identity = (pod.uid, pod.name, pod.restarts)
+            if streamed is not None:
+                if identity == streamed:
+                    await self._wait_plugin_change(timeout=5.0)
+                    continue
+                what = "container restarted" if identity[0] == streamed[0] else "new plugin pod"
+                log.add_note(f"{what}: {clean(pod.name, 80)}, restarts {pod.restarts}")
+            container = gpu.plugin_container(pod)
+            streamed = identity
+            try:
+                await self._stream_into(log, pod.namespace, pod.name, container)
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:  # noqa: BLE001  (shown in place; the rest of the app goes on)
+                log.add_note(f"log stream failed: {clean(str(error), 200)}")
+                await self._wait_plugin_change(timeout=5.0)
+
+    async def _stream_into(self, log: PluginLog, namespace: str, pod: str, container: str | None) -> None:
+        from gputui.kube.logs import stream_logs  # noqa: PLC0415
+
+        assert self.conn is not None
+        async for line in stream_logs(self.conn.api, namespace, pod, container, tail=PLUGIN_LOG_TAIL, follow=True):
+            log.queue(line)
+        log.flush()
+
+    async def _wait_plugin_change(self, timeout: float | None) -> None:
+        self._plugin_changed.clear()
+        try:
+            await asyncio.wait_for(self._plugin_changed.wait(), timeout)
+        except asyncio.TimeoutError:
+            pass
