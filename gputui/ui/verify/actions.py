@@ -1,0 +1,181 @@
+"""The app's side of verification: the mix-in VerifyActions (marks, `v`, `V`, leftovers at connection)
+and quitting (the signals that quit, waiting for the pods' deletion)."""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from typing import TYPE_CHECKING, Any
+
+from rich.text import Text
+from textual import work
+from textual.worker import Worker
+
+from gputui.kube import verify as v
+
+from ..sanitize import clean
+from .confirm import ConfirmVerifyScreen
+from .leftovers import LeftoversScreen
+from .live import VerifyScreen
+from .results import VerifyManyScreen
+from .settings import READ_ONLY_MESSAGE, VERIFY_GROUP
+from .words import _error_text
+
+if TYPE_CHECKING:
+    from .settings import VerifySettings
+
+# Quit (deleting running verification pods first) on these rather than die: the terminal
+# closing (an ssh session dropped) or a plain `kill`. Ctrl+C is a key inside the app.
+QUIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+STOP_TIMEOUT = v.DELETE_CONFIRM_TIMEOUT + 5.0  # how long quitting waits for the pods' deletion
+MARK = "● "
+
+
+class VerifyActions:
+    """Mixed into GpuTuiApp: space marks nodes, `v` verifies the marked or selected ones, `V` every GPU
+    node; at connection, leftovers of earlier runs are offered for deletion. Uses the app's connection,
+    model, selected node and Nodes table; never creates anything in read-only mode."""
+
+    verify_settings: VerifySettings
+    marked_nodes: set[str]
+
+    # marks
+    def action_mark_node(self) -> None:
+        app: Any = self
+        node = app.nodes_table.cursor_key
+        if node is None:
+            return
+        app.marked_nodes ^= {node}
+        app._refresh_views(("nodes",))
+
+    def with_mark(self, name: str, cells: tuple[Text, ...]) -> tuple[Text, ...]:
+        """A Nodes row as shown: marked nodes get a dot before their name."""
+        if name not in self.marked_nodes:
+            return cells
+        return (Text(MARK, style="bold", end="") + cells[0], *cells[1:])
+
+    # starting
+    def _refused_read_only(self) -> bool:
+        if self.verify_settings.read_only:
+            self.notify(READ_ONLY_MESSAGE, title="verify", severity="warning", markup=False)  # type: ignore[attr-defined]
+        return self.verify_settings.read_only
+
+    def action_verify(self) -> None:
+        app: Any = self
+        if self._refused_read_only():
+            return
+        nodes = sorted(self.marked_nodes) or ([app.selected_node] if app.selected_node else [])
+        if not nodes:
+            app.notify("no node selected: choose one in the Nodes pane", title="verify", markup=False)
+            return
+        self._plan_verification(nodes)
+
+    def action_verify_all(self) -> None:
+        app: Any = self
+        if self._refused_read_only():
+            return
+        model = app.model
+        nodes = [s.name for s in model.node_summaries() if s.gpu_node] if model is not None else []
+        if not nodes:
+            app.notify("no GPU nodes to verify", title="verify", markup=False)
+            return
+        self._plan_verification(nodes)
+
+    @work(group="verify-plan", exclusive=True)
+    async def _plan_verification(self, nodes: list[str]) -> None:
+        """Read each node and plan its pod (API calls, off the widgets), then ask for confirmation."""
+        app: Any = self
+        conn = app.conn
+        if conn is None:
+            app.notify("not connected yet", title="verify", markup=False)
+            return
+        settings = self.verify_settings
+        namespace = settings.namespace or conn.namespace
+        results = await asyncio.gather(
+            *(v.plan_verification(conn.api, node, settings.options, namespace, settings.rng) for node in nodes), return_exceptions=True
+        )
+        plans = []
+        for node, result in zip(nodes, results):
+            if isinstance(result, v.Plan):
+                plans.append(result)
+            elif isinstance(result, Exception):
+                app.notify(f"cannot verify {clean(node, 63)}: {clean(_error_text(result), 300)}", title="verify", severity="error", markup=False)
+            else:
+                raise result  # cancellation
+        if plans:
+            app.push_screen(ConfirmVerifyScreen(plans), lambda confirmed: self._confirmed(plans, confirmed))
+
+    def _confirmed(self, plans: list[v.Plan], confirmed: bool | None) -> None:
+        app: Any = self
+        if not confirmed:
+            app.notify("nothing created", title="verify", markup=False)
+            return
+        conn = app.conn
+        if conn is None:
+            app.notify("not connected: nothing created", title="verify", severity="error", markup=False)
+            return
+        self.marked_nodes.clear()
+        app._refresh_views(("nodes",))
+        if len(plans) == 1:
+            app.push_screen(VerifyScreen(conn.api, plans[0], self.verify_settings.options, app.clock))
+        else:
+            app.push_screen(VerifyManyScreen(conn.api, plans, self.verify_settings))
+
+    # quitting
+    def on_mount(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in QUIT_SIGNALS:
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no signals here
+                loop.add_signal_handler(sig, self._quit_on_signal)
+
+    def on_unmount(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in QUIT_SIGNALS:
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.remove_signal_handler(sig)
+
+    def _quit_on_signal(self) -> None:
+        app: Any = self
+        app.call_later(app.action_quit)
+
+    def _verification_workers(self) -> list[Worker]:
+        app: Any = self
+        return [w for w in app.workers if w.group == VERIFY_GROUP and not w.is_finished]
+
+    def verifications_running(self) -> bool:
+        return bool(self._verification_workers())
+
+    async def stop_verifications(self, timeout: float = STOP_TIMEOUT) -> None:
+        """Cancel every running verification and wait (at most timeout) until their pods are deleted."""
+        running = self._verification_workers()
+        for worker in running:
+            worker.cancel()
+        if running:
+            await asyncio.wait([asyncio.ensure_future(_finished(w)) for w in running], timeout=timeout)
+
+    # leftovers of earlier runs
+    @work(group="verify-leftovers", exclusive=True)
+    async def check_leftovers(self) -> None:
+        """Verification pods an earlier run left behind (found by label), offered for deletion."""
+        import aiohttp  # noqa: PLC0415
+
+        app: Any = self
+        conn = app.conn
+        if conn is None:
+            return
+        try:
+            found = await v.find_leftovers(conn.api, self.verify_settings.namespace or conn.namespace)
+        except v.ApiError as error:
+            if error.status != 403:  # not allowed to list pods: the panes already say so
+                app.notify(f"could not look for leftover verification pods: {clean(str(error), 300)}", severity="warning", markup=False)
+            return
+        except (OSError, aiohttp.ClientError) as error:
+            app.notify(f"could not look for leftover verification pods: {clean(_error_text(error), 300)}", severity="warning", markup=False)
+            return
+        if found:
+            app.push_screen(LeftoversScreen(conn.api, found, app.clock(), read_only=self.verify_settings.read_only))
+
+
+async def _finished(worker: Worker) -> None:
+    with contextlib.suppress(Exception):
+        await worker.wait()
