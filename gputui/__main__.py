@@ -1,3 +1,3 @@
-from gputui.cli import main
+from gputui.cli.main import main
 
 raise SystemExit(main())

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gputui.cli import build_parser
+from gputui.cli.main import build_parser
 from gputui.config import Config, ConfigError, VerifyConfig, config_path, load_config
 from gputui.kube import verify as v
 

@@ -29,7 +29,7 @@ from .commands import GpuCommands
 from .panes import node_columns, pod_columns
 from .plugin_pane import DevicePluginPane
 from .refresh import AGE_INTERVAL, CoalescedRefresh
-from .sanitize import clean
+from gputui.sanitize import clean
 from .screens import HelpScreen, NodeDetails, NodeDetailsScreen, TextScreen
 from .table import KeyedTable
 from .stack import StackActions

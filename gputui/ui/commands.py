@@ -8,7 +8,7 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.content import Content
 from textual.fuzzy import Matcher
 
-from .sanitize import clean
+from gputui.sanitize import clean
 
 if TYPE_CHECKING:
     from .app import GpuTuiApp

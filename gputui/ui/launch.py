@@ -1,37 +1,14 @@
-"""`gputui` with no subcommand: open the app on a kubeconfig context, or on the demo cluster.
+"""The app made ready to run: its connector, contexts and verification settings.
 
-Kept free of Textual and of the Kubernetes client at import time: the CLI reads
-the flags from here, and only `run` loads the UI. The kubeconfig is read and
-its context chosen before the app starts (a bad one is one line on stderr, no
-screen); connecting, and the client's import, happen in the app, after its
-first frame.
+Kept free of Textual and of the Kubernetes client at import time (`make_app`
+loads them): the command (`gputui.cli.app`) imports this before the first frame.
 """
 from __future__ import annotations
 
-import argparse
 import asyncio
-import sys
 from typing import Any, Callable
 
-from gputui.config import ConfigError, add_config_args, load_config
-from gputui.kube.config import ConnectError, add_connection_args, context_names, resolve
-
-
-def add_app_args(parser: argparse.ArgumentParser) -> None:
-    add_connection_args(parser)
-    add_config_args(parser)
-    parser.add_argument(
-        "--demo",
-        action="store_true",
-        help="start the simulated demo cluster on loopback and open the app on it",
-    )
-    parser.add_argument(
-        "--resource",
-        metavar="NAME",
-        action="append",
-        default=[],
-        help="also count this extended resource as a GPU (e.g. amd.com/gpu); repeatable",
-    )
+from gputui.kube.config import ConnectError, context_names
 
 
 def kubeconfig_contexts(kubeconfig: str | None) -> list[str]:
@@ -42,48 +19,11 @@ def kubeconfig_contexts(kubeconfig: str | None) -> list[str]:
         return []
 
 
-def run(args: argparse.Namespace) -> int:
-    try:
-        config = load_config(args.config)
-    except ConfigError as error:
-        print(f"gputui: {error}", file=sys.stderr)
-        return 2
-    if not args.demo:
-        try:
-            resolve(args.kubeconfig, args.context)  # cheap: a bad kubeconfig or context fails here, before any screen
-        except ConnectError as error:
-            print(f"gputui: {error}", file=sys.stderr)
-            return 2
-        return _run_app(make_app(args.kubeconfig, args.context, args.resource, verify=verify_settings(config, args.read_only)))
-    verify = verify_settings(config, args.read_only)
-    from .demo import BackgroundCluster  # noqa: PLC0415
-
-    # The app draws its first frame, then its connector starts the simulator
-    # in a thread of its own and waits for it, off the UI's loop.
-    demo = BackgroundCluster(scenario="demo")
-
-    def started_demo() -> Any:
-        demo.begin()
-        return demo.wait_ready()
-
-    try:
-        return _run_app(make_app(None, None, args.resource, kubeconfig_from=started_demo, verify=verify))
-    finally:
-        demo.stop()
-
-
 def verify_settings(config: Any, read_only: bool | None) -> Any:
     """What `v` creates, from the config file and the --read-only/--no-read-only flag."""
     from .verify import VerifySettings  # noqa: PLC0415
 
     return VerifySettings(config.verify_options(read_only=read_only), namespace=config.verify.namespace)
-
-
-def _run_app(app: Any) -> int:
-    app.run()
-    if app.error:
-        print(f"gputui: {app.error}", file=sys.stderr)
-    return app.return_code or 0
 
 
 def make_app(

@@ -18,7 +18,7 @@ from gputui.kube.config import Connection
 from gputui.kube.model import PODS, ClusterModel
 
 from . import render
-from .sanitize import clean
+from gputui.sanitize import clean
 from .widgets import Pane, PluginLog
 
 PLUGIN_LOG_TAIL = 50

@@ -24,7 +24,7 @@ from gputui.kube.watch import ABSENT, LIVE, SYNCING
 
 from . import render
 from .panes import node_row, pod_row
-from .sanitize import clean
+from gputui.sanitize import clean
 from .table import KeyedTable
 from .widgets import ClusterHeader, Pane
 

@@ -13,7 +13,7 @@ from rich.text import Text
 from gputui.kube.gpu import GPU, GpuPod, NodeSummary, Problem, Usage
 from gputui.kube.records import Event, Node, Pod
 
-from .sanitize import clean
+from gputui.sanitize import clean
 
 OK_STYLE = "green"
 WARN_STYLE = "yellow"

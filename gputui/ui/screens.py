@@ -12,7 +12,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Static
 
 from . import render
-from .sanitize import clean
+from gputui.sanitize import clean
 from .stack_render import components_section, dra_section, metrics_section
 
 if TYPE_CHECKING:

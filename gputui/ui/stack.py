@@ -23,7 +23,7 @@ from gputui.kube.gpu import NodeSummary
 from gputui.kube.logs import LogError, stream_logs
 
 from . import render
-from .sanitize import clean
+from gputui.sanitize import clean
 from .stack_render import LEGEND, MATRIX_WIDE_AT, cell_detail, component_line, local_text, matrix_columns, matrix_row, stack_summary
 from .table import KeyedTable
 from .widgets import PluginLog

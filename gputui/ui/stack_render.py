@@ -19,7 +19,7 @@ from gputui.kube.metrics import NodeMetrics
 from gputui.kube.nvml import LocalSnapshot
 
 from . import render
-from .sanitize import clean
+from gputui.sanitize import clean
 from .table import Column
 
 MATRIX_WIDE_AT = 120  # narrower terminals get the short words and the legend

@@ -9,7 +9,7 @@ from textual.containers import Vertical
 from textual.timer import Timer
 from textual.widgets import Input, Log, Static
 
-from .sanitize import log_line
+from gputui.sanitize import log_line
 
 LOG_LINES_KEPT = 2_000
 

@@ -36,10 +36,16 @@ def test_bench_model_smoke_prints_its_figures():
     models, faster, _ = figure(rf"kubernetes_asyncio\s+{NUMBER} s\s+gputui is {NUMBER}x faster\s+peak RSS {NUMBER} MB", text)
     seed, fraction = figure(rf"kubectl\+jq \(seed\)\s+{NUMBER} s\s+gputui takes 1/{NUMBER} of it", text)
     per_second, = figure(rf"model applies {NUMBER} events/s", text)
+    report, = figure(rf"gputui report -o json\s+{NUMBER} s\s+whole process", text)
+    _, report_fraction = figure(rf"gputui takes 1/{NUMBER} of it; gputui report, whole process, 1/{NUMBER}", text)
+    version, = figure(rf"gputui --version\s+{NUMBER} s", text)
+    empty_report, more = figure(rf"gputui report -o json, one node\s+{NUMBER} s\s+\({NUMBER} s more than --version\)", text)
 
-    assert min(raw, ours, models, seed, rss, per_second) > 0
+    assert min(raw, ours, models, seed, rss, per_second, report, version, empty_report) > 0
+    assert abs(more - (empty_report - version)) <= 0.002
+    assert abs(report_fraction - seed / report) <= 0.15 * report_fraction
     # the ratios are those of the printed medians (rounded to milliseconds, so compare loosely)
     assert abs(ratio - ours / raw) <= 0.15 * ratio
     assert abs(faster - models / ours) <= 0.15 * faster
     assert abs(fraction - seed / ours) <= 0.15 * fraction
-    assert len(re.findall(r"^  run \d+: raw .* s, gputui .* s, kubernetes_asyncio .* s, kubectl\+jq .* s$", text, re.M)) == 1
+    assert len(re.findall(r"^  run \d+: raw .* s, gputui .* s, gputui report \(whole process\) .* s, kubernetes_asyncio .* s, kubectl\+jq .* s$", text, re.M)) == 1

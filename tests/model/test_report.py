@@ -12,7 +12,7 @@ import pytest_asyncio
 import yaml
 from aiohttp import web
 
-from gputui import report
+from gputui.cli import report
 from gputui.sim.cluster import SimCluster, kubeconfig_for
 from objects import node, plugin_pod, pod
 from scenario import small_cluster

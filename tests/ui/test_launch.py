@@ -69,7 +69,7 @@ def test_first_frame_needs_no_client_no_simulator():
     """What `gputui` imports before it draws: the Kubernetes client, aiohttp, PyYAML, prometheus_client
     and the simulator load later (connecting, the demo's thread), and take longer to import than the UI."""
     probe = (
-        "import sys; from gputui.cli import _parse_app_args; from gputui.ui.launch import make_app; "
+        "import sys; from gputui.cli.main import _parse_app_args; from gputui.ui.launch import make_app; "
         "make_app(None); "
         "print(sorted(m for m in ('kubernetes_asyncio', 'aiohttp', 'yaml', 'prometheus_client', 'pynvml', 'gputui.sim') if m in sys.modules))"
     )

@@ -1,5 +1,5 @@
 """Cluster text reaches the screen as plain, printable, bounded text."""
-from gputui.ui.sanitize import MAX_LOG_LINE, clean, log_line
+from gputui.sanitize import MAX_LOG_LINE, clean, log_line
 
 
 def test_ansi_escapes_are_removed_and_markup_is_left_alone():

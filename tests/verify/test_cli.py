@@ -52,7 +52,7 @@ async def wait_for_pod(sim, timeout: float = 20.0) -> str:
 
 def run_in_process(capsys, *args: str) -> tuple[int, str, str]:
     """For the refusals that happen before any connection: no process to start."""
-    from gputui.cli import main
+    from gputui.cli.main import main
 
     code = main(["verify", *args])
     out, err = capsys.readouterr()

@@ -13,7 +13,7 @@ from textual.worker import Worker
 
 from gputui.kube import verify as v
 
-from ..sanitize import clean
+from gputui.sanitize import clean
 from .confirm import ConfirmVerifyScreen
 from .leftovers import LeftoversScreen
 from .live import VerifyScreen

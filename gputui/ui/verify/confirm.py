@@ -11,7 +11,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Footer, Static
 
 from .. import render
-from ..sanitize import clean
+from gputui.sanitize import clean
 
 if TYPE_CHECKING:
     from gputui.kube import verify as v

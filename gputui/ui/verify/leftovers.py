@@ -15,7 +15,7 @@ from gputui.kube import verify as v
 from gputui.kube.records import parse_time
 
 from .. import render
-from ..sanitize import clean
+from gputui.sanitize import clean
 from .settings import READ_ONLY_MESSAGE
 from .words import _error_text
 

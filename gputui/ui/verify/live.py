@@ -19,7 +19,7 @@ from textual.worker import Worker, WorkerState
 from gputui.kube import verify as v
 
 from .. import render
-from ..sanitize import clean
+from gputui.sanitize import clean
 from ..widgets import Pane, PluginLog
 from .settings import FLUSH_INTERVAL, VERIFY_GROUP
 from .words import STAGE_WORDS, _elapsed, _error_text, _event_line, verdict_text

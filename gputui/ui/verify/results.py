@@ -14,7 +14,7 @@ from textual.worker import Worker, WorkerState
 from gputui.kube import verify as v
 
 from .. import render
-from ..sanitize import clean
+from gputui.sanitize import clean
 from ..screens import TextScreen
 from ..table import Column, KeyedTable
 from ..widgets import Pane

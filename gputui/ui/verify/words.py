@@ -8,7 +8,7 @@ from gputui.kube import verify as v
 from gputui.kube.config import describe_network_error
 
 from .. import render
-from ..sanitize import clean
+from gputui.sanitize import clean
 
 STAGE_WORDS = {
     v.CREATING: "creating the pod",

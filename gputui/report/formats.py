@@ -1,146 +1,24 @@
-"""`gputui report`: list the cluster once, print its GPUs, exit.
+"""The report's formats: JSON (the contract as is), TSV for scripts, an aligned table for people.
 
-Exit status: 0 when no node has a problem, 1 when some do, 2 on usage or
-connection errors (one line on stderr, no traceback).
+Every text from the cluster goes through `printable` before it reaches the terminal.
 """
 from __future__ import annotations
 
-import argparse
-import asyncio
-import sys
 import textwrap
 import time
 from typing import Any, TextIO
 
 import orjson
 
-from .kube import gpu
-from .kube.config import ConnectError, Forbidden, add_connection_args, check, connect
-from .kube.model import DAEMONSETS, EVENTS, NODES, PODS, ClusterModel
-from .kube.stack import ClusterPolicyStatus, components_json, policy_problems
-from .kube.watch import FORBIDDEN
+from gputui.sanitize import printable
 
-SYNC_TIMEOUT = 60.0
-EXTRA_SYNC_TIMEOUT = 10.0
-PodTimes = dict[tuple[str, str], float | None]
+from .contract import PodTimes, cluster_problems
+
 WIDTH = 100
 
 
-def add_parser(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "report",
-        help="print the cluster's GPU nodes, allocation and problems once, then exit",
-        description="List the cluster once and print its GPUs: the GPU stack, per node capacity, allocatable, "
-        "allocated and free, the stack's components, DCGM readings, problems, and the pods holding or waiting for GPUs. "
-        "Exit 0: no problem; 1: some node (or the GPU Operator) has one; 2: usage or connection error.",
-    )
-    parser.add_argument("-o", "--output", choices=("table", "json", "tsv"), default="table", help="output format (default: table)")
-    add_connection_args(parser)
-    parser.add_argument("-n", "--namespace", metavar="NAMESPACE", help="list only the GPU pods of this namespace")
-    parser.add_argument(
-        "--resource", metavar="NAME", action="append", default=[],
-        help="count this extended resource as a GPU too (repeatable), e.g. amd.com/gpu",
-    )
-    parser.set_defaults(run=run)
-
-
-def run(args: argparse.Namespace) -> int:
-    for name in args.resource:
-        if "/" not in name:
-            print(f"gputui report: --resource {name}: expected a domain-prefixed resource name such as amd.com/gpu", file=sys.stderr)
-            return 2
-    try:
-        data, created = asyncio.run(collect(args.kubeconfig, args.context, args.namespace, frozenset(args.resource)))
-    except ConnectError as exc:
-        print(f"gputui report: {exc}", file=sys.stderr)
-        return 2
-    write = {"json": write_json, "tsv": write_tsv, "table": write_table}[args.output]
-    write(data, sys.stdout, created)
-    return 1 if cluster_problems(data) or any(n["problems"] for n in data["nodes"]) else 0
-
-
-def cluster_problems(data: dict[str, Any]) -> list[dict[str, str]]:
-    """operator-not-ready, from the contract's stack (the JSON has no cluster-level problem list)."""
-    policy = data["stack"]["cluster_policy"]
-    return [{"code": p.code, "message": p.message} for p in policy_problems(ClusterPolicyStatus(**policy) if policy else None)]
-
-
-async def collect(
-    kubeconfig: str | None, context: str | None, namespace: str | None, extra: frozenset[str] = frozenset()
-) -> tuple[dict[str, Any], PodTimes]:
-    """Connect, sync once; return the report as the JSON contract's dict, and the pods' creation times."""
-    async with await connect(kubeconfig, context) as conn:
-        await check(conn)
-        model = ClusterModel(conn.api, resources=gpu.GpuResources(extra))
-        async with model:
-            synced = await model.wait_synced(SYNC_TIMEOUT, kinds=(NODES, PODS))
-            for kind in (NODES, PODS):
-                state = model.states[kind]
-                if state.phase == FORBIDDEN:
-                    raise Forbidden(f"forbidden (403): {state.error}")
-                if not state.synced:
-                    why = state.error or ("timed out" if not synced else "not listed")
-                    raise ConnectError(f"cannot list {kind} from {conn.server}: {why}")
-            # The rest (events, the GPU stack's kinds) only adds detail: wait for it a little longer at most.
-            await model.wait_synced(EXTRA_SYNC_TIMEOUT)
-            if model.states[EVENTS].phase == FORBIDDEN:
-                print("gputui report: warning: events are forbidden; pending pods' reasons come from their conditions only", file=sys.stderr)
-            if model.states[DAEMONSETS].phase == FORBIDDEN:
-                print("gputui report: warning: daemonsets are forbidden; the GPU stack and its components are unknown", file=sys.stderr)
-            await model.metrics.poll_once()
-            data = as_contract(model, conn.context, namespace)
-            created = {(g.pod.namespace, g.pod.name): g.pod.created for g in model.gpu_pods(namespace=namespace)}
-            return data, created
-
-
-def as_contract(model: ClusterModel, context: str | None, namespace: str | None) -> dict[str, Any]:
-    """The stable JSON contract (documented in the README)."""
-    summaries = model.node_summaries()
-    return {
-        "context": context,
-        "stack": model.stack().to_json(),
-        "nodes": [node_contract(model, s) for s in summaries],
-        "pods": [
-            {
-                "namespace": g.pod.namespace,
-                "name": g.pod.name,
-                "node": g.pod.node,
-                "phase": g.pod.phase,
-                "gpu": dict(g.gpu),
-                "reason": g.reason,
-            }
-            for g in model.gpu_pods(namespace=namespace)
-        ],
-        "totals": {name: u.as_dict() for name, u in gpu.totals(summaries).items()},
-    }
-
-
-def node_contract(model: ClusterModel, s: gpu.NodeSummary) -> dict[str, Any]:
-    node: dict[str, Any] = {
-        "name": s.name,
-        "ready": s.node.ready is True,
-        "schedulable": not s.node.unschedulable,
-        "product": s.facts.product,
-        "gpu": {name: u.as_dict() for name, u in s.usage.items()},
-        "problems": [{"code": p.code, "message": p.message} for p in s.problems],
-        "components": components_json(s.components),
-    }
-    metrics = model.node_metrics(s.name)
-    if metrics is not None and metrics.current:
-        node["gpus"] = [reading.to_json() for reading in metrics.readings]
-    return node
-
-
-# -- output ----------------------------------------------------------------------
 def write_json(data: dict[str, Any], out: TextIO, created: PodTimes | None = None) -> None:
     out.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
-
-
-def printable(text: str | None) -> str:
-    """Cluster text made safe for a terminal: control characters (ANSI escapes included) become '?'."""
-    if not text:
-        return ""
-    return "".join(ch if ch.isprintable() else "?" for ch in text)
 
 
 def _tsv_field(text: str | None) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import __version__
+from gputui import __version__
 
 
 SUBCOMMANDS = ("sim", "report", "verify")  # the modules below register them
@@ -16,9 +16,9 @@ def _top_parser() -> argparse.ArgumentParser:
         description="Where are my GPUs? A live terminal view of a Kubernetes cluster's NVIDIA GPUs.",
     )
     parser.add_argument("--version", action="version", version=f"gputui {__version__}")
-    from .ui import launch  # noqa: PLC0415  (argument definitions only; Textual loads when the app starts)
+    from . import app  # noqa: PLC0415  (argument definitions only; Textual loads when the app starts)
 
-    launch.add_app_args(parser)
+    app.add_app_args(parser)
     return parser
 
 
@@ -26,7 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _top_parser()
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    from .sim import cli as sim_cli  # noqa: PLC0415
+    from gputui.sim import cli as sim_cli  # noqa: PLC0415
 
     sim_cli.add_parser(sub)
 
@@ -34,9 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     report.add_parser(sub)
 
-    from . import verify_cli  # noqa: PLC0415
+    from . import verify  # noqa: PLC0415
 
-    verify_cli.add_parser(sub)
+    verify.add_parser(sub)
     return parser
 
 
@@ -67,9 +67,9 @@ def _parse_app_args(argv: list[str]) -> argparse.Namespace | None:
 
 
 def launch_app(args: argparse.Namespace) -> int:
-    from .ui import launch  # noqa: PLC0415
+    from . import app  # noqa: PLC0415
 
-    return launch.run(args)
+    return app.run(args)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,11 +18,11 @@ from typing import TextIO
 
 import aiohttp
 
-from .config import ConfigError, add_config_args, load_config
-from .kube import verify as v
-from .kube.config import ConnectError, Connection, add_connection_args, check, connect, describe_network_error
-from .kube.records import parse_time
-from .ui.sanitize import clean, log_line
+from gputui.config import ConfigError, add_config_args, load_config
+from gputui.kube import verify as v
+from gputui.kube.config import ConnectError, Connection, add_connection_args, check, connect, describe_network_error
+from gputui.kube.records import parse_time
+from gputui.sanitize import clean, log_line
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 DEFAULT_CONCURRENCY = 4

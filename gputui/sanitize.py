@@ -52,3 +52,10 @@ def log_line(raw: bytes | str, limit: int = MAX_LOG_LINE) -> str:
     if len(text) > limit or size > len(head):
         text = f"{text[:limit]} … [line cut: {size:,} {unit}]"
     return text
+
+
+def printable(text: str | None) -> str:
+    """Cluster text for a report, unbounded: every control character (ANSI escapes included) becomes '?'."""
+    if not text:
+        return ""
+    return "".join(ch if ch.isprintable() else "?" for ch in text)

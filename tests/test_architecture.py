@@ -1,0 +1,218 @@
+"""The layers as contracts (ARCHITECTURE.md): who may import whom, and no import cycles.
+
+Imports are read from the source with `ast`, at any depth (inside functions too, since a
+lazy import still runs), except those under `if TYPE_CHECKING:`, which never run.
+A second check imports the headless commands in a fresh interpreter and looks at sys.modules.
+"""
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "gputui"
+
+
+@dataclass(frozen=True)
+class Import:
+    importer: str  # module name, e.g. gputui.kube.model
+    imported: str  # module name as written or resolved, e.g. textual.app or gputui.kube.gpu
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.importer} imports {self.imported} (line {self.line})"
+
+
+def module_name(path: Path, root: Path = ROOT) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _runtime_nodes(tree: ast.AST):
+    """Every node of the tree except what sits under `if TYPE_CHECKING:` (its else branch runs)."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            stack.extend(node.orelse)
+            continue
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def imports_of(path: Path, known: set[str], root: Path = ROOT) -> list[Import]:
+    """The modules a file imports at run time. `from pkg import name` names the submodule
+    pkg.name when there is one (known: every module of the project), else pkg."""
+    name = module_name(path, root)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = []
+    for node in _runtime_nodes(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            found += [Import(name, alias.name, node.lineno) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target == "__future__":
+                continue
+            subs = [f"{target}.{alias.name}" for alias in node.names if f"{target}.{alias.name}" in known]
+            found += [Import(name, sub, node.lineno) for sub in subs]
+            if len(subs) < len(node.names):
+                found.append(Import(name, target, node.lineno))
+    return found
+
+
+def project_imports(package: Path = PACKAGE, root: Path = ROOT) -> list[Import]:
+    files = sorted(package.rglob("*.py"))
+    known = {module_name(f, root) for f in files}
+    return [imp for f in files for imp in imports_of(f, known, root)]
+
+
+def within(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
+
+
+def violations(imports: list[Import], importers: str, forbidden: tuple[str, ...], allowed_importers: tuple[str, ...] = ()) -> list[str]:
+    return [
+        str(imp)
+        for imp in imports
+        if within(imp.importer, importers)
+        and not any(within(imp.importer, a) for a in allowed_importers)
+        and any(within(imp.imported, f) for f in forbidden)
+    ]
+
+
+def cycles(imports: list[Import]) -> list[list[str]]:
+    """Strongly connected components of more than one module (or a module importing itself)."""
+    graph: dict[str, set[str]] = {}
+    for imp in imports:
+        if within(imp.imported, "gputui"):
+            graph.setdefault(imp.importer, set()).add(imp.imported)
+            graph.setdefault(imp.imported, set())
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's algorithm
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1 or v in graph[v]:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+UI_TOOLKITS = ("textual", "rich")
+HEADLESS = ("gputui.report", "gputui.cli.report", "gputui.cli.verify")
+
+
+@pytest.fixture(scope="module")
+def imports() -> list[Import]:
+    return project_imports()
+
+
+def test_the_model_knows_no_ui_and_no_simulator(imports):
+    assert violations(imports, "gputui.kube", (*UI_TOOLKITS, "gputui.ui", "gputui.sim", "gputui.cli", "gputui.report")) == []
+
+
+def test_the_simulator_is_an_independent_oracle(imports):
+    others = ("gputui.kube", "gputui.ui", "gputui.cli", "gputui.report", "gputui.config", "gputui.sanitize")
+    assert violations(imports, "gputui.sim", others) == []
+
+
+def test_the_ui_reaches_the_simulator_only_through_the_demo_launcher(imports):
+    assert violations(imports, "gputui.ui", ("gputui.sim",), allowed_importers=("gputui.ui.demo",)) == []
+
+
+def test_the_headless_commands_import_no_textual(imports):
+    for command in HEADLESS:
+        assert violations(imports, command, (*UI_TOOLKITS, "gputui.ui")) == [], command
+
+
+def test_no_import_cycles(imports):
+    assert cycles(imports) == []
+
+
+def test_the_checks_see_a_violation(tmp_path):
+    """The checks can fail: a model module importing Textual, and two modules importing each other."""
+    package = tmp_path / "gputui"
+    (package / "kube").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "kube" / "__init__.py").write_text("")
+    (package / "kube" / "a.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import rich\n\ndef f():\n    from . import b\n")
+    (package / "kube" / "b.py").write_text("from gputui.kube import a\nimport textual.app\n")
+    found = project_imports(package, tmp_path)
+    assert violations(found, "gputui.kube", UI_TOOLKITS) == ["gputui.kube.b imports textual.app (line 2)"]
+    assert cycles(found) == [["gputui.kube.a", "gputui.kube.b"]]
+
+
+def _loaded_after(code: str) -> list[str]:
+    probe = (
+        f"import sys\n{code}\n"
+        "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'rich') or m.startswith(('gputui.ui', 'gputui.sim')))))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=90, env=env)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.split()
+
+
+@pytest.fixture(scope="module")
+def demo_kubeconfig():
+    """The demo cluster, served from a thread of its own (the subprocesses below talk to it)."""
+    from gputui.ui.demo import BackgroundCluster
+
+    cluster = BackgroundCluster(scenario="demo")
+    cluster.begin()
+    try:
+        yield str(cluster.wait_ready())
+    finally:
+        cluster.stop()
+
+
+def test_a_headless_run_loads_no_textual(demo_kubeconfig):
+    """`gputui report` and `gputui verify` run to the end through the real entry point, on the demo cluster."""
+    for argv, status in ((["report", "-o", "json"], 1), (["verify", "--yes", "h100-1"], 0)):
+        code = (
+            "import contextlib, io\nfrom gputui.cli.main import main\n"
+            f"with contextlib.redirect_stdout(io.StringIO()):\n    status = main({[*argv, '--kubeconfig', demo_kubeconfig]!r})\n"
+            f"assert status == {status}, status"
+        )
+        assert _loaded_after(code) == [], argv
