@@ -3,16 +3,16 @@
 Every failure is a ConnectError whose str() is one line fit for stderr; no
 message ever contains a credential.
 
-`resolve()` reads the kubeconfig and picks the context without the network
-and without the Kubernetes client: the app calls it before drawing anything.
-The client, aiohttp and PyYAML are imported by the functions that use them,
-so that importing this module (the app does, before its first frame) is cheap.
+`resolve()` reads the kubeconfig and picks the context without the network:
+the app calls it before drawing anything. `connect()` then loads the
+credentials (`credentials.py`: TLS, tokens, client certificates, exec
+plugins) and makes the HTTP client (`client.py`). aiohttp and PyYAML are
+imported by the functions that use them, so that importing this module (the
+app does, before its first frame) is cheap.
 """
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,12 +22,13 @@ from typing import TYPE_CHECKING
 import orjson
 
 if TYPE_CHECKING:
-    from kubernetes_asyncio.client import ApiClient
+    from .client import Client
 
 DEFAULT_KUBECONFIG = "~/.kube/config"
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 IN_CLUSTER_TOKEN_FILE = f"{SERVICE_ACCOUNT_DIR}/token"
 IN_CLUSTER_NAMESPACE_FILE = f"{SERVICE_ACCOUNT_DIR}/namespace"
+IN_CLUSTER_CA_FILE = f"{SERVICE_ACCOUNT_DIR}/ca.crt"
 
 
 class ConnectError(Exception):
@@ -56,18 +57,12 @@ class Forbidden(ConnectError):
 
 @dataclass
 class Connection:
-    api: ApiClient
+    api: Client
     context: str | None  # None in-cluster
     server: str
     namespace: str  # the context's default namespace
-    # Renews short-lived credentials (exec plugins, GCP) for a long-running app.
-    token_refresh: asyncio.Task[None] | None = field(default=None, repr=False)
 
     async def close(self) -> None:
-        if self.token_refresh is not None:
-            self.token_refresh.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self.token_refresh
         await self.api.close()
 
     async def __aenter__(self) -> "Connection":
@@ -134,14 +129,22 @@ class Target:
     context: str | None  # None in-cluster
     server: str
     namespace: str
+    # The context's cluster and user entries, and the directories of the files that defined
+    # them (relative certificate, key, token-file and exec-command paths start there).
+    cluster: dict = field(default_factory=dict, compare=False, repr=False)
+    user: dict = field(default_factory=dict, compare=False, repr=False)
+    cluster_dir: Path = field(default=Path("."), compare=False, repr=False)
+    user_dir: Path = field(default=Path("."), compare=False, repr=False)
 
 
-def _names(docs: list[dict], section: str) -> dict[str, dict]:
-    """Merge as kubectl does: for each name the first file wins."""
+def _names(docs: list[dict], section: str, paths: list[str] | None = None) -> dict[str, dict]:
+    """Merge as kubectl does: for each name the first file wins. With paths, each entry
+    gains the key "__dir__": the directory of its file."""
     out: dict[str, dict] = {}
-    for doc in docs:
+    for i, doc in enumerate(docs):
         for item in doc.get(section) or []:
-            out.setdefault(item["name"], item)
+            if item["name"] not in out:
+                out[item["name"]] = {**item, "__dir__": Path(paths[i]).resolve().parent} if paths else item
     return out
 
 
@@ -156,16 +159,25 @@ def _resolve_kubeconfig(paths: list[str], context: str | None) -> Target:
     if name not in contexts:
         raise ContextError(f'context "{name}" not found in {where}' + _choices(contexts))
     ctx = contexts[name].get("context") or {}
-    clusters = _names(docs, "clusters")
+    clusters = _names(docs, "clusters", paths)
     cluster_name = ctx.get("cluster")
     if cluster_name not in clusters:
         raise KubeconfigError(f'context "{name}" refers to cluster "{cluster_name}", which is not in {where}')
-    server = (clusters[cluster_name].get("cluster") or {}).get("server")
+    cluster = clusters[cluster_name].get("cluster") or {}
+    server = cluster.get("server")
     if not server:
         raise KubeconfigError(f'cluster "{cluster_name}" in {where} has no server address')
-    if ctx.get("user") and ctx["user"] not in _names(docs, "users"):
+    users = _names(docs, "users", paths)
+    if ctx.get("user") and ctx["user"] not in users:
         raise KubeconfigError(f'context "{name}" refers to user "{ctx["user"]}", which is not in {where}')
-    return Target(tuple(paths), name, server, ctx.get("namespace") or "default")
+    user_entry = users.get(ctx.get("user") or "", {})
+    if not isinstance(cluster, dict) or not isinstance(user_entry.get("user") or {}, dict):
+        raise KubeconfigError(f'context "{name}": its cluster or user entry is not a mapping')
+    return Target(
+        tuple(paths), name, str(server), ctx.get("namespace") or "default",
+        cluster=cluster, user=user_entry.get("user") or {},
+        cluster_dir=clusters[cluster_name]["__dir__"], user_dir=user_entry.get("__dir__", Path(paths[0]).resolve().parent),
+    )
 
 
 def resolve(kubeconfig: str | None = None, context: str | None = None) -> Target:
@@ -187,27 +199,16 @@ def context_names(kubeconfig: str | None = None) -> list[str]:
     return list(_names([_read_yaml(p) for p in _kubeconfig_paths(kubeconfig)], "contexts"))
 
 
-async def _from_kubeconfig(target: Target) -> Connection:
-    from kubernetes_asyncio.client import ApiClient, Configuration  # noqa: PLC0415
-    from kubernetes_asyncio.config import ConfigException  # noqa: PLC0415
-    from kubernetes_asyncio.config.kube_config import KubeConfigLoader, KubeConfigMerger, refresh_token  # noqa: PLC0415
+async def _from_kubeconfig(target: Target, exec_timeout: float) -> Connection:
+    from .client import Client  # noqa: PLC0415
+    from .credentials import CredentialError, load_credentials  # noqa: PLC0415
 
-    name = target.context
-    merger = KubeConfigMerger(os.pathsep.join(target.paths))  # keeps each entry's file, for relative cert paths
-    assert merger.config is not None
-    configuration = Configuration()
-    loader = KubeConfigLoader(config_dict=merger.config, active_context=name, config_base_path=None)
     try:
-        await loader.load_and_set(configuration)
-    except ConfigException as exc:
-        raise KubeconfigError(f'context "{name}": {_first_line(exc)}') from None
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise KubeconfigError(f'context "{name}": cannot load credentials ({type(exc).__name__})') from None
-    conn = Connection(ApiClient(configuration), name, target.server, target.namespace)
-    user = loader._user  # the library keeps the active user private; its refresher needs one
-    if loader.provider == "gcp" or (user is not None and "exec" in user):
-        conn.token_refresh = asyncio.create_task(refresh_token(loader, configuration), name="gputui-token-refresh")
-    return conn
+        creds = await load_credentials(target.cluster, target.user, target.cluster_dir, target.user_dir, target.server,
+                                       exec_timeout=exec_timeout)
+    except CredentialError as exc:
+        raise KubeconfigError(f'context "{target.context}": {exc}') from None
+    return Connection(Client(target.server, creds), target.context, target.server, target.namespace)
 
 
 def _choices(contexts: dict[str, dict]) -> str:
@@ -226,33 +227,36 @@ def _in_cluster_available() -> bool:
 
 
 def _from_in_cluster() -> Connection:
-    from kubernetes_asyncio.client import ApiClient, Configuration  # noqa: PLC0415
-    from kubernetes_asyncio.config import ConfigException  # noqa: PLC0415
-    from kubernetes_asyncio.config.incluster_config import SERVICE_CERT_FILENAME, SERVICE_TOKEN_FILENAME, InClusterConfigLoader  # noqa: PLC0415
+    from .client import Client  # noqa: PLC0415
+    from .credentials import CredentialError, Credentials, tls_context  # noqa: PLC0415
 
-    configuration = Configuration()
+    host, port = os.environ.get("KUBERNETES_SERVICE_HOST", ""), os.environ.get("KUBERNETES_SERVICE_PORT", "443")
+    if not host:
+        raise KubeconfigError("in-cluster config: KUBERNETES_SERVICE_HOST is not set")
+    server = f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
     try:
-        InClusterConfigLoader(token_filename=SERVICE_TOKEN_FILENAME, cert_filename=SERVICE_CERT_FILENAME).load_and_set(configuration)
-    except ConfigException as exc:
-        raise KubeconfigError(f"in-cluster config: {_first_line(exc)}") from None
+        context, _ = tls_context({"certificate-authority": IN_CLUSTER_CA_FILE}, {}, Path("/"), Path("/"))
+    except CredentialError as exc:
+        raise KubeconfigError(f"in-cluster config: {exc}") from None
     try:
         namespace = Path(IN_CLUSTER_NAMESPACE_FILE).read_text().strip() or "default"
     except OSError:
         namespace = "default"
-    return Connection(ApiClient(configuration), None, configuration.host, namespace)
+    creds = Credentials(ssl=context, token_file=Path(IN_CLUSTER_TOKEN_FILE))
+    return Connection(Client(server, creds), None, server, namespace)
 
 
-async def connect(kubeconfig: str | None = None, context: str | None = None) -> Connection:
+async def connect(kubeconfig: str | None = None, context: str | None = None, *, exec_timeout: float = 60.0) -> Connection:
     """An API client for the chosen context: --kubeconfig, else $KUBECONFIG, else
     ~/.kube/config, else the pod's service account when running in a cluster."""
     target = resolve(kubeconfig, context)
-    return await connect_to(target)
+    return await connect_to(target, exec_timeout=exec_timeout)
 
 
-async def connect_to(target: Target) -> Connection:
+async def connect_to(target: Target, *, exec_timeout: float = 60.0) -> Connection:
     """An API client for a resolved target (credentials are loaded here: exec plugins run)."""
     if target.paths:
-        return await _from_kubeconfig(target)
+        return await _from_kubeconfig(target, exec_timeout)
     return _from_in_cluster()
 
 
@@ -286,7 +290,9 @@ def describe_network_error(exc: BaseException) -> str:
     if isinstance(exc, (TimeoutError, aiohttp.ServerTimeoutError)):
         return "timed out"
     if isinstance(exc, aiohttp.ClientConnectorCertificateError):
-        return "TLS certificate not trusted"
+        return _certificate_problem(exc.certificate_error)
+    if isinstance(exc, aiohttp.ClientSSLError):
+        return "TLS handshake failed: " + _first_line(exc.os_error if getattr(exc, "os_error", None) else exc).lower()
     if isinstance(exc, aiohttp.ClientConnectorError):
         os_error = exc.os_error
         if isinstance(os_error, ConnectionRefusedError):
@@ -301,17 +307,31 @@ def describe_network_error(exc: BaseException) -> str:
     return _first_line(exc) or type(exc).__name__
 
 
+_CERT_VERIFY_WORDS = {
+    62: "TLS certificate is for another host name",  # X509_V_ERR_HOSTNAME_MISMATCH
+    64: "TLS certificate is for another IP address",  # X509_V_ERR_IP_ADDRESS_MISMATCH
+    10: "TLS certificate has expired",  # X509_V_ERR_CERT_HAS_EXPIRED
+    9: "TLS certificate is not valid yet",  # X509_V_ERR_CERT_NOT_YET_VALID
+}
+
+
+def _certificate_problem(error: BaseException) -> str:
+    code = getattr(error, "verify_code", None)
+    return _CERT_VERIFY_WORDS.get(code, "TLS certificate not trusted (unknown authority)")
+
+
 async def check(conn: Connection, timeout: float = 10.0) -> str:
     """Ask the server its version (proves it is reachable and takes our credentials)."""
     import aiohttp  # noqa: PLC0415
-    from kubernetes_asyncio.client import VersionApi  # noqa: PLC0415
+
+    from .credentials import CredentialError  # noqa: PLC0415
 
     try:
-        resp = await VersionApi(conn.api).get_code(
-            _preload_content=False, _request_timeout=aiohttp.ClientTimeout(total=timeout)
-        )
+        resp = await conn.api.get("/version", timeout=aiohttp.ClientTimeout(total=timeout))
         async with resp:
             body = await resp.read()
+    except CredentialError as exc:
+        raise KubeconfigError(f'context "{conn.context}": {exc}') from None
     except (aiohttp.ClientError, TimeoutError, OSError) as exc:
         raise Unreachable(f"cannot reach {conn.server}: {describe_network_error(exc)}") from None
     if resp.status != 200:

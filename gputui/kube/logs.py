@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, AsyncIterator
 
+from .client import path
 from .config import describe_network_error, status_message
 
 if TYPE_CHECKING:
-    from kubernetes_asyncio.client import ApiClient
+    from .client import Client
 
 MAX_LINE_BYTES = 1 << 20  # a longer line is handed out in pieces of this size
 
@@ -24,7 +25,7 @@ class LogError(Exception):
 
 
 async def stream_logs(
-    api: ApiClient,
+    api: Client,
     namespace: str,
     pod: str,
     container: str | None,
@@ -34,22 +35,26 @@ async def stream_logs(
     previous: bool = False,
     max_line: int = MAX_LINE_BYTES,
 ) -> AsyncIterator[bytes]:
-    import aiohttp  # noqa: PLC0415  (the client loads when first used: the app draws before)
-    from kubernetes_asyncio.client import CoreV1Api  # noqa: PLC0415
+    import aiohttp  # noqa: PLC0415  (loaded when first used: the app draws before)
 
-    params: dict = {"follow": follow and not previous, "previous": previous}
+    from .credentials import CredentialError  # noqa: PLC0415
+
+    params: dict = {}
+    if follow and not previous:
+        params["follow"] = "true"
+    if previous:
+        params["previous"] = "true"
     if container:
         params["container"] = container
     if tail is not None:
-        params["tail_lines"] = tail
+        params["tailLines"] = tail
     try:
-        resp = await CoreV1Api(api).read_namespaced_pod_log(
-            pod,
-            namespace,
-            _preload_content=False,
-            _request_timeout=aiohttp.ClientTimeout(sock_connect=10),
-            **params,
+        resp = await api.request(
+            "GET", path("v1", "pods", pod, namespace=namespace, sub="log"), params=params,
+            timeout=aiohttp.ClientTimeout(sock_connect=10), accept="*/*",
         )
+    except CredentialError as exc:
+        raise LogError(f"cannot read logs of {namespace}/{pod}: {exc}") from None
     except (aiohttp.ClientError, OSError) as exc:
         raise LogError(f"cannot read logs of {namespace}/{pod}: {describe_network_error(exc)}") from None
     async with resp:

@@ -19,11 +19,12 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable
 
+from .client import path
 from .config import describe_network_error, status_message
 from .dcgm import GpuReading, MetricsParseError, UtilisationHistory, parse_metrics
 
 if TYPE_CHECKING:
-    from kubernetes_asyncio.client import ApiClient
+    from .client import Client
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +59,7 @@ Targets = Callable[[], dict[str, Exporter]]  # node name -> its exporter
 class MetricsPoller:
     def __init__(
         self,
-        api: ApiClient,
+        api: Client,
         targets: Targets,
         on_update: Callable[[str], None] = lambda node: None,
         *,
@@ -68,9 +69,7 @@ class MetricsPoller:
         concurrency: int = 16,
         history_samples: int = 60,
     ) -> None:
-        from kubernetes_asyncio.client import CoreV1Api  # noqa: PLC0415  (loaded on connecting, not with the app)
-
-        self.core = CoreV1Api(api)
+        self.api = api
         self.targets = targets
         self.on_update = on_update
         self.interval = interval
@@ -183,10 +182,8 @@ class MetricsPoller:
 
         namespace, pod = exporter.namespace or "", exporter.pod or ""
         try:
-            resp = await self.core.connect_get_namespaced_pod_proxy_with_path(
-                f"{pod}:{self.port}", namespace, "metrics",
-                _preload_content=False, _request_timeout=aiohttp.ClientTimeout(total=self.timeout),
-            )
+            url = path("v1", "pods", f"{pod}:{self.port}", namespace=namespace, sub="proxy/metrics")
+            resp = await self.api.request("GET", url, timeout=aiohttp.ClientTimeout(total=self.timeout), accept="text/plain, */*")
             async with resp:
                 body = await resp.read()
         except asyncio.TimeoutError:

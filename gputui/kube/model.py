@@ -37,7 +37,6 @@ import gc
 import logging
 from collections import OrderedDict
 from dataclasses import dataclass
-from functools import partial
 from typing import TYPE_CHECKING, Any, Callable, Generic, Hashable, Iterable, TypeVar
 
 import orjson
@@ -51,12 +50,22 @@ from .records import (
 from .watch import ABSENT, FORBIDDEN, Reflector, ResourceState
 
 if TYPE_CHECKING:
-    from kubernetes_asyncio.client import ApiClient
+    from .client import Client
 
 log = logging.getLogger(__name__)
 
 NODES, PODS, EVENTS, DAEMONSETS = "nodes", "pods", "events", "daemonsets"
 CLUSTERPOLICIES, RESOURCESLICES, RESOURCECLAIMS, DEVICECLASSES = "clusterpolicies", "resourceslices", "resourceclaims", "deviceclasses"
+COLLECTIONS = {  # what each reflector lists and watches, cluster-wide
+    NODES: "/api/v1/nodes",
+    PODS: "/api/v1/pods",
+    EVENTS: "/api/v1/events",
+    DAEMONSETS: "/apis/apps/v1/daemonsets",
+    CLUSTERPOLICIES: "/apis/nvidia.com/v1/clusterpolicies",
+    RESOURCESLICES: "/apis/resource.k8s.io/v1/resourceslices",
+    RESOURCECLAIMS: "/apis/resource.k8s.io/v1/resourceclaims",
+    DEVICECLASSES: "/apis/resource.k8s.io/v1/deviceclasses",
+}
 DRA_KINDS = (RESOURCESLICES, RESOURCECLAIMS, DEVICECLASSES)
 ALL_KINDS = (NODES, PODS, EVENTS, DAEMONSETS, CLUSTERPOLICIES, *DRA_KINDS)
 STATE = "state"
@@ -286,7 +295,7 @@ def _name_markers(resources: gpu.GpuResources) -> tuple[bytes, ...] | None:
 class ClusterModel:
     def __init__(
         self,
-        api: ApiClient,
+        api: Client,
         *,
         resources: gpu.GpuResources = gpu.GpuResources(),
         kinds: Iterable[str] = ALL_KINDS,
@@ -324,23 +333,19 @@ class ClusterModel:
         self.device_classes = Table(DEVICECLASSES, lambda obj: (obj.get("spec") or {}).get("extendedResourceName") or None, self._notify)
         self.metrics = MetricsPoller(api, self._exporters, self._metrics_updated, interval=metrics_interval, timeout=metrics_timeout)
 
-        # The client loads with the first model (the app draws its first frame without it).
-        from kubernetes_asyncio.client import AppsV1Api, CoreV1Api, CustomObjectsApi, ResourceV1Api  # noqa: PLC0415
-
-        core, apps, resource = CoreV1Api(api), AppsV1Api(api), ResourceV1Api(api)
-        calls = {
-            NODES: (core.list_node, self.nodes),
-            PODS: (core.list_pod_for_all_namespaces, self.pods),
-            EVENTS: (core.list_event_for_all_namespaces, self.events),
-            DAEMONSETS: (apps.list_daemon_set_for_all_namespaces, self.daemonsets),
-            CLUSTERPOLICIES: (partial(CustomObjectsApi(api).list_cluster_custom_object, "nvidia.com", "v1", "clusterpolicies"), self.cluster_policies),
-            RESOURCESLICES: (resource.list_resource_slice, self.resource_slices),
-            RESOURCECLAIMS: (resource.list_resource_claim_for_all_namespaces, self.resource_claims),
-            DEVICECLASSES: (resource.list_device_class, self.device_classes),
+        tables = {
+            NODES: self.nodes,
+            PODS: self.pods,
+            EVENTS: self.events,
+            DAEMONSETS: self.daemonsets,
+            CLUSTERPOLICIES: self.cluster_policies,
+            RESOURCESLICES: self.resource_slices,
+            RESOURCECLAIMS: self.resource_claims,
+            DEVICECLASSES: self.device_classes,
         }
         self.reflectors: dict[str, Reflector] = {
-            kind: Reflector(kind, call, table, on_state=self._state_changed, **reflector_options)
-            for kind, (call, table) in calls.items()
+            kind: Reflector(kind, api, COLLECTIONS[kind], table, on_state=self._state_changed, **reflector_options)
+            for kind, table in tables.items()
             if kind in set(kinds)
         }
 

@@ -9,8 +9,8 @@ kind is not served: no CRD, an older cluster), the resource then empty,
 retried as slowly. A silently dead
 connection is caught by a read-inactivity timeout.
 
-Responses are read raw (`_preload_content=False`) and parsed with orjson; the
-generated models are far too slow for big lists. A sink that keeps few of its
+Responses are read raw and parsed with orjson (no generated models: they are
+far too slow for big lists). A sink that keeps few of its
 objects (pods: only GPU and GPU-stack ones) judges each raw list item first,
 and only the items that may matter are parsed (see `item_spans`).
 """
@@ -23,7 +23,7 @@ import logging
 import random
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterator, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
 
 import orjson
 
@@ -33,10 +33,11 @@ from .records import OBJECT_OPENING
 if TYPE_CHECKING:
     import aiohttp
 
+    from .client import Client
+
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
-ListCall = Callable[..., Awaitable["aiohttp.ClientResponse"]]
 
 SYNCING = "syncing"
 LIVE = "live"
@@ -137,6 +138,7 @@ def list_metadata(body: bytes) -> Obj:
 
 _ITEMS_KEY = b',"items":['
 YIELD_EVERY = 100  # list items handled between two yields to the event loop
+QUICK_CLOSES = 3  # watches in a row ended at once before that counts as a failure
 
 
 def _list_head(body: bytes) -> tuple[Obj, int]:
@@ -194,7 +196,8 @@ class Reflector:
     def __init__(
         self,
         resource: str,
-        list_call: ListCall,
+        client: Client,
+        path: str,
         sink: Sink,
         *,
         page_size: int = 500,
@@ -208,7 +211,8 @@ class Reflector:
         on_state: Callable[[ResourceState], None] | None = None,
     ) -> None:
         self.resource = resource
-        self.list_call = list_call
+        self.client = client
+        self.path = path  # the collection, e.g. /api/v1/pods
         self.sink = sink
         self.page_size = page_size
         self.watch_seconds = watch_seconds
@@ -224,6 +228,7 @@ class Reflector:
         self.settled = asyncio.Event()  # first list applied, or forbidden
         self.lists = 0  # full lists done (1 + relists)
         self.events = 0  # watch events applied
+        self._quick_closes = 0  # watches in a row that the server ended at once, with no event
 
     # -- state -------------------------------------------------------------
     def _set(self, phase: str, error: str | None = None, retry_at: float | None = None) -> None:
@@ -239,12 +244,17 @@ class Reflector:
             self.on_state(s)
 
     def _backoff(self) -> float:
-        base = min(self.backoff_max, self.backoff_initial * 2 ** max(0, self.state.attempt - 1))
+        return self._backoff_for(self.state.attempt)
+
+    def _backoff_for(self, attempt: int) -> float:
+        base = min(self.backoff_max, self.backoff_initial * 2 ** max(0, attempt - 1))
         return base * random.uniform(0.5, 1.0)
 
     # -- the loop ------------------------------------------------------------
     async def run(self) -> None:
         import aiohttp  # noqa: PLC0415  (loaded with the client, not with this module: the app imports it before its first frame)
+
+        from .credentials import CredentialError  # noqa: PLC0415
 
         while True:
             try:
@@ -272,6 +282,8 @@ class Reflector:
                     await self._retry_later(exc.line())
             except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
                 await self._retry_later(describe_network_error(exc))
+            except CredentialError as exc:  # an exec plugin that failed to renew its token
+                await self._retry_later(str(exc))
             except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
                 # A malformed answer: start over from a fresh list.
                 log.warning("%s: unreadable response", self.resource, exc_info=True)
@@ -285,17 +297,14 @@ class Reflector:
         self._set(RETRYING, error, time.monotonic() + delay)
         await asyncio.sleep(delay)
 
-    async def _get(self, **params: Any) -> aiohttp.ClientResponse:
-        return await self.list_call(_preload_content=False, **params)
-
     async def _fetch_page(self, token: str | None) -> bytes:
         import aiohttp  # noqa: PLC0415
 
         timeout = aiohttp.ClientTimeout(sock_connect=self.connect_timeout, sock_read=self.read_timeout)
-        params: dict[str, Any] = {"limit": self.page_size, "_request_timeout": timeout}
+        params: dict[str, Any] = {"limit": self.page_size}
         if token:
-            params["_continue"] = token
-        resp = await self._get(**params)
+            params["continue"] = token
+        resp = await self.client.get(self.path, params=params, timeout=timeout)
         async with resp:
             body = await resp.read()
         if resp.status != 200:
@@ -364,13 +373,13 @@ class Reflector:
         assert self.resource_version is not None
         timeout = aiohttp.ClientTimeout(sock_connect=self.connect_timeout, sock_read=self.inactivity_timeout)
         started = time.monotonic()
-        resp = await self._get(
-            watch=True,
-            resource_version=self.resource_version,
-            allow_watch_bookmarks=True,
-            timeout_seconds=random.randint(*self.watch_seconds),
-            _request_timeout=timeout,
-        )
+        params = {
+            "watch": "true",
+            "resourceVersion": self.resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": random.randint(*self.watch_seconds),
+        }
+        resp = await self.client.get(self.path, params=params, timeout=timeout)
         applied = 0
         async with resp:
             if resp.status != 200:
@@ -393,8 +402,15 @@ class Reflector:
             if pending.strip():
                 applied += self._apply_line(pending)
         if applied == 0 and time.monotonic() - started < 1.0:
-            # A server that closes every watch at once must not make us spin.
-            await self._retry_later("watch closed immediately")
+            # Servers close watches now and then (a restart, a load balancer): watch again after a
+            # pause. Only a server that closes every watch at once is a failure, and must not make us spin.
+            self._quick_closes += 1
+            if self._quick_closes >= QUICK_CLOSES:
+                await self._retry_later(f"the server closed the watch at once, {self._quick_closes} times in a row")
+            else:
+                await asyncio.sleep(self._backoff_for(self._quick_closes))
+        else:
+            self._quick_closes = 0
 
     def _apply_line(self, line: bytes | bytearray) -> int:
         event = orjson.loads(line)

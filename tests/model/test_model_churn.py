@@ -2,17 +2,14 @@
 workload pod's change that no node summary reads keeps the summaries (fed directly, no server)."""
 from __future__ import annotations
 
-from kubernetes_asyncio.client import ApiClient
-
+from gputui.kube.client import Client
 from gputui.kube.model import PODS, Change, ClusterModel
 from gputui.kube.watch import FORBIDDEN, LIVE
 from objects import node, plugin_pod, pod
 
 
 async def churn_model() -> tuple[ClusterModel, list[Change]]:
-    api = ApiClient()
-    await api.close()  # never used: the tables are fed directly
-    model = ClusterModel(api)
+    model = ClusterModel(Client("http://127.0.0.1:9"))
     for table, objects in (
         (model.nodes, [node("n1", capacity={"nvidia.com/gpu": 4})]),
         (model.pods, [plugin_pod("n1"), pod("ml", "job", node="n1", gpu={"nvidia.com/gpu": 2})]),

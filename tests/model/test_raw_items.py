@@ -8,9 +8,9 @@ from typing import Any
 import orjson
 import pytest
 import pytest_asyncio
-from kubernetes_asyncio.client import ApiClient, Configuration
 
 from gputui.kube import gpu
+from gputui.kube.client import Client
 from gputui.kube.model import PODS, ClusterModel
 from gputui.kube.records import raw_metadata_labels, raw_pod_phase
 from gputui.kube.watch import Reflector, _list_head, item_spans
@@ -42,12 +42,12 @@ def spans_of(body: bytes) -> list[tuple[int, int]] | None:
 
 @pytest_asyncio.fixture
 async def api():
-    client = ApiClient(Configuration(host="http://127.0.0.1:9"))  # never called: the tests feed tables directly
+    client = Client("http://127.0.0.1:9")  # never called: the tests feed tables directly
     yield client
     await client.close()
 
 
-def model(api: ApiClient, resources: gpu.GpuResources = gpu.GpuResources()) -> ClusterModel:
+def model(api: Client, resources: gpu.GpuResources = gpu.GpuResources()) -> ClusterModel:
     return ClusterModel(api, kinds=(), resources=resources)
 
 
@@ -159,7 +159,7 @@ async def test_reflector_page_items_equal_a_full_parse_after_the_model_filter(ap
     m = model(api)
     items = [layout(p) for p in all_scenario_pods()[:300]] + [layout(TRICKY)]
     body = page(items)
-    reflector = Reflector(PODS, None, Sink(m))  # type: ignore[arg-type]
+    reflector = Reflector(PODS, api, "/api/v1/pods", Sink(m))
     parsed = await reflector._page_items(body, _list_head(body)[1])
     assert len(parsed) < len(items)
     kept = [obj for obj in items if m._build_pod(obj) is not None]
@@ -173,5 +173,5 @@ async def test_a_page_that_does_not_split_cleanly_is_parsed_whole(api):
     odd["spec"]["extra"] = [{"metadata": {"a": 1}}, {"metadata": {"b": "nvidia.com/gpu"}}]
     items = [go_layout(pod("web", "a")), odd, go_layout(pod("web", "b"))]
     body = page(items)
-    reflector = Reflector(PODS, None, Sink(m))  # type: ignore[arg-type]
+    reflector = Reflector(PODS, api, "/api/v1/pods", Sink(m))
     assert await reflector._page_items(body, _list_head(body)[1]) == items

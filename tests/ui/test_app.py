@@ -5,8 +5,8 @@ import re
 
 import pytest
 from kubernetes_asyncio.client import CoreV1Api
+from kubernetes_asyncio.config import new_client_from_config
 
-from gputui.kube.config import connect
 from gputui.ui.screens import HelpScreen, NodeDetailsScreen, TextScreen
 
 from ui_helpers import app_on, screen_text, start_cluster, wait_for
@@ -52,9 +52,9 @@ async def test_pod_created_changed_and_deleted_through_the_api(cluster):
         await started(app, pilot)
         app.pods_table.focus()
         app.pods_table.move_cursor(row=pod_keys(app).index("research/notebook-alice-0"))
-        conn = await connect(str(cluster.kubeconfig_path))
-        async with conn:
-            core = CoreV1Api(conn.api)
+        # kubernetes_asyncio, not gputui's client: the cluster changed by an independent hand
+        async with await new_client_from_config(str(cluster.kubeconfig_path)) as api:
+            core = CoreV1Api(api)
             body = {
                 "apiVersion": "v1",
                 "kind": "Pod",

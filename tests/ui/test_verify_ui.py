@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from kubernetes_asyncio.client import CoreV1Api
+from kubernetes_asyncio.config import new_client_from_config
 
 from gputui.kube import verify as v
 from gputui.kube.config import connect
@@ -327,9 +328,8 @@ async def test_several_marked_nodes_in_a_results_table(cluster, created):
 
 async def make_leftovers(cluster, nodes: list[str]) -> list[str]:
     """Verification pods as a killed gputui leaves them: created, never deleted."""
-    conn = await connect(str(cluster.kubeconfig_path))
-    async with conn:
-        core = CoreV1Api(conn.api)
+    async with await new_client_from_config(str(cluster.kubeconfig_path)) as api:  # an independent client
+        core = CoreV1Api(api)
         names = []
         for i, node in enumerate(nodes):
             manifest = v.build_pod(node, "default", "nvidia.com/gpu", FAST, name=v.pod_name(node, random.Random(100 + i)))

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import orjson
+from .. import client
 
 DEFAULT_IMAGE = "nvidia/cuda:12.4.0-base-ubuntu22.04"
 DEFAULT_TIMEOUT = 120.0
@@ -27,21 +27,8 @@ class ReadOnlyError(VerifyError):
     pass
 
 
-class ApiError(VerifyError):
-    def __init__(self, status: int, message: str, reason: str = "") -> None:
-        super().__init__(message)
-        self.status = status
-        self.reason = reason
-
-    @classmethod
-    def from_body(cls, status: int, body: bytes) -> "ApiError":
-        try:
-            data = orjson.loads(body)
-            message = str(data.get("message") or "")
-            reason = str(data.get("reason") or "")
-        except (orjson.JSONDecodeError, AttributeError):
-            message, reason = body.decode(errors="replace").strip()[:300], ""
-        return cls(status, message or f"HTTP {status}", reason)
+class ApiError(client.ApiError, VerifyError):
+    """An API call of the verification failed (status, the server's message and reason)."""
 
 
 # -- options ---------------------------------------------------------------

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import describe_network_error
 from ..logs import LogError, stream_logs
-from .api import _core, _delete_shielded, _json, _watch, create_denied_message, plan_verification
+from ..client import path
+from .api import _delete_shielded, _json, _watch, create_denied_message, plan_verification
 from .judging import (
     API_ERROR,
     CANCELLED,
@@ -39,7 +40,7 @@ from .plan import Plan
 from .smi import disagreements, parse_nvidia_smi
 
 if TYPE_CHECKING:
-    from kubernetes_asyncio.client import ApiClient
+    from ..client import Client
 
 MAX_LOG_LINE = 64 * 1024  # bytes kept of one log line
 
@@ -50,9 +51,8 @@ MAX_LOG_LINE = 64 * 1024  # bytes kept of one log line
 class _Run:
     """The lifecycle of one verification pod, from create to confirmed deletion."""
 
-    def __init__(self, api: ApiClient, plan: Plan, options: VerifyOptions, on_update: OnUpdate | None) -> None:
+    def __init__(self, api: Client, plan: Plan, options: VerifyOptions, on_update: OnUpdate | None) -> None:
         self.api = api
-        self.core = _core(api)
         self.plan = plan
         self.options = options
         self.on_update = on_update
@@ -99,7 +99,7 @@ class _Run:
         self.emit(CREATING)
         self.may_exist = True  # from here on, even if the call below never returns
         try:
-            self.pod = await _json(self.core.create_namespaced_pod(plan.namespace, plan.manifest, _preload_content=False))
+            self.pod = await _json(self.api, "POST", path("v1", "pods", namespace=plan.namespace), body=plan.manifest)
         except ApiError as e:
             self.may_exist = False  # refused (a 409 name clash is someone else's pod: leave it alone)
             if e.status == 403:
@@ -140,8 +140,8 @@ class _Run:
         uid = self.pod["metadata"]["uid"]
         since = self.pod["metadata"]["resourceVersion"]
         feeders = [
-            asyncio.create_task(self._feed(queue, "pod", self.core.list_namespaced_pod, f"metadata.name={self.plan.name}", since)),
-            asyncio.create_task(self._feed(queue, "event", self.core.list_namespaced_event, f"involvedObject.uid={uid}", since)),
+            asyncio.create_task(self._feed(queue, "pod", path("v1", "pods", namespace=self.plan.namespace), f"metadata.name={self.plan.name}", since)),
+            asyncio.create_task(self._feed(queue, "event", path("v1", "events", namespace=self.plan.namespace), f"involvedObject.uid={uid}", since)),
         ]
         try:
             async with asyncio.timeout(self.options.timeout):
@@ -159,9 +159,9 @@ class _Run:
         detail = f"; last event {last.reason}: {last.message}" if last else ""
         return self.verdict(TIMEOUT, f"timed out after {self.options.timeout:g} s while {where}{detail}")
 
-    async def _feed(self, queue: asyncio.Queue[tuple[str, Any]], kind: str, list_call: Any, selector: str, since: str) -> None:
+    async def _feed(self, queue: asyncio.Queue[tuple[str, Any]], kind: str, collection: str, selector: str, since: str) -> None:
         try:
-            async for change, obj in _watch(list_call, self.plan.namespace, selector, since):
+            async for change, obj in _watch(self.api, collection, selector, since):
                 await queue.put((kind, (change, obj)))
         except Exception as e:  # noqa: BLE001  (the consumer decides what a broken feed means)
             await queue.put(("error", e))
@@ -233,7 +233,7 @@ class _Run:
         return self.verdict(PASS, summary, report=report, mismatches=mismatches)
 
 
-async def run_plan(api: ApiClient, plan: Plan, options: VerifyOptions, on_update: OnUpdate | None = None) -> Verdict:
+async def run_plan(api: Client, plan: Plan, options: VerifyOptions, on_update: OnUpdate | None = None) -> Verdict:
     """Create the plan's pod, follow it to a verdict, delete it. Raises ReadOnlyError in read-only mode.
 
     Cancelling the task still deletes the pod (the last Update, stage DONE, says whether that was confirmed).
@@ -241,7 +241,7 @@ async def run_plan(api: ApiClient, plan: Plan, options: VerifyOptions, on_update
     return await _Run(api, plan, options, on_update).run()
 
 
-async def verify_node(api: ApiClient, node: str, options: VerifyOptions, namespace: str, on_update: OnUpdate | None = None) -> Verdict:
+async def verify_node(api: Client, node: str, options: VerifyOptions, namespace: str, on_update: OnUpdate | None = None) -> Verdict:
     if options.read_only:
         raise ReadOnlyError("read-only mode: verification would create a pod")
     plan = await plan_verification(api, node, options, namespace)
@@ -249,7 +249,7 @@ async def verify_node(api: ApiClient, node: str, options: VerifyOptions, namespa
 
 
 async def run_plans(
-    api: ApiClient, plans: Sequence[Plan], options: VerifyOptions, on_update: OnUpdate | None = None, concurrency: int = 4
+    api: Client, plans: Sequence[Plan], options: VerifyOptions, on_update: OnUpdate | None = None, concurrency: int = 4
 ) -> list[Verdict]:
     """Verify several nodes, at most `concurrency` at once; verdicts in the plans' order."""
     if options.read_only:
@@ -270,7 +270,7 @@ async def run_plans(
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def updates(api: ApiClient, plan: Plan, options: VerifyOptions) -> AsyncIterator[Update]:
+async def updates(api: Client, plan: Plan, options: VerifyOptions) -> AsyncIterator[Update]:
     """The same as run_plan, as an async iterator of Updates; the last one carries the verdict.
 
     Leave early only inside `contextlib.aclosing(updates(...))` (or call aclose()):

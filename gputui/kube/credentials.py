@@ -1,0 +1,329 @@
+"""Credentials and TLS as kubectl reads them from a kubeconfig's cluster and user entries.
+
+    creds = await load_credentials(cluster_entry, user_entry, base_dir, server)
+    creds.ssl            # an SSLContext (CA, client certificate), or False for insecure-skip-tls-verify
+    await creds.headers()  # {"Authorization": ...}; an exec plugin's token renewed before it expires
+
+Key and certificate data never stay on disk: `*-data` fields are handed to
+OpenSSL through an anonymous in-memory file (memfd) where the system has one,
+else through a private temporary file removed as soon as the context holds it.
+Exec credential plugins run without a terminal, in a process group of their
+own, with a timeout; the group is killed when it runs over or is cancelled.
+Every failure is a CredentialError whose str() is one line without any secret.
+"""
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import contextlib
+import os
+import shutil
+import signal
+import ssl
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+EXEC_TIMEOUT = 60.0  # seconds an exec credential plugin may take
+RENEW_MARGIN = 30.0  # renew an expiring token this long before it expires (or at 10 % of a shorter life left)
+EXEC_API_VERSIONS = ("client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1")
+
+
+class CredentialError(Exception):
+    """The kubeconfig's credentials cannot be used; str() is one line, never a secret."""
+
+
+@dataclass
+class ExecPlugin:
+    """`users[].user.exec`: a command that prints an ExecCredential."""
+
+    command: str
+    args: list[str]
+    env: dict[str, str]
+    api_version: str
+    base_dir: Path
+    cluster_info: dict[str, Any] | None  # with provideClusterInfo
+    timeout: float = EXEC_TIMEOUT
+
+    @classmethod
+    def from_entry(cls, spec: Mapping[str, Any], base_dir: Path, cluster: Mapping[str, Any], server: str, timeout: float) -> "ExecPlugin":
+        command = spec.get("command")
+        if not isinstance(command, str) or not command:
+            raise CredentialError("exec plugin: no command given")
+        api_version = spec.get("apiVersion") or EXEC_API_VERSIONS[0]
+        if api_version not in EXEC_API_VERSIONS:
+            raise CredentialError(f"exec plugin {command}: apiVersion {api_version} is not supported (use {EXEC_API_VERSIONS[0]})")
+        if spec.get("interactiveMode") == "Always":
+            raise CredentialError(f"exec plugin {command}: interactiveMode Always needs a terminal, which gputui does not lend it")
+        env = {}
+        for item in spec.get("env") or []:
+            if isinstance(item, Mapping) and isinstance(item.get("name"), str):
+                env[item["name"]] = str(item.get("value") or "")
+        info = None
+        if spec.get("provideClusterInfo"):
+            info = {"server": server, "insecure-skip-tls-verify": bool(cluster.get("insecure-skip-tls-verify"))}
+            if cluster.get("certificate-authority-data"):
+                info["certificate-authority-data"] = cluster["certificate-authority-data"]
+            if cluster.get("tls-server-name"):
+                info["tls-server-name"] = cluster["tls-server-name"]
+        args = [str(a) for a in spec.get("args") or []]
+        return cls(command, args, env, api_version, base_dir, info, timeout)
+
+    def executable(self) -> str:
+        """kubectl's rule: a command with a path separator is relative to the kubeconfig's directory."""
+        if os.sep in self.command:
+            return str((self.base_dir / self.command).resolve())
+        found = shutil.which(self.command)
+        if found is None:
+            raise CredentialError(f"exec plugin {self.command}: not found on PATH")
+        return found
+
+    async def run(self) -> dict[str, Any]:
+        """The plugin's ExecCredential status: token or client certificate, and expiry."""
+        spec: dict[str, Any] = {"interactive": False}
+        if self.cluster_info is not None:
+            spec["cluster"] = self.cluster_info
+        env = {**os.environ, **self.env,
+               "KUBERNETES_EXEC_INFO": orjson.dumps({"apiVersion": self.api_version, "kind": "ExecCredential", "spec": spec}).decode()}
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                self.executable(), *self.args, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE, env=env, start_new_session=True,
+            )
+        except OSError as exc:
+            raise CredentialError(f"exec plugin {self.command}: cannot run it: {exc.strerror or exc}") from None
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(), self.timeout)
+        except TimeoutError:
+            raise CredentialError(f"exec plugin {self.command}: no answer within {self.timeout:g} s (killed)") from None
+        finally:
+            if proc.returncode is None:
+                _kill_group(proc.pid)
+                with contextlib.suppress(ProcessLookupError):
+                    await proc.wait()
+        if proc.returncode != 0:
+            last = (err.decode("utf-8", "replace").strip().splitlines() or [""])[-1][:200]
+            raise CredentialError(f"exec plugin {self.command}: exit status {proc.returncode}" + (f": {last}" if last else ""))
+        try:
+            doc = orjson.loads(out)
+            status = doc["status"]
+            if not isinstance(status, dict):
+                raise TypeError
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            raise CredentialError(f"exec plugin {self.command}: did not print an ExecCredential with a status") from None
+        if not status.get("token") and not status.get("clientCertificateData"):
+            raise CredentialError(f"exec plugin {self.command}: its ExecCredential has neither a token nor a client certificate")
+        return status
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def _expiry(status: Mapping[str, Any]) -> float | None:
+    stamp = status.get("expirationTimestamp")
+    if not stamp:
+        return None
+    try:
+        return datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+@dataclass
+class Credentials:
+    """What every request carries: TLS settings and an Authorization header."""
+
+    ssl: ssl.SSLContext | bool
+    client_certificate: bool = False  # the TLS context presents one
+    server_hostname: str | None = None  # tls-server-name
+    proxy: str | None = None
+    token: str | None = None
+    token_file: Path | None = None
+    basic: str | None = None  # base64 of user:password
+    plugin: ExecPlugin | None = None
+    expires_at: float | None = None  # the plugin token's expiry (epoch seconds)
+    _issued_at: float = 0.0
+    _lock: asyncio.Lock | None = field(default=None, repr=False)
+    clock: Any = field(default=time.time, repr=False)
+
+    def __repr__(self) -> str:  # never a token in a traceback or a log line
+        return f"Credentials(tls={'on' if self.ssl is not False else 'insecure'}, kind={self.kind})"
+
+    @property
+    def kind(self) -> str:
+        if self.plugin is not None:
+            return "exec"
+        if self.token is not None or self.token_file is not None:
+            return "token"
+        if self.basic is not None:
+            return "basic"
+        return "client-certificate" if self.client_certificate else "none"
+
+    def _needs_renewal(self) -> bool:
+        if self.plugin is None:
+            return False
+        if self.token is None:
+            return True
+        if self.expires_at is None:
+            return False
+        now = self.clock()
+        margin = min(RENEW_MARGIN, 0.1 * max(0.0, self.expires_at - self._issued_at))
+        return now >= self.expires_at - margin
+
+    async def renew(self) -> None:
+        """Run the exec plugin again (on expiry, or after a 401)."""
+        assert self.plugin is not None
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            status = await self.plugin.run()
+            self.token = status.get("token") or None
+            self._issued_at = self.clock()
+            self.expires_at = _expiry(status)
+
+    async def headers(self) -> dict[str, str]:
+        if self._needs_renewal():
+            await self.renew()
+        if self.token_file is not None:
+            try:
+                token = self.token_file.read_text().strip()  # re-read: projected tokens rotate
+            except OSError as exc:
+                raise CredentialError(f"tokenFile {self.token_file}: cannot read: {exc.strerror or exc}") from None
+            return {"Authorization": f"Bearer {token}"}
+        if self.token:
+            return {"Authorization": f"Bearer {self.token}"}
+        if self.basic:
+            return {"Authorization": f"Basic {self.basic}"}
+        return {}
+
+
+def _decode(entry: Mapping[str, Any], key: str) -> bytes:
+    try:
+        return base64.b64decode(str(entry[key]), validate=False)
+    except (binascii.Error, ValueError):
+        raise CredentialError(f"{key} is not valid base64") from None
+
+
+def _file(entry: Mapping[str, Any], key: str, base_dir: Path) -> Path:
+    path = Path(os.path.expanduser(str(entry[key])))
+    path = path if path.is_absolute() else base_dir / path
+    if not path.is_file():
+        raise CredentialError(f"{key} {entry[key]}: no such file")
+    return path
+
+
+@contextlib.contextmanager
+def _in_memory(data: bytes) -> Iterator[str]:
+    """A path OpenSSL can read `data` from, gone when the block ends (and with the process)."""
+    memfd = getattr(os, "memfd_create", None)
+    if memfd is not None:
+        fd = memfd("gputui-credential", getattr(os, "MFD_CLOEXEC", 0))
+        try:
+            os.write(fd, data)
+            yield f"/proc/self/fd/{fd}"
+        finally:
+            os.close(fd)
+        return
+    fd, path = tempfile.mkstemp(prefix="gputui-")
+    try:
+        os.write(fd, data)
+        os.close(fd)
+        fd = -1
+        yield path
+    finally:
+        if fd >= 0:
+            os.close(fd)
+        os.unlink(path)
+
+
+def _load_client_cert(context: ssl.SSLContext, cert: bytes, key: bytes) -> None:
+    with _in_memory(cert) as cert_path, _in_memory(key) as key_path:
+        try:
+            context.load_cert_chain(cert_path, key_path)
+        except ssl.SSLError as exc:
+            raise CredentialError(f"client certificate and key cannot be used together or are not PEM ({exc.reason or 'bad data'})") from None
+
+
+def tls_context(cluster: Mapping[str, Any], user: Mapping[str, Any], base_dir_cluster: Path, base_dir_user: Path,
+                exec_status: Mapping[str, Any] | None = None) -> tuple[ssl.SSLContext | bool, bool]:
+    """The SSLContext for a cluster entry and its user (False: insecure-skip-tls-verify), and
+    whether it presents a client certificate."""
+    insecure = bool(cluster.get("insecure-skip-tls-verify"))
+    context = ssl.create_default_context()
+    if insecure:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    elif cluster.get("certificate-authority-data"):
+        try:
+            context.load_verify_locations(cadata=_decode(cluster, "certificate-authority-data").decode("ascii", "replace"))
+        except ssl.SSLError:
+            raise CredentialError("certificate-authority-data is not a PEM certificate") from None
+    elif cluster.get("certificate-authority"):
+        try:
+            context.load_verify_locations(cafile=str(_file(cluster, "certificate-authority", base_dir_cluster)))
+        except ssl.SSLError:
+            raise CredentialError(f"certificate-authority {cluster['certificate-authority']}: not a PEM certificate") from None
+    cert = key = None
+    if exec_status and exec_status.get("clientCertificateData"):
+        cert = str(exec_status["clientCertificateData"]).encode()
+        key = str(exec_status.get("clientKeyData") or "").encode()
+    else:
+        if user.get("client-certificate-data"):
+            cert = _decode(user, "client-certificate-data")
+        elif user.get("client-certificate"):
+            cert = _file(user, "client-certificate", base_dir_user).read_bytes()
+        if user.get("client-key-data"):
+            key = _decode(user, "client-key-data")
+        elif user.get("client-key"):
+            key = _file(user, "client-key", base_dir_user).read_bytes()
+    if (cert is None) != (key is None):
+        raise CredentialError("a client certificate needs its key, and a key its certificate")
+    if cert is not None and key is not None:
+        _load_client_cert(context, cert, key)
+    if insecure and cert is None:
+        return False, False
+    return context, cert is not None
+
+
+async def load_credentials(cluster: Mapping[str, Any], user: Mapping[str, Any], base_dir_cluster: Path, base_dir_user: Path,
+                           server: str, *, exec_timeout: float = EXEC_TIMEOUT) -> Credentials:
+    """TLS and authentication for a kubeconfig context (an exec plugin runs here, once)."""
+    proxy = cluster.get("proxy-url") or None
+    if proxy and not str(proxy).startswith(("http://", "https://")):
+        raise CredentialError(f"proxy-url {str(proxy).split('://')[0]}:// is not supported (use an http:// proxy)")
+    if user.get("auth-provider"):
+        provider = user["auth-provider"] or {}
+        id_token = (provider.get("config") or {}).get("id-token")
+        if provider.get("name") != "oidc" or not id_token:
+            raise CredentialError(f"auth-provider {provider.get('name')!s} is not supported: use an exec credential plugin "
+                                  "(kubectl dropped the built-in providers in 1.26)")
+    creds_exec = None
+    status = None
+    if user.get("exec"):
+        creds_exec = ExecPlugin.from_entry(user["exec"], base_dir_user, cluster, server, exec_timeout)
+        status = await creds_exec.run()
+    context, client_certificate = tls_context(cluster, user, base_dir_cluster, base_dir_user, status)
+    creds = Credentials(ssl=context, client_certificate=client_certificate, server_hostname=cluster.get("tls-server-name") or None, proxy=proxy)
+    if creds_exec is not None and status is not None:
+        creds.plugin = creds_exec
+        creds.token = status.get("token") or None
+        creds._issued_at = creds.clock()
+        creds.expires_at = _expiry(status)
+    elif user.get("token"):
+        creds.token = str(user["token"])
+    elif user.get("tokenFile"):
+        creds.token_file = _file(user, "tokenFile", base_dir_user)
+    elif user.get("auth-provider"):
+        creds.token = str(user["auth-provider"]["config"]["id-token"])
+    elif user.get("username") is not None and user.get("password") is not None:
+        creds.basic = base64.b64encode(f"{user['username']}:{user['password']}".encode()).decode()
+    return creds
