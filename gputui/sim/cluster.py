@@ -6,7 +6,7 @@
         sim.store             # the objects (tests may write through it directly)
         sim.faults            # test-only fault hooks
 
-The HTTP layer lives in server.py, the cluster's behaviour (scheduler,
+The HTTP layer lives in server/, the cluster's behaviour (scheduler,
 kubelets, device plugins) in controllers.py, scenarios in scenarios.py.
 """
 from __future__ import annotations

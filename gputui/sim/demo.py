@@ -31,8 +31,8 @@ from datetime import datetime
 from typing import Any
 
 from . import builders as b
+from .cluster_builder import DAY, FAULT_ANNOTATION, GPU_TAINT, GPU_TOLERATION, OPERATOR_NS, OPERATOR_STATES, ClusterBuilder
 from .dcgm import XID_ANNOTATION
-from .stacks import DAY, FAULT_ANNOTATION, GPU_TAINT, GPU_TOLERATION, OPERATOR_NS, OPERATOR_STATES, ClusterBuilder
 
 Obj = dict[str, Any]
 

@@ -1,12 +1,12 @@
 """Scenarios: the objects a simulated cluster starts with.
 
     load("demo")                 the built-in GPU cluster (demo.py)
-    load("xid-injected")         a GPU stack scenario by name (stacks.SCENARIOS)
+    load("xid-injected")         a GPU stack scenario by name (stacks.SCENARIOS); builtin.BUILTIN names both
     load("cluster.yaml")         a Kubernetes List (YAML or JSON, as `kubectl get -o yaml`
                                  prints it), a single object, or multi-document YAML
     load([{...}, {...}])         objects given directly
     populate(store, objects)     creates them (namespaces implicitly), in dependency order
-    synthetic(nodes, pods)       a generated cluster for benchmarks
+    synthetic(nodes, pods)       a generated cluster for benchmarks (synthetic.py)
 
 Objects keep the status they are given. The simulated kubelets then run the
 pods (see controllers.py for the annotations that steer them).
@@ -21,6 +21,8 @@ import orjson
 import yaml
 
 from . import builders
+from . import synthetic as generator
+from .builtin import BUILTIN
 from .resources import RESOURCES, ResourceType
 from .store import Store
 
@@ -41,14 +43,8 @@ def load(scenario: str | Path | list[Obj]) -> list[Obj]:
     """The objects of a scenario (see the module docstring); raises ScenarioError."""
     if isinstance(scenario, list):
         return _validated(scenario, "<objects>")
-    if str(scenario) == "demo":
-        from . import demo  # noqa: PLC0415
-
-        return demo.build()
-    from . import stacks  # noqa: PLC0415
-
-    if str(scenario) in stacks.SCENARIOS:
-        return stacks.SCENARIOS[str(scenario)]()
+    if str(scenario) in BUILTIN:
+        return BUILTIN[str(scenario)]()
     path = Path(scenario)
     source = str(path)
     try:
@@ -141,7 +137,7 @@ def populate(store: Store, objects: Iterable[Obj]) -> None:
     declared = {o["metadata"]["name"] for o in by_key.get("namespaces", [])}
     for ns in needed:
         if ns not in declared:
-            by_key.setdefault("namespaces", []).append(namespace(ns))
+            by_key.setdefault("namespaces", []).append(builders.namespace(ns))
 
     order = _ORDER + [r.key for r in RESOURCES if r.key not in _ORDER]
     for key in order:
@@ -149,22 +145,5 @@ def populate(store: Store, objects: Iterable[Obj]) -> None:
             store.create(key, obj)
 
 
-def namespace(name: str, age_s: float = 86400 * 60) -> Obj:
-    return {
-        "apiVersion": "v1",
-        "kind": "Namespace",
-        "metadata": {
-            "name": name,
-            "uid": builders.stable_uid("namespace", name),
-            "creationTimestamp": builders.ago(age_s),
-            "labels": {"kubernetes.io/metadata.name": name},
-        },
-        "spec": {"finalizers": ["kubernetes"]},
-        "status": {"phase": "Active"},
-    }
-
-
 def synthetic(nodes: int, pods: int) -> list[Obj]:
-    from . import synthetic as generator  # noqa: PLC0415
-
     return generator.generate(nodes, pods)

@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from . import builders as b
-from .scenarios import namespace
+from .builders import namespace
 
 Obj = dict[str, Any]
 

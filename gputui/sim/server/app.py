@@ -1,0 +1,114 @@
+"""The API server's routing and fault hooks (Api, made of the handler classes), and make_app(cluster)."""
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+from ..faults import FAULT_USER
+from .discovery import Discovery
+from .reading import Reading
+from .request import Target, _flag, _verb, parse_resource_path
+from .responses import PATH_NOT_FOUND, ApiError, _details, json_response, qualified, status_body
+from .subresources import Subresources
+from .writing import Writing
+
+if TYPE_CHECKING:
+    from ..cluster import SimCluster
+
+
+class Api(Discovery, Reading, Writing, Subresources):
+    """The API server: routes each request to its handler (discovery, reading, writing, subresources)."""
+
+    # -- routing ---------------------------------------------------------
+    async def dispatch(self, request: web.Request) -> web.StreamResponse:
+        try:
+            return await self._dispatch(request)
+        except ApiError as e:
+            return json_response(status_body(e.code, e.reason, e.message, e.details), status=e.code)
+
+    async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        segments = [s for s in request.path.split("/") if s]
+        if not segments or segments[0] not in ("api", "apis"):
+            raise PATH_NOT_FOUND
+        if segments == ["api"]:
+            return json_response(self._core_versions(request))
+        if segments == ["apis"]:
+            return json_response(self._group_list())
+        if segments[0] == "apis" and len(segments) == 2:
+            versions = self._groups().get(segments[1])
+            if not versions:
+                raise PATH_NOT_FOUND
+            return json_response({"kind": "APIGroup", "apiVersion": "v1", **self._group(segments[1], versions)})
+        if (segments[0] == "api" and len(segments) == 2) or (segments[0] == "apis" and len(segments) == 3):
+            group, version = ("", segments[1]) if segments[0] == "api" else (segments[1], segments[2])
+            body = self._resource_list(group, version)
+            if body is None:
+                raise PATH_NOT_FOUND
+            return json_response(body)
+        target = parse_resource_path(segments, self.served)
+        query = request.query
+        watching = request.method == "GET" and target.name is None and _flag(query.get("watch"))
+        await self._apply_faults(request, target, watching)
+        return await self._handle(request, target, watching)
+
+    async def _handle(self, request: web.Request, t: Target, watching: bool) -> web.StreamResponse:
+        method, sub = request.method, t.subresource
+        if t.name is None:
+            if method == "GET":
+                return await (self.watch(request, t) if watching else self.list(request, t))
+            if method == "POST":
+                return await self.create(request, t)
+            if method == "DELETE":
+                return await self.delete_collection(request, t)
+        elif sub == "log" and method == "GET":
+            return await self.logs(request, t)
+        elif sub == "binding" and method == "POST":
+            return await self.bind(request, t)
+        elif sub == "proxy" and t.resource.kind in ("Pod", "Service") and method in ("GET", "HEAD"):
+            return self.proxied(t)
+        elif sub in (None, "status"):
+            if method == "GET":
+                return self.get(request, t)
+            if method == "PUT":
+                return await self.update(request, t)
+            if method == "PATCH":
+                return await self.patch(request, t)
+            if method == "DELETE" and sub is None:
+                return await self.delete(request, t)
+        raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource", _details(t.resource, t.name))
+
+    async def _apply_faults(self, request: web.Request, t: Target, watching: bool) -> None:
+        faults = self.cluster.faults
+        if not faults.enabled:
+            return
+        fault = (t.subresource and faults.lookup(f"{t.resource.key}/{t.subresource}")) or faults.lookup(t.resource.key)
+        if fault is None:
+            return
+        if fault.delay:
+            await asyncio.sleep(fault.delay)
+        if fault.code == 403:
+            verb = _verb(request.method, t, watching)
+            resource = t.resource.plural + (f"/{t.subresource}" if t.subresource else "")
+            scope = f'in the namespace "{t.namespace}"' if t.namespace else "at the cluster scope"
+            subject = qualified(t.resource) + (f' "{t.name}"' if t.name else "")
+            message = (
+                f'{subject} is forbidden: User "{FAULT_USER}" cannot {verb} resource "{resource}" '
+                f'in API group "{t.resource.group}" {scope}'
+            )
+            raise ApiError(403, "Forbidden", message, _details(t.resource, t.name))
+        if fault.code == 500:
+            cause = f"simulated failure serving {qualified(t.resource)}"
+            raise ApiError(500, "InternalError", f"Internal error occurred: {cause}", {"causes": [{"message": cause}]})
+
+
+def make_app(cluster: "SimCluster") -> web.Application:
+    api = Api(cluster)
+    app = web.Application(client_max_size=64 * 1024 * 1024)
+    app.router.add_get("/version", api.version)
+    app.router.add_get("/version/", api.version)  # the Python clients' VersionApi asks here
+    for probe in ("/healthz", "/livez", "/readyz"):
+        app.router.add_get(probe, api.health)
+    app.router.add_route("*", "/{tail:.*}", api.dispatch)
+    return app

@@ -1,0 +1,200 @@
+"""Reading: get, list (pages after a continue token, tables for kubectl) and watch (with bookmarks and filters)."""
+from __future__ import annotations
+
+import asyncio
+import bisect
+import time
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+import orjson
+from aiohttp import web
+
+from .. import tables
+from ..resources import ResourceType
+from ..store import CLOSED, Entry, Gone
+from .base import ApiBase
+from .request import Target, _decode_continue, _encode_continue, _flag, _int_param, _sort_key, _wants_table
+from .responses import JSON, bad_request, raw_response, send_large, status_body
+
+Obj = dict[str, Any]
+
+# How often a quiet watch checks that its client is still there.
+WATCH_IDLE_CHECK = 5.0
+
+
+class Reading(ApiBase):
+    """Api's handlers for get, list and watch."""
+
+    # -- reading ---------------------------------------------------------
+    def _table(self, r: ResourceType, entries: list[Entry], request: web.Request, meta: Obj, with_columns: bool = True) -> bytes:
+        include = request.query.get("includeObject", "Metadata")
+        now = datetime.now(timezone.utc)
+        rows = []
+        for e in entries:
+            row: Obj = {"cells": tables.cells(r.kind, e.obj, now)}
+            if include == "Object":
+                row["object"] = orjson.Fragment(e.raw)
+            elif include != "None":
+                row["object"] = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": e.obj["metadata"]}
+            rows.append(row)
+        body: Obj = {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": meta}
+        if with_columns:
+            body["columnDefinitions"] = tables.column_definitions(r.kind)
+        body["rows"] = rows
+        return orjson.dumps(body)
+
+    async def list(self, request: web.Request, t: Target) -> web.StreamResponse:
+        r = t.resource
+        matches = self._selectors(request, r)
+        limit = _int_param(request.query, "limit") or 0
+        token = request.query.get("continue")
+        rv = self.store.resource_version
+        idents = self.store.sorted_idents(r.key)
+        # Pages continue after the last key served, so each page costs its own size, not the list's.
+        lo = bisect.bisect_right(idents, _decode_continue(token)) if token else 0
+        hi = len(idents)
+        if t.namespace is not None:
+            lo = max(lo, bisect.bisect_left(idents, (t.namespace, "")))
+            hi = bisect.bisect_left(idents, (t.namespace + "\x00", ""))
+        selected: list[Entry] = []
+        more = False
+        index = lo
+        for index in range(lo, hi):
+            e = self.store.entry_at(r.key, idents[index])
+            if matches(e.obj):
+                if limit and len(selected) == limit:
+                    more = True
+                    break
+                selected.append(e)
+        meta: Obj = {"resourceVersion": str(rv)}
+        if more:
+            meta["continue"] = _encode_continue(rv, _sort_key(selected[-1]))
+            if not request.query.get("labelSelector") and not request.query.get("fieldSelector"):
+                meta["remainingItemCount"] = hi - index
+        if _wants_table(request):
+            return await send_large(request, self._table(r, selected, request, meta))
+        head = orjson.dumps({"kind": r.list_kind, "apiVersion": r.api_version, "metadata": meta})[:-1] + b',"items":['
+        # One join, one copy: the list body is the stored JSON of each object, comma-separated.
+        parts = [head]
+        for e in selected:
+            parts.append(e.raw)
+            parts.append(b",")
+        if selected:
+            parts.pop()
+        parts.append(b"]}")
+        return await send_large(request, b"".join(parts))
+
+    def get(self, request: web.Request, t: Target) -> web.Response:
+        entry = self._entry(t)
+        if _wants_table(request):
+            return raw_response(self._table(t.resource, [entry], request, {"resourceVersion": entry.obj["metadata"]["resourceVersion"]}))
+        return raw_response(entry.raw)
+
+    # -- watching --------------------------------------------------------
+    async def watch(self, request: web.Request, t: Target) -> web.StreamResponse:
+        r, store = t.resource, self.store
+        matches = self._selectors(request, r)
+        namespace = t.namespace
+        as_table = _wants_table(request)
+        timeout = _int_param(request.query, "timeoutSeconds")
+        bookmarks = _flag(request.query.get("allowWatchBookmarks"))
+        initial_events = _flag(request.query.get("sendInitialEvents"))
+        rv_param = request.query.get("resourceVersion", "")
+        if rv_param in ("", "0") or initial_events:
+            since = None
+        else:
+            try:
+                since = int(rv_param)
+            except ValueError:
+                raise bad_request(f'invalid resource version "{rv_param}"') from None
+
+        response = web.StreamResponse(headers={"Content-Type": JSON, "Cache-Control": "no-cache, private"})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        first_table = True
+
+        def visible(obj: Obj | None) -> bool:
+            if obj is None:
+                return False
+            if namespace is not None and obj["metadata"].get("namespace") != namespace:
+                return False
+            return matches(obj)
+
+        def encode(kind: str, raw: bytes, obj: Obj) -> bytes:
+            nonlocal first_table
+            if as_table:
+                raw = self._table(r, [Entry(obj, raw)], request, {"resourceVersion": obj["metadata"].get("resourceVersion", "")}, first_table)
+                first_table = False
+            return b'{"type":"' + kind.encode() + b'","object":' + raw + b"}\n"
+
+        try:
+            w, replay = store.watch(r.key, since)
+        except Gone as e:
+            await response.write(b'{"type":"ERROR","object":' + orjson.dumps(status_body(410, "Expired", str(e))) + b"}\n")
+            await response.write_eof()
+            return response
+        try:
+            if since is None:
+                initial = sorted(store.entries(r.key, namespace), key=_sort_key)
+                backlog = [("ADDED", e.raw, e.obj) for e in initial if visible(e.obj)]
+            else:
+                backlog = [ev for ev in (self._translate(e, visible) for e in replay) if ev]
+            for kind, raw, obj in backlog:
+                await response.write(encode(kind, raw, obj))
+            if initial_events:
+                await response.write(self._bookmark(r, {"k8s.io/initial-events-end": "true"}))
+            deadline = time.monotonic() + timeout if timeout else None
+            interval = self.cluster.bookmark_interval
+            next_bookmark = time.monotonic() + interval
+            while True:
+                now = time.monotonic()
+                if deadline is not None and now >= deadline:
+                    break
+                wait = WATCH_IDLE_CHECK
+                if deadline is not None:
+                    wait = min(wait, deadline - now)
+                if bookmarks:
+                    wait = min(wait, max(0.0, next_bookmark - now))
+                try:
+                    item = await asyncio.wait_for(w.queue.get(), timeout=wait)
+                except asyncio.TimeoutError:
+                    if request.transport is None or request.transport.is_closing():
+                        break
+                    if bookmarks and time.monotonic() >= next_bookmark:
+                        await response.write(self._bookmark(r))
+                        next_bookmark = time.monotonic() + interval
+                    continue
+                if item is CLOSED:
+                    break
+                translated = self._translate(item, visible)  # type: ignore[arg-type]
+                if translated:
+                    await response.write(encode(*translated))
+            await response.write_eof()
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            w.close()
+        return response
+
+    @staticmethod
+    def _translate(event: Any, visible: Callable[[Obj | None], bool]) -> tuple[str, bytes, Obj] | None:
+        """The event a filtered watch sees: objects moving into or out of the selection become ADDED/DELETED."""
+        now_visible = event.type != "DELETED" and visible(event.obj)
+        was_visible = visible(event.old)
+        if event.type == "DELETED":
+            return ("DELETED", event.entry.raw, event.obj) if was_visible else None
+        if now_visible:
+            return ("MODIFIED" if was_visible else "ADDED", event.entry.raw, event.obj)
+        if was_visible:
+            # Left the selection: the last state it was seen in, at the event's resourceVersion.
+            old = orjson.loads(orjson.dumps(event.old))
+            old["metadata"]["resourceVersion"] = str(event.rv)
+            return ("DELETED", orjson.dumps(old), old)
+        return None
+
+    def _bookmark(self, r: ResourceType, annotations: dict[str, str] | None = None) -> bytes:
+        meta: Obj = {"resourceVersion": str(self.store.resource_version)}
+        if annotations:
+            meta["annotations"] = annotations
+        return orjson.dumps({"type": "BOOKMARK", "object": {"kind": r.kind, "apiVersion": r.api_version, "metadata": meta}}) + b"\n"

@@ -1,0 +1,167 @@
+"""Writing: create, update (and the status subresource), patch, delete and deletecollection."""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from .. import admission, patching
+from .base import ApiBase
+from .request import Target, _int_param, _sort_key
+from .responses import ApiError, _details, _invalid, bad_request, conflict, json_response, not_found, qualified
+
+Obj = dict[str, Any]
+
+
+class Writing(ApiBase):
+    """Api's handlers for create, update, patch, delete and deletecollection."""
+
+    # -- writing ---------------------------------------------------------
+    def _check_identity(self, t: Target, obj: Any) -> Obj:
+        r = t.resource
+        if not isinstance(obj, dict):
+            raise bad_request(f"the body of the request is not a {r.kind} object")
+        if obj.get("kind") not in (None, "", r.kind) or obj.get("apiVersion") not in (None, "", r.api_version):
+            raise bad_request(
+                f"the API version in the data ({obj.get('apiVersion')}) does not match the expected API version ({r.api_version})"
+                if obj.get("apiVersion") not in (None, "", r.api_version)
+                else f'the kind in the data ({obj.get("kind")}) does not match the expected kind ({r.kind})'
+            )
+        meta = obj.get("metadata")
+        if meta is None:
+            meta = obj["metadata"] = {}
+        if r.namespaced:
+            body_ns = meta.get("namespace")
+            if body_ns and t.namespace and body_ns != t.namespace:
+                raise bad_request("the namespace of the provided object does not match the namespace sent on the request")
+            meta["namespace"] = t.namespace or body_ns or "default"
+        else:
+            meta.pop("namespace", None)
+        if t.name is not None and meta.get("name") not in (None, "", t.name):
+            raise bad_request(f"the name of the object ({meta.get('name')}) does not match the name on the URL ({t.name})")
+        return obj
+
+    async def create(self, request: web.Request, t: Target) -> web.Response:
+        r = t.resource
+        obj = self._check_identity(t, await self._body(request))
+        try:
+            obj = admission.admit_create(r, obj)
+        except admission.Invalid as e:
+            raise _invalid(r, e) from None
+        name = obj["metadata"].get("name")
+        if name and self.store.find(r.key, obj["metadata"].get("namespace", ""), name) is not None:
+            raise ApiError(409, "AlreadyExists", f'{qualified(r)} "{name}" already exists', _details(r, name))
+        if request.query.get("dryRun"):
+            return json_response(obj, status=201)
+        return json_response(self.store.create(r.key, obj), status=201)
+
+    def _write(self, t: Target, old: Obj, new: Obj) -> Obj:
+        """Store an update unless it changes nothing (the real server then keeps the resourceVersion)."""
+        wanted_rv = new.get("metadata", {}).get("resourceVersion")
+        if wanted_rv and wanted_rv != old["metadata"]["resourceVersion"]:
+            raise conflict(t.resource, t.name or "", "the object has been modified; please apply your changes to the latest version and try again")
+        new = admission.prepare_update(t.resource, old, new, t.subresource)
+        new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
+        for key in ("uid", "creationTimestamp", "name", "namespace"):
+            if key in old["metadata"]:
+                new["metadata"][key] = old["metadata"][key]
+        if new == old:
+            return old
+        return self.store.replace(t.resource.key, new)
+
+    async def update(self, request: web.Request, t: Target) -> web.Response:
+        new = self._check_identity(t, await self._body(request))
+        old = self.store.find(t.resource.key, t.namespace or "", t.name or "")
+        if old is None:
+            raise not_found(t.resource, t.name or "")
+        return json_response(self._write(t, old, new))
+
+    async def patch(self, request: web.Request, t: Target) -> web.Response:
+        content_type = request.headers.get("Content-Type", "").split(";")[0].strip()
+        if content_type not in patching.PATCH_TYPES:
+            raise ApiError(
+                415, "UnsupportedMediaType",
+                f"the body of the request was in an unknown format - accepted media types include: {', '.join(patching.PATCH_TYPES)}",
+            )
+        body = await self._body(request)
+        old = self.store.find(t.resource.key, t.namespace or "", t.name or "")
+        if old is None:
+            raise not_found(t.resource, t.name or "")
+        try:
+            new = patching.apply(content_type, orjson.loads(orjson.dumps(old)), body)
+        except (patching.PatchError, IndexError, KeyError, ValueError, TypeError) as e:
+            raise ApiError(422 if "testing value" in str(e) else 400, "Invalid" if "testing value" in str(e) else "BadRequest", str(e)) from None
+        if not isinstance(new, dict):
+            raise bad_request("the patch does not result in an object")
+        new = self._check_identity(t, new)
+        if new.get("metadata", {}).get("resourceVersion") == old["metadata"]["resourceVersion"]:
+            new["metadata"].pop("resourceVersion")
+        return json_response(self._write(t, old, new))
+
+    async def _delete_options(self, request: web.Request) -> Obj:
+        data = await request.read()
+        options: Obj = {}
+        if data:
+            try:
+                options = orjson.loads(data) or {}
+            except orjson.JSONDecodeError as e:
+                raise bad_request(f"the body of the request was in an unknown format: {e}") from None
+        grace = _int_param(request.query, "gracePeriodSeconds")
+        if grace is not None:
+            options["gracePeriodSeconds"] = grace
+        return options
+
+    def _delete_one(self, t: Target, name: str, options: Obj) -> Obj:
+        r, store = t.resource, self.store
+        ns = t.namespace or ""
+        current = store.find(r.key, ns, name)
+        if current is None:
+            raise not_found(r, name)
+        pre = options.get("preconditions") or {}
+        if pre.get("uid") and pre["uid"] != current["metadata"].get("uid"):
+            raise conflict(r, name, f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: {current['metadata'].get('uid')}")
+        if pre.get("resourceVersion") and pre["resourceVersion"] != current["metadata"].get("resourceVersion"):
+            raise conflict(r, name, "the object has been modified; please apply your changes to the latest version and try again")
+        if r.kind != "Pod":
+            return store.delete(r.key, ns, name)
+        grace = options.get("gracePeriodSeconds")
+        if grace is None:
+            grace = (current.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
+        unbound = not (current.get("spec") or {}).get("nodeName")
+        finished = (current.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+        if grace <= 0 or unbound or finished:
+            deleted = store.delete(r.key, ns, name)
+            self.cluster.logs.forget_pod(ns, name)
+            return deleted
+        meta = current["metadata"]
+        if meta.get("deletionTimestamp") and meta.get("deletionGracePeriodSeconds", grace) <= grace:
+            return current  # already terminating with a shorter or equal grace period
+
+        def mark(pod: Obj) -> None:
+            when = datetime.now(timezone.utc) + timedelta(seconds=grace)
+            pod["metadata"]["deletionTimestamp"] = when.strftime("%Y-%m-%dT%H:%M:%SZ")
+            pod["metadata"]["deletionGracePeriodSeconds"] = grace
+
+        return store.mutate(r.key, ns, name, mark)
+
+    async def delete(self, request: web.Request, t: Target) -> web.Response:
+        options = await self._delete_options(request)
+        obj = self._delete_one(t, t.name or "", options)
+        if t.resource.kind in ("Pod", "Namespace"):
+            return json_response(obj)
+        details = _details(t.resource, t.name)
+        details["uid"] = obj["metadata"].get("uid", "")
+        return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details})
+
+    async def delete_collection(self, request: web.Request, t: Target) -> web.Response:
+        r = t.resource
+        matches = self._selectors(request, r)
+        options = await self._delete_options(request)
+        deleted = []
+        for entry in sorted(self.store.entries(r.key, t.namespace), key=_sort_key):
+            if matches(entry.obj):
+                target = Target(r, entry.obj["metadata"].get("namespace") if r.namespaced else None, entry.obj["metadata"]["name"], None)
+                deleted.append(self._delete_one(target, target.name or "", options))
+        return json_response({"kind": r.list_kind, "apiVersion": r.api_version, "metadata": {"resourceVersion": str(self.store.resource_version)}, "items": deleted})
