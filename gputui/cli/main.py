@@ -26,9 +26,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _top_parser()
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    from gputui.sim import cli as sim_cli  # noqa: PLC0415
+    from . import sim  # noqa: PLC0415
 
-    sim_cli.add_parser(sub)
+    sim.add_parser(sub)
 
     from . import report  # noqa: PLC0415
 

@@ -16,8 +16,6 @@ import time
 from collections.abc import Sequence
 from typing import TextIO
 
-import aiohttp
-
 from gputui.config import ConfigError, add_config_args, load_config
 from gputui.kube import verify as v
 from gputui.kube.config import ConnectError, Connection, add_connection_args, check, connect, describe_network_error
@@ -124,6 +122,8 @@ class _Command:
         print(text, file=self.err, flush=True)
 
     def run(self) -> int:
+        import aiohttp  # noqa: PLC0415  (with the connection: building the parser does not load it)
+
         try:
             self.conn = self.runner.run(self._connect())
             return self._run_connected()
@@ -178,6 +178,8 @@ class _Command:
     # -- before creating anything -------------------------------------------
 
     async def _leftovers(self, namespace: str) -> list[v.Leftover]:
+        import aiohttp  # noqa: PLC0415
+
         assert self.conn is not None
         try:
             found = await v.find_leftovers(self.conn.api, namespace)

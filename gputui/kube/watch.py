@@ -31,8 +31,6 @@ from .config import describe_network_error, status_message
 from .records import OBJECT_OPENING
 
 if TYPE_CHECKING:
-    import aiohttp
-
     from .client import Client
 
 log = logging.getLogger(__name__)

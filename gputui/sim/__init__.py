@@ -1,3 +1,21 @@
-from .cluster import SimCluster
+"""The simulated GPU cluster: a Kubernetes API server on loopback with a scheduler and kubelets.
+
+An independent oracle for the tests, the demo and the benchmarks: it imports nothing of gputui
+outside this package. `SimCluster` (cluster.py) loads aiohttp, so it is imported on first use.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .cluster import SimCluster
 
 __all__ = ["SimCluster"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "SimCluster":
+        from .cluster import SimCluster  # noqa: PLC0415  (a submodule's import need not load the server)
+
+        return SimCluster
+    raise AttributeError(name)

@@ -19,7 +19,8 @@ from rich.text import Text
 from textual import work
 
 from gputui.kube import gpu
-from gputui.kube.model import EVENTS, PODS, Change, ClusterModel
+from gputui.kube.model import EVENTS, PODS, ClusterModel
+from gputui.kube.tables import Change
 from gputui.kube.watch import ABSENT, LIVE, SYNCING
 
 from . import render

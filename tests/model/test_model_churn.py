@@ -3,7 +3,8 @@ workload pod's change that no node summary reads keeps the summaries (fed direct
 from __future__ import annotations
 
 from gputui.kube.client import Client
-from gputui.kube.model import PODS, Change, ClusterModel
+from gputui.kube.model import PODS, ClusterModel
+from gputui.kube.tables import Change
 from gputui.kube.watch import FORBIDDEN, LIVE
 from objects import node, plugin_pod, pod
 

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from gputui.kube.client import Client
-from gputui.kube.model import EVENTS, NODES, PODS, Change, ClusterModel
+from gputui.kube.model import EVENTS, NODES, PODS, ClusterModel
+from gputui.kube.tables import Change
 from objects import event, node, plugin_pod, pod
 
 

@@ -13,7 +13,8 @@ import pytest
 import pytest_asyncio
 
 from gputui.kube.config import connect
-from gputui.kube.model import CLUSTERPOLICIES, METRICS, RESOURCECLAIMS, Change, ClusterModel
+from gputui.kube.model import CLUSTERPOLICIES, METRICS, RESOURCECLAIMS, ClusterModel
+from gputui.kube.tables import Change
 from gputui.kube.stack import COMPONENTS, CRASH_LOOPING, MISSING, NOT_EXPECTED, NOT_READY, RUNNING
 from gputui.sim import SimCluster, stacks
 from scenario import FAST, until

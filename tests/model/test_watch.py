@@ -5,7 +5,8 @@ import pytest
 import pytest_asyncio
 
 from gputui.kube.config import connect
-from gputui.kube.model import PODS, Change, ClusterModel
+from gputui.kube.model import PODS, ClusterModel
+from gputui.kube.tables import Change
 from gputui.sim.cluster import SimCluster
 from objects import pod
 from scenario import FAST, matches_fresh_list, small_cluster, until

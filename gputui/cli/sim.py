@@ -8,12 +8,9 @@ import signal
 import sys
 from pathlib import Path
 
-import aiohttp
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    from .stacks import SCENARIOS  # noqa: PLC0415  (only the names, for the help)
-
     parser = subparsers.add_parser(
         "sim",
         help="run a simulated GPU cluster that speaks the Kubernetes API on loopback",
@@ -24,7 +21,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--scenario", metavar="FILE", help='a Kubernetes List (YAML or JSON) of objects, "demo" for the built-in GPU cluster, '
-                        f'or a GPU stack scenario: {", ".join(SCENARIOS)}')
+                        "or the name of a built-in GPU stack scenario (a wrong name lists them)")
     source.add_argument("--nodes", type=_count, metavar="N", help="generate a synthetic cluster of N nodes (with --pods)")
     parser.add_argument("--pods", type=_count, metavar="M", help="pods of the synthetic cluster (with --nodes)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
@@ -66,8 +63,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _serve(args: argparse.Namespace) -> int:
-    from .cluster import SimCluster  # noqa: PLC0415
-    from .scenarios import ScenarioError  # noqa: PLC0415
+    import aiohttp  # noqa: PLC0415  (the simulator loads only for this command)
+
+    from gputui.sim.cluster import SimCluster  # noqa: PLC0415
+    from gputui.sim.scenarios import ScenarioError  # noqa: PLC0415
 
     sim = SimCluster(
         scenario=args.scenario,

@@ -1,0 +1,189 @@
+"""The model's tables: the records of one kind each, fed by a reflector (each implements its Sink),
+with the change feed's `Change` and the few indexes the screens need (pods per node, events per object)."""
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Callable, Generic, Hashable, TypeVar
+
+from . import gpu
+from .records import DaemonSet, Event, Node, Obj, Pod, PodKey, object_key
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    kind: str  # a watched kind (nodes, pods, ..., deviceclasses), state, or metrics
+    key: Hashable | None  # the record's key; None: everything of this kind changed
+
+
+Listener = Callable[[Change], None]
+R = TypeVar("R")
+
+
+class Table(Generic[R]):
+    """Records of one kind, fed by a reflector (implements its Sink)."""
+
+    may_matter: Callable[[bytes, int, int], bool] | None = None  # see Sink
+
+    def __init__(self, kind: str, build: Callable[[Obj], R | None], notify: Callable[[Change], None]) -> None:
+        self.kind = kind
+        self.build = build  # None: the object does not matter, do not keep it
+        self.notify = notify
+        self.records: dict[Hashable, R] = {}
+        self._seen: set[Hashable] | None = None
+
+    def key_of(self, obj: Obj) -> Hashable:
+        return object_key(obj)
+
+    # hooks for indexes
+    def _stored(self, key: Hashable, old: R | None, new: R) -> None:
+        pass
+
+    def _removed(self, key: Hashable, old: R) -> None:
+        pass
+
+    def _put(self, key: Hashable, record: R) -> None:
+        old = self.records.get(key)
+        self.records[key] = record
+        self._stored(key, old, record)
+
+    def _drop(self, key: Hashable) -> bool:
+        old = self.records.pop(key, None)
+        if old is None:
+            return False
+        self._removed(key, old)
+        return True
+
+    # Sink
+    def begin_list(self) -> None:
+        self._seen = set()
+
+    def list_item(self, obj: Obj) -> None:
+        record = self.build(obj)
+        if record is not None:
+            key = self.key_of(obj)
+            self._put(key, record)
+            assert self._seen is not None
+            self._seen.add(key)
+
+    def end_list(self) -> None:
+        seen = self._seen or set()
+        for key in [k for k in self.records if k not in seen]:
+            self._drop(key)
+        self._seen = None
+        self.notify(Change(self.kind, None))
+
+    def change_key(self, key: Hashable, record: R) -> Hashable:
+        """The key listeners receive for a change of this record."""
+        return key
+
+    def apply(self, event_type: str, obj: Obj) -> None:
+        key = self.key_of(obj)
+        old = self.records.get(key)
+        record = None if event_type == "DELETED" else self.build(obj)
+        if record is None:
+            if old is None or not self._drop(key):
+                return
+            self.notify(Change(self.kind, self.change_key(key, old)))
+        elif record != old:  # most updates (heartbeats, annotations, timestamps) change nothing kept
+            self._put(key, record)
+            self.notify(Change(self.kind, self.change_key(key, record)))
+
+
+class NodeTable(Table[Node]):
+    def key_of(self, obj: Obj) -> str:
+        return (obj.get("metadata") or {}).get("name", "")
+
+
+class PodTable(Table[Pod]):
+    def __init__(self, *args: Any, on_node_dirty: Callable[[str | None], None]) -> None:
+        super().__init__(*args)
+        self.by_node: dict[str, set[PodKey]] = {}
+        self.on_node_dirty = on_node_dirty
+
+    def _stored(self, key: Hashable, old: Pod | None, new: Pod) -> None:
+        if old is not None and old.node != new.node:
+            self._unindex(key, old)
+        if new.node:
+            self.by_node.setdefault(new.node, set()).add(key)  # type: ignore[arg-type]
+        if old is None:
+            self.on_node_dirty(new.node)
+        elif gpu.summary_inputs(old) != gpu.summary_inputs(new):  # a workload pod's restarts, say, change no summary
+            self.on_node_dirty(old.node)
+            self.on_node_dirty(new.node)
+
+    def _removed(self, key: Hashable, old: Pod) -> None:
+        self._unindex(key, old)
+        self.on_node_dirty(old.node)
+
+    def _unindex(self, key: Hashable, pod: Pod) -> None:
+        if pod.node and pod.node in self.by_node:
+            keys = self.by_node[pod.node]
+            keys.discard(key)  # type: ignore[arg-type]
+            if not keys:
+                del self.by_node[pod.node]
+
+
+class DaemonSetTable(Table[DaemonSet]):
+    """DaemonSets; `stack_changed` tells whether a write touched what the GPU stack is built from.
+    Their status counts change with every pod they run: that must not recompute every node."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.stack_changed = False
+
+    @staticmethod
+    def _shape(ds: DaemonSet) -> tuple[Any, ...]:
+        return ds.labels, ds.selector, ds.pod_labels, ds.node_selector, ds.affinity, ds.tolerations, ds.containers
+
+    def _stored(self, key: Hashable, old: DaemonSet | None, new: DaemonSet) -> None:
+        if old is None or self._shape(old) != self._shape(new):
+            self.stack_changed = True
+
+    def _removed(self, key: Hashable, old: DaemonSet) -> None:
+        self.stack_changed = True
+
+
+class EventTable(Table[Event]):
+    """Events about nodes and kept pods; at most `per_object` per object and `limit` in all.
+    Listeners get the involved object's (kind, namespace, name) as the key."""
+
+    def __init__(self, *args: Any, per_object: int, limit: int) -> None:
+        super().__init__(*args)
+        self.records: OrderedDict[Hashable, Event] = OrderedDict()  # oldest update first
+        self.by_object: dict[tuple[str, str, str], dict[PodKey, Event]] = {}
+        self.per_object = per_object
+        self.limit = limit
+
+    def _stored(self, key: Hashable, old: Event | None, new: Event) -> None:
+        self.records.move_to_end(key)
+        if old is not None and old.object_key != new.object_key:
+            self._unindex(key, old)
+        mine = self.by_object.setdefault(new.object_key, {})
+        mine[key] = new  # type: ignore[index]
+        if len(mine) > self.per_object:
+            oldest = min(mine, key=lambda k: mine[k].last or 0.0)
+            self._drop(oldest)
+        while len(self.records) > self.limit:
+            self._drop(next(iter(self.records)))
+
+    def _removed(self, key: Hashable, old: Event) -> None:
+        self._unindex(key, old)
+
+    def change_key(self, key: Hashable, record: Event) -> Hashable:
+        return record.object_key
+
+    def _unindex(self, key: Hashable, event: Event) -> None:
+        mine = self.by_object.get(event.object_key)
+        if mine is not None:
+            mine.pop(key, None)  # type: ignore[call-overload]
+            if not mine:
+                del self.by_object[event.object_key]
+
+    def drop_object(self, object_key: tuple[str, str, str]) -> None:
+        for key in list(self.by_object.get(object_key, ())):
+            self._drop(key)
+
+    def prune(self, keep: Callable[[Event], bool]) -> None:
+        for key in [k for k, ev in self.records.items() if not keep(ev)]:
+            self._drop(key)
