@@ -2,12 +2,16 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import traceback
+from pathlib import Path
 
 from gputui import __version__
 
 
 SUBCOMMANDS = ("sim", "report", "verify")  # the modules below register them
+DEBUG_FLAG = "--debug"  # any command: let an unexpected error's traceback through
 
 
 def _top_parser() -> argparse.ArgumentParser:
@@ -74,12 +78,44 @@ def launch_app(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    debug = DEBUG_FLAG in argv  # anywhere on the line, for every command
+    argv = [arg for arg in argv if arg != DEBUG_FLAG]
     args = _parse_app_args(argv) or build_parser().parse_args(argv)
     run = args.run if args.command is not None else launch_app
+    command = f"gputui {args.command}" if args.command else "gputui"
     try:
         return int(run(args) or 0)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        _quiet_stdout()  # the reader went away (`| head`): stop without a word
+        return 128 + 13  # as a process killed by SIGPIPE
+    except Exception as exc:  # noqa: BLE001  (the last resort: one line, never a traceback)
+        if debug:
+            raise
+        print(f"{command}: {last_resort_line(exc)}", file=sys.stderr)
+        return 2
+
+
+def last_resort_line(exc: BaseException) -> str:
+    """'unexpected ValueError in gputui/kube/gpu.py:120: <message>; run with --debug for the traceback'."""
+    where = ""
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        parts = Path(frame.filename).parts
+        if "gputui" in parts:
+            where = f" in {'/'.join(parts[len(parts) - parts[::-1].index('gputui') - 1:])}:{frame.lineno}"
+            break
+    message = (str(exc).strip().splitlines() or [""])[0][:200]
+    return f"unexpected {type(exc).__name__}{where}" + (f": {message}" if message else "") + f"; run with {DEBUG_FLAG} for the traceback"
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null so that the interpreter's final flush cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":

@@ -101,9 +101,11 @@ def _read_yaml(path: str) -> dict:
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        text = Path(path).read_text()
+        text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise KubeconfigError(f"kubeconfig {path}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise KubeconfigError(f"kubeconfig {path}: not UTF-8 text") from None
     try:
         doc = yaml.load(text, Loader=loader)  # noqa: S506  (a safe loader)
     except yaml.YAMLError as exc:

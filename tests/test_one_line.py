@@ -1,0 +1,120 @@
+"""Never a traceback: each bad input is one line on stderr and exit 2; an unexpected error is one line
+naming where it happened (the traceback only with --debug); output to a closed pipe ends quietly."""
+from __future__ import annotations
+
+import base64
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+SECRET = "s3cret-token-never-printed"
+
+
+def gputui(*args: str, env: dict[str, str] | None = None, stdout=subprocess.PIPE, code: str | None = None) -> subprocess.CompletedProcess[str]:
+    environment = {key: value for key, value in os.environ.items() if key != "KUBECONFIG"}
+    environment.update({"PYTHONPATH": str(ROOT), **(env or {})})
+    command = [sys.executable, "-c", code, *args] if code else [sys.executable, "-m", "gputui", *args]
+    return subprocess.run(command, stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=90, env=environment,
+                          stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture(scope="module")
+def demo_kubeconfig():
+    from gputui.ui.demo import BackgroundCluster
+
+    cluster = BackgroundCluster(scenario="demo")
+    cluster.begin()
+    try:
+        yield Path(cluster.wait_ready())
+    finally:
+        cluster.stop()
+
+
+def with_user(tmp_path: Path, demo_kubeconfig: Path, user: dict, cluster: dict | None = None) -> Path:
+    doc = yaml.safe_load(demo_kubeconfig.read_text())
+    doc["users"][0]["user"] = user
+    doc["clusters"][0]["cluster"].update(cluster or {})
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def assert_one_line(result: subprocess.CompletedProcess[str], prefix: str, expected: str) -> None:
+    assert result.returncode == 2, result
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(prefix) and expected in lines[0], result.stderr
+    assert "Traceback" not in result.stderr and SECRET not in result.stderr
+
+
+@pytest.mark.parametrize("command", [["report"], ["verify", "--yes", "n1"], []], ids=["report", "verify", "app"])
+def test_a_kubeconfig_that_is_not_utf8(tmp_path, command):
+    bad = tmp_path / "kubeconfig"
+    bad.write_bytes(b"\xff\xfeapiVersion: v1\n")
+    prefix = "gputui" + (f" {command[0]}" if command else "")
+    assert_one_line(gputui(*command, "--kubeconfig", str(bad), env={"HOME": str(tmp_path)}), prefix + ": ", "not UTF-8 text")
+
+
+def test_an_empty_file_beside_a_good_one_in_KUBECONFIG(tmp_path, demo_kubeconfig):
+    empty = tmp_path / "empty"
+    empty.write_text("")
+    result = gputui("report", "-o", "tsv", env={"KUBECONFIG": f"{empty}{os.pathsep}{demo_kubeconfig}", "HOME": str(tmp_path)})
+    assert result.returncode in (0, 1), result.stderr
+    assert "node\th100-1\t" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("user", "cluster", "expected"),
+    [
+        ({"token": SECRET, "client-certificate-data": base64.b64encode(b"not a certificate").decode(),
+          "client-key-data": base64.b64encode(b"not a key").decode()}, {}, "client certificate and key cannot be used"),
+        ({"token": SECRET, "client-key-data": "!!!notbase64"}, {}, "client-key-data is not valid base64"),
+        ({"token": SECRET, "client-key-data": base64.b64encode(b"key").decode()}, {}, "a client certificate needs its key"),
+        ({"token": SECRET}, {"certificate-authority-data": base64.b64encode(b"garbage").decode()}, "certificate-authority-data is not a PEM certificate"),
+        ({"token": SECRET}, {"certificate-authority": "/nonexistent/ca.crt"}, "certificate-authority /nonexistent/ca.crt: no such file"),
+        ({"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": "gputui-no-such-plugin"}}, {}, "not found on PATH"),
+        ({"auth-provider": {"name": "gcp"}}, {}, "auth-provider gcp is not supported"),
+    ],
+    ids=["corrupt-key", "not-base64", "key-without-cert", "corrupt-ca", "missing-ca", "missing-exec-plugin", "gcp-auth-provider"],
+)
+def test_unusable_credentials(tmp_path, demo_kubeconfig, user, cluster, expected):
+    kubeconfig = with_user(tmp_path, demo_kubeconfig, user, cluster)
+    assert_one_line(gputui("report", "--kubeconfig", str(kubeconfig)), "gputui report: ", expected)
+
+
+def test_output_to_a_closed_pipe_ends_quietly(demo_kubeconfig):
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first byte, as `| head -0` leaves it
+    try:
+        result = gputui("report", "--kubeconfig", str(demo_kubeconfig), stdout=write_end)
+    finally:
+        os.close(write_end)
+    assert result.returncode == 141, result.stderr
+    assert result.stderr == ""
+
+
+UNEXPECTED = (
+    "import sys\n"
+    "import gputui.report.formats as formats\n"
+    "def broken(*args, **kwargs):\n"
+    "    raise ValueError('a bug in the table')\n"
+    "formats.write_table = broken\n"
+    "from gputui.cli.main import main\n"
+    "sys.exit(main(sys.argv[1:]))\n"
+)
+
+
+def test_an_unexpected_error_is_one_line_naming_where(demo_kubeconfig):
+    result = gputui("report", "--kubeconfig", str(demo_kubeconfig), code=UNEXPECTED)
+    assert_one_line(result, "gputui report: unexpected ValueError in ", "a bug in the table; run with --debug for the traceback")
+    assert "gputui/cli/report.py:" in result.stderr
+
+
+def test_debug_lets_the_traceback_through(demo_kubeconfig):
+    result = gputui("report", "--debug", "--kubeconfig", str(demo_kubeconfig), code=UNEXPECTED)
+    assert result.returncode != 0
+    assert "Traceback (most recent call last)" in result.stderr and "ValueError: a bug in the table" in result.stderr
