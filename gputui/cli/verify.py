@@ -23,6 +23,7 @@ from gputui.kube.records import parse_time
 from gputui.sanitize import clean, log_line
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # SIGHUP: the terminal closed
 DEFAULT_CONCURRENCY = 4
 
 
@@ -119,7 +120,10 @@ class _Command:
         self.conn: Connection | None = None
 
     def say(self, text: str) -> None:
-        print(text, file=self.err, flush=True)
+        try:
+            print(text, file=self.err, flush=True)
+        except OSError:  # the terminal is gone (SIGHUP): deleting the pods matters more than telling
+            pass
 
     def run(self) -> int:
         import aiohttp  # noqa: PLC0415  (with the connection: building the parser does not load it)
@@ -247,7 +251,7 @@ class _Command:
                 self.say("gputui verify: still deleting the verification pods, please wait")
 
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in STOP_SIGNALS:
             loop.add_signal_handler(sig, on_signal)
         try:
             verdicts = await work
@@ -256,7 +260,7 @@ class _Command:
                 raise
             verdicts = list(finals.values())
         finally:
-            for sig in (signal.SIGINT, signal.SIGTERM):
+            for sig in STOP_SIGNALS:
                 loop.remove_signal_handler(sig)
         return verdicts, interrupted
 

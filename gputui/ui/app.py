@@ -31,6 +31,7 @@ from .plugin_pane import DevicePluginPane
 from .refresh import AGE_INTERVAL, CoalescedRefresh
 from gputui.sanitize import clean
 from .screens import HelpScreen, NodeDetails, NodeDetailsScreen, TextScreen
+from .session import TerminalWatch
 from .table import KeyedTable
 from .stack import StackActions
 from .verify import VerifyActions, VerifySettings
@@ -83,7 +84,7 @@ class MainScreen(Screen[None]):
         self.app.main_screen_ready()  # type: ignore[attr-defined]
 
 
-class GpuTuiApp(StackActions, VerifyActions, CoalescedRefresh, DevicePluginPane, App[None]):
+class GpuTuiApp(StackActions, VerifyActions, CoalescedRefresh, DevicePluginPane, TerminalWatch, App[None]):
     CSS_PATH = str(stylesheet())
     TITLE = "gputui"
     COMMANDS = App.COMMANDS | {GpuCommands}

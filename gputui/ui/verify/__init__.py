@@ -17,7 +17,7 @@ The modules, each depending only on those listed before it:
   leftovers  LeftoversScreen: pods an earlier run left behind
   actions    VerifyActions: the app's mix-in (keys, leftovers at connection, quitting and cleanup)
 """
-from .actions import MARK, QUIT_SIGNALS, STOP_TIMEOUT, VerifyActions
+from .actions import MARK, STOP_TIMEOUT, VerifyActions
 from .confirm import ConfirmVerifyScreen
 from .leftovers import LeftoversScreen
 from .live import VerifyScreen
@@ -30,7 +30,6 @@ __all__ = [
     "DEFAULT_CONCURRENCY",
     "FLUSH_INTERVAL",
     "MARK",
-    "QUIT_SIGNALS",
     "READ_ONLY_MESSAGE",
     "RESULT_COLUMNS",
     "STAGE_WORDS",

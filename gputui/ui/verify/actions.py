@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import signal
 from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
@@ -26,7 +25,6 @@ if TYPE_CHECKING:
 
 # Quit (deleting running verification pods first) on these rather than die: the terminal
 # closing (an ssh session dropped) or a plain `kill`. Ctrl+C is a key inside the app.
-QUIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 STOP_TIMEOUT = v.DELETE_CONFIRM_TIMEOUT + 5.0  # how long quitting waits for the pods' deletion
 MARK = "● "
 
@@ -121,23 +119,7 @@ class VerifyActions:
         else:
             app.push_screen(VerifyManyScreen(conn.api, plans, self.verify_settings))
 
-    # quitting
-    def on_mount(self) -> None:
-        loop = asyncio.get_running_loop()
-        for sig in QUIT_SIGNALS:
-            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no signals here
-                loop.add_signal_handler(sig, self._quit_on_signal)
-
-    def on_unmount(self) -> None:
-        loop = asyncio.get_running_loop()
-        for sig in QUIT_SIGNALS:
-            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                loop.remove_signal_handler(sig)
-
-    def _quit_on_signal(self) -> None:
-        app: Any = self
-        app.call_later(app.action_quit)
-
+    # quitting (the signals and a lost terminal: ui/session.py)
     def _verification_workers(self) -> list[Worker]:
         app: Any = self
         return [w for w in app.workers if w.group == VERIFY_GROUP and not w.is_finished]

@@ -1,0 +1,110 @@
+"""The session ends with its terminal.
+
+A closed terminal (tmux pane killed, ssh dropped) does not always reach the app
+as SIGHUP: when gputui runs under a wrapper (a shell script, pyenv's shims), the
+hangup goes to the wrapper and gputui is left with a terminal that is gone:
+every read returns at once with nothing, and Textual's input thread spins. So
+the app also looks at its terminal once a second (poll(2), no read, no write).
+
+Either way (SIGHUP, or the terminal seen hung up) the app quits as for `q`:
+running verification pods are deleted first, within a bounded wait, and the
+connection closed. Then it exits; Textual's own shutdown writes to the terminal
+to restore it and can wait for good on a terminal that is gone, so once the
+cleanup is done the process ends regardless, a few seconds later.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import select
+import signal
+import sys
+import threading
+import time
+from typing import Any
+
+QUIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+HANGUP_CHECK_INTERVAL = 1.0  # seconds between looks at the terminal
+EXIT_GRACE = 3.0  # seconds Textual's shutdown may take once our cleanup is done
+HANGUP_EXIT_STATUS = 128 + signal.SIGHUP
+_GONE = select.POLLHUP | select.POLLERR | select.POLLNVAL
+
+
+def terminal_gone(fds: tuple[int, ...]) -> bool:
+    """True when one of these descriptors is a terminal that has hung up (or was closed)."""
+    poller = select.poll()
+    for fd in fds:
+        poller.register(fd, select.POLLIN)
+    return any(mask & _GONE for _fd, mask in poller.poll(0))
+
+
+def _terminal_fds() -> tuple[int, ...]:
+    fds = []
+    for stream in (sys.__stdin__, sys.__stdout__):
+        try:
+            fd = stream.fileno() if stream is not None else -1
+        except (OSError, ValueError):
+            continue
+        if fd >= 0 and os.isatty(fd):
+            fds.append(fd)
+    return tuple(fds)
+
+
+def _exit_soon(delay: float, status: int) -> None:
+    def end() -> None:
+        time.sleep(delay)
+        os._exit(status)  # the pods are deleted and the connection closed: nothing is left to undo
+
+    threading.Thread(target=end, name="gputui-exit", daemon=True).start()
+
+
+class TerminalWatch:
+    """App mix-in: when the terminal hangs up (SIGHUP, or seen gone), clean up and end."""
+
+    _hung_up = False
+
+    def on_mount(self) -> None:  # Textual calls each class's handler along the MRO
+        app: Any = self
+        loop = asyncio.get_running_loop()
+        for sig in QUIT_SIGNALS:
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no signals here
+                loop.add_signal_handler(sig, self._quit_on_signal, sig)
+        self._terminal_fds = _terminal_fds()
+        if self._terminal_fds and not app.is_headless:  # tests and pipes have no terminal to lose
+            app.set_interval(HANGUP_CHECK_INTERVAL, self._look_at_terminal, name="gputui-terminal-watch")
+
+    def on_unmount(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in QUIT_SIGNALS:
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.remove_signal_handler(sig)
+
+    def _quit_on_signal(self, sig: int) -> None:
+        app: Any = self
+        if sig == signal.SIGHUP:
+            self.terminal_lost()
+        else:
+            app.call_later(app.action_quit)  # as `q`: verification pods deleted first
+
+    def _look_at_terminal(self) -> None:
+        if terminal_gone(self._terminal_fds):
+            self.terminal_lost()
+
+    def terminal_lost(self) -> None:
+        """Delete running verification pods, close the connection, exit; once."""
+        if self._hung_up:
+            return
+        self._hung_up = True
+        app: Any = self
+        app.run_worker(self._end_session(), name="gputui-hangup", group="gputui-hangup", exclusive=True)
+
+    async def _end_session(self) -> None:
+        app: Any = self
+        app._main_ready = False
+        try:
+            await app.stop_verifications()
+            await app._disconnect()
+        finally:
+            _exit_soon(EXIT_GRACE, HANGUP_EXIT_STATUS)
+            app.exit(return_code=HANGUP_EXIT_STATUS)
