@@ -27,8 +27,76 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     parser.add_argument("--port", type=_port, default=0, help="port to listen on; 0 (the default) picks a free one")
     parser.add_argument("--kubeconfig-out", metavar="PATH", type=Path, help="write a kubeconfig for the simulator here")
-    parser.add_argument("--faults", action="store_true", help="enable the test-only fault hooks")
+    parser.add_argument("--faults", action="store_true",
+                        help="enable the fault hooks and serve their control endpoint on loopback (see `gputui sim fault`)")
     parser.set_defaults(run=run, parser=parser)
+    _add_fault_parser(parser.add_subparsers(dest="sim_command", metavar="{fault}"))
+
+
+def _add_fault_parser(subparsers: argparse._SubParsersAction) -> None:
+    where = argparse.ArgumentParser(add_help=False)
+    where.add_argument("--kubeconfig", type=Path, default=argparse.SUPPRESS, metavar="PATH",
+                       help="the kubeconfig `gputui sim --faults --kubeconfig-out PATH` wrote (its control address is "
+                            "recorded next to it, in PATH.faults)")
+    where.add_argument("--url", default=argparse.SUPPRESS, help="the control endpoint's address (the `faults` line it printed)")
+    fault = subparsers.add_parser(
+        "fault", parents=[where], help="drive a running `gputui sim --faults`",
+        description="Drive the fault hooks of a running `gputui sim --faults`, found through --kubeconfig or --url.",
+    )
+    fault.set_defaults(run=run_fault, parser=fault)
+    actions = fault.add_subparsers(dest="action", metavar="ACTION", required=True)
+    actions.add_parser("drop-watches", parents=[where], help="end every open watch stream")
+    actions.add_parser("compact", parents=[where], help="forget watch history: older watches get 410 Expired")
+    fail = actions.add_parser("fail", parents=[where], help="answer every request for RESOURCE with CODE (403 or 500)")
+    fail.add_argument("resource", metavar="RESOURCE", help="a resource (pods, nodes, daemonsets.apps) or pods/proxy")
+    fail.add_argument("code", metavar="CODE", type=int, choices=(403, 500))
+    slow = actions.add_parser("slow", parents=[where], help="delay every response for RESOURCE by SECONDS")
+    slow.add_argument("resource", metavar="RESOURCE")
+    slow.add_argument("seconds", metavar="SECONDS", type=float)
+    restart = actions.add_parser("restart", parents=[where], help="stop serving, then serve again on the same port")
+    restart.add_argument("--fresh", action="store_true",
+                         help="start again from the scenario, resourceVersions low again (as after an etcd restore)")
+    restart.add_argument("--downtime", type=float, default=0.5, metavar="SECONDS", help="how long connections are refused")
+    corrupt = actions.add_parser("corrupt", parents=[where], help="break the JSON body of the next response")
+    corrupt.add_argument("count", metavar="COUNT", type=_count, nargs="?", default=1, help="how many responses (default 1)")
+    clear = actions.add_parser("clear", parents=[where], help="clear RESOURCE's faults, or every fault")
+    clear.add_argument("resource", metavar="RESOURCE", nargs="?")
+    actions.add_parser("status", parents=[where], help="show the active faults")
+
+
+def run_fault(args: argparse.Namespace) -> int:
+    from gputui.sim import control  # noqa: PLC0415
+
+    request: dict[str, object] | None = {"action": args.action}
+    if args.action in ("fail", "slow", "clear"):
+        request["resource"] = args.resource  # type: ignore[index]
+    if args.action == "fail":
+        request["code"] = args.code  # type: ignore[index]
+    elif args.action == "slow":
+        request["seconds"] = args.seconds  # type: ignore[index]
+    elif args.action == "restart":
+        request.update(fresh=args.fresh, downtime=args.downtime)  # type: ignore[union-attr]
+    elif args.action == "corrupt":
+        request["count"] = args.count  # type: ignore[index]
+    elif args.action == "status":
+        request = None
+    try:
+        url = control.find_url(getattr(args, "kubeconfig", None), getattr(args, "url", None))
+        answer = control.send(url, request)
+    except control.ControlError as error:
+        return _fail(str(error))
+    if answer.get("message"):
+        print(answer["message"])
+    active = answer.get("faults") or {}
+    for resource, fault in active.items():
+        parts = ([f"answers {fault['code']}"] if fault.get("code") else []) + (
+            [f"waits {fault['delay']:g}s"] if fault.get("delay") else [])
+        print(f"{resource}: {', '.join(parts)}")
+    if answer.get("corruptNext"):
+        print(f"next {answer['corruptNext']} response(s): broken JSON")
+    if request is None and not active and not answer.get("corruptNext"):
+        print("no faults active")
+    return 0
 
 
 def _count(text: str) -> int:
@@ -89,6 +157,19 @@ async def _serve(args: argparse.Namespace) -> int:
         where = f" {error.filename}" if error.filename else ""
         return _fail(f"cannot start:{where} {error.strerror or error}")
 
+    control = None
+    if args.faults:
+        from gputui.sim.control import ControlServer, address_file  # noqa: PLC0415
+
+        try:
+            control = await ControlServer(sim, args.host if args.host in ("127.0.0.1", "::1", "localhost") else "127.0.0.1").start()
+        except OSError as error:
+            await sim.stop()
+            return _fail(f"cannot serve the fault control endpoint: {error.strerror or error}")
+        recorded = address_file(sim.kubeconfig_path) if args.kubeconfig_out else None
+        if recorded is not None:
+            recorded.write_text(control.url + "\n")
+
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -98,7 +179,13 @@ async def _serve(args: argparse.Namespace) -> int:
             response.raise_for_status()
         print(f"serving {sim.url}", flush=True)
         print(f"kubeconfig {sim.kubeconfig_path} (context gputui-sim)", flush=True)
+        if control is not None:
+            print(f"faults {control.url} (gputui sim fault --url {control.url} ...)", flush=True)
         await stopping.wait()
     finally:
+        if control is not None:
+            await control.stop()
+            if args.kubeconfig_out:
+                address_file(sim.kubeconfig_path).unlink(missing_ok=True)
         await sim.stop()
     return 0

@@ -86,6 +86,9 @@ def admit_create(resource: ResourceType, obj: Obj) -> Obj:
         causes.append(_required("metadata.name", "name or generateName is required"))
     if resource.kind == "Pod":
         causes += _validate_pod(obj)
+    elif resource.kind == "ResourceClaim":
+        causes += _validate_claim(obj)
+        obj.pop("status", None)  # status is the scheduler's (the status subresource)
     if causes:
         raise Invalid(resource.kind, name, causes)
     if resource.kind == "Pod":
@@ -105,7 +108,7 @@ def _validate_pod(pod: Obj) -> list[Cause]:
     containers = spec.get("containers") or []
     if not containers:
         return [_required("spec.containers")]
-    causes: list[Cause] = []
+    claim_names, causes = _claim_entries(spec)
     for field_name in ("initContainers", "containers"):
         for i, c in enumerate(spec.get(field_name) or []):
             where = f"spec.{field_name}[{i}]"
@@ -115,6 +118,63 @@ def _validate_pod(pod: Obj) -> list[Cause]:
                 causes.append(_invalid_value(f"{where}.name", c["name"], LABEL_HELP))
             if not c.get("image"):
                 causes.append(_required(f"{where}.image"))
+            for j, ref in enumerate((c.get("resources") or {}).get("claims") or []):
+                if ref.get("name") not in claim_names:
+                    causes.append(Cause("FieldValueNotFound", f"{where}.resources.claims[{j}].name", f'Not found: "{ref.get("name", "")}"'))
+    return causes
+
+
+def _claim_entries(spec: Obj) -> tuple[set[str], list[Cause]]:
+    """The names in pod.spec.resourceClaims, and what is wrong with its entries."""
+    names: set[str] = set()
+    causes: list[Cause] = []
+    for i, entry in enumerate(spec.get("resourceClaims") or []):
+        where = f"spec.resourceClaims[{i}]"
+        name = entry.get("name") or ""
+        if not name:
+            causes.append(_required(f"{where}.name"))
+        elif not DNS1123_LABEL.fullmatch(name):
+            causes.append(_invalid_value(f"{where}.name", name, LABEL_HELP))
+        elif name in names:
+            causes.append(Cause("FieldValueDuplicate", f"{where}.name", f'Duplicate value: "{name}"'))
+        names.add(name)
+        sources = [k for k in ("resourceClaimName", "resourceClaimTemplateName") if entry.get(k)]
+        if len(sources) != 1:
+            causes.append(Cause("FieldValueInvalid", where, "Invalid value: must specify exactly one of resourceClaimName, resourceClaimTemplateName"
+                                if sources else "Required value: must specify one of: `resourceClaimName`, `resourceClaimTemplateName`"))
+    return names, causes
+
+
+def _validate_claim(claim: Obj) -> list[Cause]:
+    """resource.k8s.io/v1 ResourceClaim: named requests, each `exactly` (a device class, a mode) or `firstAvailable`."""
+    requests = ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []
+    causes: list[Cause] = []
+    seen: set[str] = set()
+    for i, request in enumerate(requests):
+        where = f"spec.devices.requests[{i}]"
+        name = request.get("name") or ""
+        if not name:
+            causes.append(_required(f"{where}.name"))
+        elif not DNS1123_LABEL.fullmatch(name):
+            causes.append(_invalid_value(f"{where}.name", name, LABEL_HELP))
+        elif name in seen:
+            causes.append(Cause("FieldValueDuplicate", f"{where}.name", f'Duplicate value: "{name}"'))
+        seen.add(name)
+        exactly, first = request.get("exactly"), request.get("firstAvailable")
+        if bool(exactly) == bool(first):
+            causes.append(Cause("FieldValueRequired", where, "Required value: exactly one of `exactly` or `firstAvailable` is required"))
+            continue
+        if exactly:
+            if not exactly.get("deviceClassName"):
+                causes.append(_required(f"{where}.exactly.deviceClassName"))
+            mode = exactly.setdefault("allocationMode", "ExactCount")  # the defaults kube-apiserver fills in
+            if mode == "ExactCount":
+                exactly.setdefault("count", 1)
+            if mode not in ("ExactCount", "All"):
+                causes.append(Cause("FieldValueNotSupported", f"{where}.exactly.allocationMode",
+                                    f'Unsupported value: "{mode}": supported values: "All", "ExactCount"'))
+            elif mode == "ExactCount" and "count" in exactly and (not isinstance(exactly["count"], int) or exactly["count"] < 1):
+                causes.append(_invalid_value(f"{where}.exactly.count", str(exactly["count"]), "must be greater than zero"))
     return causes
 
 

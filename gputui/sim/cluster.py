@@ -59,6 +59,9 @@ class SimCluster:
         self.port = port
         self.speed = speed  # >1 makes simulated kubelets faster (tests), <1 slower (demo realism)
         self.bookmark_interval = bookmark_interval
+        # How long a list or watch from a resourceVersion in the future waits for it before failing with
+        # "Too large resource version" (kube-apiserver's watch cache waits 3 s).
+        self.too_large_wait = 3.0
         self.store = Store()
         self.logs = LogBook()
         self.faults = Faults(enabled=faults, cluster=self)
@@ -74,8 +77,19 @@ class SimCluster:
         self.kubeconfig_path: Path | None = None
 
     async def start(self) -> "SimCluster":
-        from . import scenarios  # noqa: PLC0415
         from .controllers import Controllers  # noqa: PLC0415
+
+        self._populate()
+        self.controllers = Controllers(self)
+        await self._serve()
+        self.url = f"http://{self.host}:{self.port}"
+        if self._run_controllers:
+            self.controllers.start()
+        self.kubeconfig_path = self.write_kubeconfig(self._kubeconfig_out)
+        return self
+
+    def _populate(self) -> None:
+        from . import scenarios  # noqa: PLC0415
 
         if self._synthetic is not None:
             objects = scenarios.synthetic(*self._synthetic)
@@ -84,13 +98,6 @@ class SimCluster:
         else:
             objects = []
         scenarios.populate(self.store, objects)
-        self.controllers = Controllers(self)
-        await self._serve()
-        self.url = f"http://{self.host}:{self.port}"
-        if self._run_controllers:
-            self.controllers.start()
-        self.kubeconfig_path = self.write_kubeconfig(self._kubeconfig_out)
-        return self
 
     async def _serve(self) -> None:
         from . import server  # noqa: PLC0415
@@ -110,14 +117,28 @@ class SimCluster:
         sock = site._server.sockets[0]  # type: ignore[union-attr]
         self.port = sock.getsockname()[1]
 
-    async def restart(self, downtime: float = 0.5) -> None:
-        """Stop serving (connections refused, open streams end), then serve again on the same port and state."""
+    async def restart(self, downtime: float = 0.5, *, fresh: bool = False) -> None:
+        """Stop serving (connections refused, open streams end), then serve again on the same port and state.
+
+        fresh=True: the state starts again from the scenario, resourceVersions low again (an etcd restore, a
+        rebuilt test cluster): what clients knew is gone, and their resourceVersions are from its future."""
+        from .controllers import Controllers  # noqa: PLC0415
+
         self.store.drop_watches()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        if fresh:
+            if self.controllers is not None and self._run_controllers:
+                await self.controllers.stop()
+            self.store = Store()
+            self.logs = LogBook()
+            self._populate()
+            self.controllers = Controllers(self)
         await asyncio.sleep(downtime)
         await self._serve()
+        if fresh and self._run_controllers:
+            self.controllers.start()
 
     def write_kubeconfig(self, path: Path | None = None) -> Path:
         if path is None:

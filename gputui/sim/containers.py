@@ -2,6 +2,7 @@
 container runtime's error wordings the kubelet reports."""
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -48,6 +49,9 @@ class Container:
     pulled: bool = False
     ran: bool = False  # has been started at least once
     devices: list[str] = field(default_factory=list)
+    # Given in CrashLoopBackOff: it keeps crashing with this exit code (and message), whatever its program does.
+    crash_code: int | None = None
+    crash_message: str | None = None
 
     @property
     def name(self) -> str:
@@ -70,8 +74,9 @@ class Container:
 class ProgramContext:
     """What a container's program sees (see programs.Context)."""
 
-    def __init__(self, runner: "PodRunner", ctr: Container, started: datetime) -> None:
+    def __init__(self, runner: "PodRunner", ctr: Container, started: datetime, *, instant: bool = False) -> None:
         self.runner = runner
+        self.instant = instant  # replaying a past run: its sleeps take no time
         self.pod = runner.pod
         self.container = ctr.spec
         self.gpus = runner.kubelet.gpus
@@ -84,6 +89,9 @@ class ProgramContext:
         self.runner.kubelet.logs.append(self.runner.namespace, self.runner.name, self._name, text)
 
     async def sleep(self, sim_seconds: float) -> None:
+        if self.instant:
+            await asyncio.sleep(0)
+            return
         await self.runner.kubelet.controllers.sleep(sim_seconds)
 
     def now(self) -> datetime:

@@ -36,9 +36,11 @@ import asyncio
 from typing import Any, Coroutine
 
 from . import builders as b
+from .dra import CLAIMS, DRA_KEYS, ClaimController
 from .kubelet import Kubelet
+from .daemonsets import DS_KEY, daemonset_status_for, owned_by
 from .scheduler import Scheduler
-from .store import Event
+from .store import Event, NotFound
 
 Obj = dict[str, Any]
 
@@ -96,6 +98,62 @@ class EventRecorder:
         index[key] = (created["metadata"]["namespace"], created["metadata"]["name"])
 
 
+class DaemonSetController:
+    """Keeps each DaemonSet's status true to its pods and the nodes, as they change. A status given in a scenario
+    stays until something it depends on changes (one of its pods, a node, its spec)."""
+
+    DELAY = 0.05  # real seconds: changes in one burst make one status write per DaemonSet
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self._dirty: set[tuple[str, str]] = set()
+        self._handle: asyncio.TimerHandle | None = None
+
+    def on_event(self, event: Event) -> None:
+        key = event.resource.key
+        if key == "nodes":
+            self._mark(e.obj["metadata"] for e in self.store.entries(DS_KEY))
+        elif key == "pods":
+            namespace = event.obj["metadata"].get("namespace", "")
+            states = [o for o in (event.obj, event.old) if o is not None]
+            self._mark(e.obj["metadata"] for e in self.store.entries(DS_KEY, namespace)
+                       if any(owned_by(e.obj, o) for o in states))
+        elif key == DS_KEY and event.type != "DELETED":
+            old = event.old or {}
+            if (event.type == "ADDED" or (old.get("metadata") or {}).get("generation") != event.obj["metadata"].get("generation")
+                    or old.get("spec") != event.obj.get("spec")):
+                self._mark([event.obj["metadata"]])
+
+    def _mark(self, metas: Any) -> None:
+        for meta in metas:
+            self._dirty.add((meta.get("namespace", ""), meta["name"]))
+        if self._dirty and self._handle is None:
+            self._handle = asyncio.get_running_loop().call_later(self.DELAY, self.flush)
+
+    def flush(self) -> None:
+        self._handle = None
+        dirty, self._dirty = self._dirty, set()
+        if not dirty:
+            return
+        nodes = [e.obj for e in self.store.entries("nodes")]
+        for namespace, name in sorted(dirty):
+            try:
+                entry = self.store.get_entry(DS_KEY, namespace, name)
+            except NotFound:
+                continue
+            pods = [e.obj for e in self.store.entries("pods", namespace)]
+            status = daemonset_status_for(entry.obj, pods, nodes)
+            if entry.obj.get("status") != status:
+                def put(ds: Obj, status: Obj = status) -> None:
+                    ds["status"] = status
+                self.store.mutate(DS_KEY, namespace, name, put)
+
+    def stop(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+
 class Controllers:
     def __init__(self, cluster: Any) -> None:
         self.cluster = cluster
@@ -103,6 +161,8 @@ class Controllers:
         self.logs = cluster.logs
         self.events = EventRecorder(self.store)
         self.scheduler = Scheduler(self)
+        self.daemonsets = DaemonSetController(self.store)
+        self.claims = ClaimController(self.store)
         self.kubelets: dict[str, Kubelet] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._running = False
@@ -135,6 +195,7 @@ class Controllers:
             kubelet = self._add_kubelet(entry.obj, index)
             for pod in by_node.get(kubelet.name, []):
                 kubelet.images.update(c["image"] for c in (pod["spec"].get("containers") or []) + (pod["spec"].get("initContainers") or []))
+        self.claims.settle_all()
         self.scheduler.start()
         for kubelet in self.kubelets.values():
             kubelet.sync_all(by_node.get(kubelet.name, []))
@@ -149,6 +210,8 @@ class Controllers:
         if not self._running:
             return
         key = event.resource.key
+        if key in ("nodes", "pods", DS_KEY):
+            self.daemonsets.on_event(event)
         if key == "nodes":
             name = event.obj["metadata"]["name"]
             if event.type == "DELETED":
@@ -160,7 +223,12 @@ class Controllers:
             else:
                 self._add_kubelet(event.obj).sync_all()
             self.scheduler.on_event(event)
+        elif key in DRA_KEYS:
+            if key == CLAIMS:
+                self.claims.on_event(event)
+            self.scheduler.on_event(event)
         elif key == "pods":
+            self.claims.on_event(event)
             self.scheduler.on_event(event)
             node = (event.obj.get("spec") or {}).get("nodeName")
             kubelet = self.kubelets.get(node) if node else None
@@ -169,6 +237,7 @@ class Controllers:
 
     async def stop(self) -> None:
         self._running = False
+        self.daemonsets.stop()
         await self.scheduler.stop()
         await asyncio.gather(*(k.stop() for k in self.kubelets.values()), return_exceptions=True)
         tasks = list(self._tasks)

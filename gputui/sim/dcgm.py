@@ -21,6 +21,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import builders
+from .nvidia_smi import NodeGpus
+
 XID_ANNOTATION = "sim.gputui.io/xid"
 HOSTNAME_LABELS = ("Hostname", "hostname")  # older releases, newer releases
 
@@ -102,9 +105,9 @@ class _Device:
 
 
 def gpu_uuid(node_name: str, index: int) -> str:
-    """The stable UUID the simulator gives GPU `index` of `node_name`."""
-    h = hashlib.blake2b(f"{node_name}/{index}".encode(), digest_size=16).hexdigest()
-    return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+    """The stable UUID the simulator gives GPU `index` of `node_name`: the one nvidia-smi, the device plugin and
+    DRA's ResourceSlices show for it too."""
+    return builders.gpu_uuid(node_name, index)
 
 
 def parse_xid_annotation(text: str) -> dict[int, int]:
@@ -184,6 +187,19 @@ def _devices(node: dict) -> tuple[list[_Device], _Board]:
         mig_counts = {}
 
     devices: list[_Device] = []
+    migs = NodeGpus(node).migs if strategy == "mixed" and mig_counts else {}
+    if migs:
+        # The MIG devices the device plugin advertises (capacity) with the GPU instance ids nvidia-smi shows, so the
+        # exporter lists every instance the kubelet can hand out; boards without MIG devices are whole GPUs.
+        boards = {m.gpu for found in migs.values() for m in found}
+        for index in range(max([count, *(m + 1 for m in boards)])):
+            uuid = gpu_uuid(name, index)
+            here = sorted((m for found in migs.values() for m in found if m.gpu == index), key=lambda m: m.gi)
+            if not here:
+                devices.append(_Device(index, uuid, memory, slots=replicas))
+            for m in here:
+                devices.append(_Device(index, uuid, _profile_memory_mib(labels, m.profile), m.profile, m.gi))
+        return devices, board
     for index in range(count):
         uuid = gpu_uuid(name, index)
         if not mig_counts:

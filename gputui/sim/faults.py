@@ -10,6 +10,8 @@ refused, and the server's per-request check costs one attribute read.
     sim.faults.slow("nodes", 1.5)         # delay every nodes response
     sim.faults.clear("pods")              # or clear() for all resources
     await sim.faults.restart(downtime=.5) # connections refused, then back, same port and state
+    await sim.faults.restart(fresh=True)  # same port, state from the scenario again, resourceVersions low again
+    sim.faults.corrupt_next()             # the next API response's body is broken JSON
 """
 from __future__ import annotations
 
@@ -37,6 +39,7 @@ class Faults:
         self.enabled = enabled
         self.cluster = cluster
         self.active: dict[str, Fault] = {}  # resource key -> fault
+        self.corrupt = 0  # how many of the next API responses get a broken JSON body
 
     def _require(self) -> "SimCluster":
         if not self.enabled:
@@ -69,15 +72,33 @@ class Faults:
     def slow(self, resource_key: str, seconds: float) -> None:
         self.active.setdefault(self._resource_key(resource_key), Fault()).delay = seconds
 
+    def corrupt_next(self, count: int = 1) -> None:
+        """The next `count` API responses with a body (not watch or log streams) end mid-JSON."""
+        self._require()
+        self.corrupt += max(0, count)
+
+    def take_corrupt(self) -> bool:
+        """The server's check: whether to break this response (and count it)."""
+        if self.corrupt <= 0:
+            return False
+        self.corrupt -= 1
+        return True
+
     def clear(self, resource_key: str | None = None) -> None:
         self._require()
         if resource_key is None:
             self.active.clear()
+            self.corrupt = 0
         else:
             self.active.pop(resource_key, None)
 
-    async def restart(self, downtime: float = 0.5) -> None:
-        await self._require().restart(downtime=downtime)
+    async def restart(self, downtime: float = 0.5, *, fresh: bool = False) -> None:
+        await self._require().restart(downtime=downtime, fresh=fresh)
+
+    def describe(self) -> dict[str, object]:
+        """What is active, for the control endpoint."""
+        return {"faults": {k: {"code": f.code, "delay": f.delay} for k, f in sorted(self.active.items())},
+                "corruptNext": self.corrupt}
 
     def lookup(self, resource_key: str) -> Fault | None:
         """The server's per-request check (`pods` or `pods/proxy`)."""

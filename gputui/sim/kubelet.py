@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import builders as b
 from . import programs
+from .dra import claim_devices
 from .nvidia_smi import NodeGpus
 from .pod_runner import PodRunner
 from .store import Event
@@ -176,6 +177,10 @@ class Kubelet:
                         start = 0 if ctr.init else offset.get(resource, 0)
                         ctr.devices += given[resource][start:start + int(n)]
                         offset[resource] = start + int(n)
+                # Devices of the claims the container names, as the DRA driver's kubelet plugin prepares them.
+                claimed = claim_devices(self.store, runner.pod, ctr.spec)
+                if claimed:
+                    ctr.devices += self.gpus.add_dra_devices([d for _, _, d in claimed])
         return True
 
     def _reserve(self, pod: Obj) -> None:

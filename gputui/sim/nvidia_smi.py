@@ -110,6 +110,48 @@ class NodeGpus:
             out[resource] = devices
         return out
 
+    def add_dra_devices(self, devices: list[Obj]) -> list[str]:
+        """Know the GPUs and MIG devices of ResourceSlice devices (the DRA driver publishes them, GFD may not
+        label them); returns their device ids (UUIDs) for a container given them."""
+        def attr(d: Obj, name: str) -> Any:
+            entry = (d.get("attributes") or {}).get(name) or {}
+            return next((entry[k] for k in ("string", "int", "version", "bool") if k in entry), None)
+
+        ids = []
+        for d in devices:
+            uuid = attr(d, "uuid")
+            if not uuid:
+                continue
+            index = attr(d, "parentIndex") if attr(d, "type") == "mig" else attr(d, "index")
+            index = int(index) if isinstance(index, int) else len(self.gpus)
+            version = attr(d, "driverVersion")
+            if version and not self.labels.get("nvidia.com/cuda.driver-version.full"):
+                self.driver = str(version)
+            cuda = attr(d, "cudaDriverVersion")
+            if cuda and not self.labels.get("nvidia.com/cuda.runtime-version.full"):
+                self.cuda = ".".join(str(cuda).split(".")[:2])
+            while len(self.gpus) <= index:
+                n = len(self.gpus)
+                parent = attr(d, "parentUUID") if n == index and attr(d, "type") == "mig" else None
+                product = str(attr(d, "productName") or "NVIDIA GPU")
+                memory = d.get("capacity", {}).get("memory", {}).get("value", "0") if attr(d, "type") != "mig" else "0"
+                self.gpus.append(Gpu(n, parent or b.gpu_uuid(self.node_name, n), product, f"00000000:{0x18 + 0x10 * n:02X}:00.0",
+                                     int(b.parse_quantity(memory) // 2**20), 700, 70, "P0", attr(d, "type") == "mig"))
+            if attr(d, "type") == "mig":
+                profile = str(attr(d, "profile") or "1g.10gb")
+                resource = f"nvidia.com/mig-{profile}"
+                known = self.migs.setdefault(resource, [])
+                if not any(m.uuid == uuid for m in known):
+                    known.append(MigDevice(index, 1 + len(known), 0, profile, str(uuid)))
+            elif self.gpus[index].uuid != uuid:
+                g = self.gpus[index]
+                memory = d.get("capacity", {}).get("memory", {}).get("value")
+                self.gpus[index] = Gpu(g.index, str(uuid), str(attr(d, "productName") or g.name), g.bus_id,
+                                       int(b.parse_quantity(memory) // 2**20) if memory else g.memory_mib, g.power_cap_w,
+                                       g.idle_power_w, g.perf, g.mig_capable)
+            ids.append(str(uuid))
+        return ids
+
     @property
     def mig_enabled(self) -> bool:
         return bool(self.migs)

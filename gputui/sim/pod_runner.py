@@ -65,6 +65,14 @@ class PodRunner:
             ctr.ready = bool(s.get("ready"))
             ctr.started = bool(s.get("started"))
             ctr.ran = "running" in ctr.state or "terminated" in ctr.state or bool(ctr.last_state)
+            if (ctr.state.get("waiting") or {}).get("reason") == "CrashLoopBackOff":
+                # A crash-looping container has run, whatever its status lacks (lastState, restartCount,
+                # containerID), and stays broken: nothing in the simulator fixes what made it crash.
+                ctr.ran = True
+                last = ctr.last_state.get("terminated") or {}
+                code = last.get("exitCode")
+                ctr.crash_code = code if isinstance(code, int) and not isinstance(code, bool) and code != 0 else 1
+                ctr.crash_message = last.get("message") if isinstance(last.get("message"), str) else None
             ctr.pulled = ctr.ran
 
     # -- status ----------------------------------------------------------
@@ -262,7 +270,7 @@ class PodRunner:
                 # asyncio.timeout, not wait_for: wait_for can swallow a stop()'s cancellation that arrives as the
                 # program ends, and the task then sleeps out its back-off (a simulator stopped at once hung).
                 async with asyncio.timeout(0.5):
-                    await self._execute(ctr, started)
+                    await self._execute(ctr, started, instant=True)
             except TimeoutError:
                 return
 
@@ -271,9 +279,11 @@ class PodRunner:
             return True
         return self.restart_policy == "Always" or (self.restart_policy == "OnFailure" and code != 0)
 
-    async def _execute(self, ctr: Container, started: datetime) -> int:
-        ctx = ProgramContext(self, ctr, started)
+    async def _execute(self, ctr: Container, started: datetime, *, instant: bool = False) -> int:
+        ctx = ProgramContext(self, ctr, started, instant=instant)
         program = programs.program_for(self.pod, ctr.spec, init=ctr.init)
+        if ctr.crash_code is not None:
+            program = programs.crashing(program, ctr.crash_code, ctr.crash_message)
         self.kubelet.logs.append(self.namespace, self.name, ctr.name, b"")  # a new log instance for this run
         try:
             return await program(ctx)

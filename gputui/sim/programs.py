@@ -8,6 +8,7 @@ through `Context`.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -385,6 +386,28 @@ def _exit_after(seconds: float, code: int) -> Program:
     async def run(ctx: Context) -> int:
         await ctx.sleep(seconds)
         return code
+    return run
+
+
+# How long an adopted crash-looping container runs before it crashes again (simulated seconds).
+CRASH_AFTER = 2.0
+
+
+def crashing(program: Program, code: int, message: str | None = None) -> Program:
+    """A container given in CrashLoopBackOff: it runs its program (startup lines and all) and crashes again with
+    its last exit code, unless the program exits sooner by itself; the simulator never heals it on its own."""
+    async def run(ctx: Context) -> int:
+        inner = asyncio.ensure_future(program(ctx))
+        timer = asyncio.ensure_future(ctx.sleep(CRASH_AFTER))
+        try:
+            await asyncio.wait({inner, timer}, return_when=asyncio.FIRST_COMPLETED)
+            if inner.done() and not inner.cancelled() and inner.exception() is None:
+                return inner.result()
+            ctx.log(message or f"fatal: exited with status {code}")
+            return code
+        finally:
+            inner.cancel()
+            timer.cancel()
     return run
 
 

@@ -23,6 +23,7 @@ import yaml
 from . import builders
 from . import synthetic as generator
 from .builtin import BUILTIN
+from .daemonsets import daemonset_status_for
 from .resources import RESOURCES, ResourceType
 from .store import Store
 
@@ -50,7 +51,10 @@ def load(scenario: str | Path | list[Obj]) -> list[Obj]:
     try:
         text = path.read_text()
     except OSError as exc:
-        raise ScenarioError(f"{source}: cannot read: {exc.strerror or exc}") from None
+        why = f"{source}: cannot read: {exc.strerror or exc}"
+        if not path.exists():
+            why += f"; nor is it a built-in scenario (built-ins: {', '.join(sorted(BUILTIN))})"
+        raise ScenarioError(why) from None
     return _validated(_parse(text, source), source)
 
 
@@ -113,7 +117,7 @@ def populate(store: Store, objects: Iterable[Obj]) -> None:
     """Create the objects in the store: namespaces first (the base ones and any a namespaced object
     needs are made when missing), then nodes, daemonsets, pods, events.
 
-    A DaemonSet given without status gets one computed from its pods.
+    A DaemonSet given without status gets one computed from its pods and the nodes.
     """
     by_key: dict[str, list[Obj]] = {}
     for obj in objects:
@@ -121,10 +125,10 @@ def populate(store: Store, objects: Iterable[Obj]) -> None:
             r for r in RESOURCES if r.kind == obj.get("kind") and r.api_version == obj.get("apiVersion", r.api_version)
         )
         by_key.setdefault(resource.key, []).append(obj)
-    pods = by_key.get("pods", [])
+    pods, nodes = by_key.get("pods", []), by_key.get("nodes", []) + store.objects("nodes")
     for ds in by_key.get("daemonsets.apps", []):
         if not ds.get("status"):
-            ds["status"] = builders.daemonset_status(ds, pods)
+            ds["status"] = daemonset_status_for(ds, pods, nodes)
 
     existing = {o["metadata"]["name"] for o in store.objects("namespaces")}
     needed: list[str] = [ns for ns in BASE_NAMESPACES if ns not in existing]

@@ -5,7 +5,8 @@ failure: NodeUnschedulable, TaintToleration (a NotReady node counts as
 tainted not-ready/unreachable), NodeAffinity (nodeSelector and required node
 affinity, matchExpressions and matchFields), NodeResourcesFit (pods,
 cpu, memory and extended resources: allocatable minus what bound, unfinished
-pods request). A pod that fits nowhere gets PodScheduled=False/Unschedulable
+pods request), DynamicResources (a pod's ResourceClaims: PreFilter, Filter and
+the allocation written before binding, see dra.py). A pod that fits nowhere gets PodScheduled=False/Unschedulable
 and a FailedScheduling event with the real message shape; unschedulable pods
 are tried again when a node changes or a pod ends or goes away.
 """
@@ -15,6 +16,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from . import builders as b
+from .dra import DRA_KEYS, ClaimAllocator
 from .store import Event, NotFound
 
 if TYPE_CHECKING:
@@ -120,6 +122,7 @@ class Scheduler:
         self._retry = False
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self.claims = ClaimAllocator(self.store)
 
     def start(self) -> None:
         for entry in self.store.entries("pods"):
@@ -168,7 +171,7 @@ class Scheduler:
 
     def on_event(self, event: Event) -> None:
         kind = event.resource.key
-        if kind == "nodes":
+        if kind == "nodes" or kind in DRA_KEYS:
             self._retry_unschedulable()
         elif kind == "pods":
             pod = event.obj
@@ -223,8 +226,25 @@ class Scheduler:
         reasons: dict[str, int] = {}
         preemption: dict[str, int] = {}
         feasible: list[tuple[float, str]] = []
+        key = self._key(pod)
+        never = (pod.get("spec") or {}).get("preemptionPolicy") == "Never"
+        claims, claim_error = self.claims.pod_claims(pod)
+        if claim_error:  # the DynamicResources plugin's PreFilter: no node is looked at
+            message = f"0/{len(nodes)} nodes are available: {claim_error}."
+            message += " preemption: not eligible due to preemptionPolicy=Never." if never else \
+                f" preemption: 0/{len(nodes)} nodes are available: {len(nodes)} {UNRESOLVABLE}."
+            self._unschedulable.add(key)
+            self._mark_unschedulable(pod, message)
+            return
+        allocations: dict[str, dict[str, list[Obj]]] = {}
         for node in nodes:
             failures, resolvable = self._filter(pod, requests, node)
+            if not failures and claims:
+                why, plans = self.claims.filter(claims, node)
+                if why:
+                    failures, resolvable = [why], False
+                else:
+                    allocations[node["metadata"]["name"]] = plans
             if not failures:
                 feasible.append((self._score(requests, node), node["metadata"]["name"]))
                 continue
@@ -232,12 +252,15 @@ class Scheduler:
                 reasons[reason] = reasons.get(reason, 0) + 1
             outcome = NO_VICTIMS if resolvable else UNRESOLVABLE
             preemption[outcome] = preemption.get(outcome, 0) + 1
-        key = self._key(pod)
         if feasible:
             feasible.sort(key=lambda f: (-f[0], f[1]))
-            self._bind(pod, feasible[0][1])
+            chosen = feasible[0][1]
+            if claims and not self.claims.reserve(pod, chosen, claims, allocations.get(chosen, {})):
+                self._queue.add(key)  # a claim went away meanwhile: PreFilter says why next time
+                self._wake.set()
+                return
+            self._bind(pod, chosen)
             return
-        never = (pod.get("spec") or {}).get("preemptionPolicy") == "Never"
         message = fit_error(len(nodes), reasons, None if never else preemption)
         self._unschedulable.add(key)
         self._mark_unschedulable(pod, message)

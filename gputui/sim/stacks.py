@@ -111,7 +111,7 @@ def operator_driver_crashloop() -> list[Obj]:
 
 def static_plugin() -> list[Obj]:
     c = _small_cluster(lambda node, product: _nfd_only(b.gfd_labels(product, 8)))
-    c.add_static_plugin(["gpu-1", "gpu-2"])
+    c.add_static_plugin(["gpu-1", "gpu-2"], {"node-pool": "gpu"})  # a nodeSelector keeps it off cpu-1
     _workloads(c)
     return c.objects(["default", "kube-system", "ml"])
 
@@ -141,7 +141,7 @@ def two_plugins() -> list[Obj]:
     """The static manifest applied on top of a Helm install: both plugins run on both GPU nodes."""
     c = _small_cluster(lambda node, product: b.gfd_labels(product, 8, operator=False))
     c.add_helm_plugin(["gpu-1", "gpu-2"])
-    c.add_static_plugin(["gpu-1", "gpu-2"])
+    c.add_static_plugin(["gpu-1", "gpu-2"], {"node-pool": "gpu"})  # a nodeSelector keeps it off cpu-1
     _workloads(c)
     return c.objects(["default", "kube-system", "nvidia-device-plugin", "ml"])
 

@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from .. import builders as b
+from ..daemonsets import daemonset_status_for
 
 Obj = dict[str, Any]
 
@@ -37,9 +38,9 @@ class ClusterBase:
         self.others: list[Obj] = []  # every other kind (CRDs, ClusterPolicies, Services, DRA objects)
 
     def objects(self, namespaces: list[str]) -> list[Obj]:
-        """Every object, DaemonSet status computed from the pods; namespaces as given plus any the others use."""
+        """Every object, DaemonSet status computed from the pods and nodes; namespaces as given plus any the others use."""
         for ds in self.daemonsets:
-            ds["status"] = b.daemonset_status(ds, self.pods)
+            ds["status"] = daemonset_status_for(ds, self.pods, list(self.nodes.values()))
         used = [o["metadata"].get("namespace") for o in [*self.pods, *self.daemonsets, *self.others]]
         names = list(dict.fromkeys([*namespaces, *(n for n in used if n)]))
         return [*map(b.namespace, names), *self.nodes.values(), *self.daemonsets, *self.pods, *self.events, *self.others]

@@ -24,9 +24,15 @@ class Api(Discovery, Reading, Writing, Subresources):
     # -- routing ---------------------------------------------------------
     async def dispatch(self, request: web.Request) -> web.StreamResponse:
         try:
-            return await self._dispatch(request)
+            response = await self._dispatch(request)
         except ApiError as e:
-            return json_response(status_body(e.code, e.reason, e.message, e.details), status=e.code)
+            response = json_response(status_body(e.code, e.reason, e.message, e.details), status=e.code)
+        faults = self.cluster.faults
+        if faults.enabled and faults.corrupt and not response.prepared and isinstance(response, web.Response) \
+                and response.body and faults.take_corrupt():
+            body = bytes(response.body)  # type: ignore[arg-type]
+            response.body = body[: max(1, len(body) // 2)]  # a JSON body cut off mid-object
+        return response
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         segments = [s for s in request.path.split("/") if s]

@@ -15,7 +15,7 @@ from ..resources import ResourceType
 from ..store import CLOSED, Entry, Gone
 from .base import ApiBase
 from .request import Target, _decode_continue, _encode_continue, _flag, _int_param, _sort_key, _wants_table
-from .responses import JSON, bad_request, raw_response, send_large, status_body
+from .responses import JSON, ApiError, bad_request, raw_response, send_large, status_body, too_large_status
 
 Obj = dict[str, Any]
 
@@ -44,9 +44,33 @@ class Reading(ApiBase):
         body["rows"] = rows
         return orjson.dumps(body)
 
+    async def _too_large(self, wanted: int) -> Obj | None:
+        """kube-apiserver's answer to a resourceVersion from its future (the watch cache's waitUntilFreshAndBlock):
+        wait a little for the store to reach it, then a 504 Timeout Status with the ResourceVersionTooLarge cause."""
+        deadline = time.monotonic() + float(getattr(self.cluster, "too_large_wait", 3.0))
+        while self.store.resource_version < wanted:
+            if time.monotonic() >= deadline:
+                return too_large_status(wanted, self.store.resource_version)
+            await asyncio.sleep(0.02)
+        return None
+
     async def list(self, request: web.Request, t: Target) -> web.StreamResponse:
         r = t.resource
         matches = self._selectors(request, r)
+        rv_param = request.query.get("resourceVersion", "")
+        if rv_param not in ("", "0"):
+            try:
+                wanted = int(rv_param)
+            except ValueError:
+                raise bad_request(f'invalid resource version "{rv_param}"') from None
+            if wanted > self.store.resource_version:
+                if request.query.get("resourceVersionMatch") == "Exact":
+                    # Served from etcd at that revision: a future revision fails at once.
+                    body: Obj | None = too_large_status(wanted, self.store.resource_version)
+                else:
+                    body = await self._too_large(wanted)
+                if body is not None:
+                    raise ApiError(504, "Timeout", body["message"], body["details"])
         limit = _int_param(request.query, "limit") or 0
         token = request.query.get("continue")
         rv = self.store.resource_version
@@ -128,6 +152,13 @@ class Reading(ApiBase):
                 first_table = False
             return b'{"type":"' + kind.encode() + b'","object":' + raw + b"}\n"
 
+        if since is not None and since > store.resource_version:
+            failure = await self._too_large(since)
+            if failure is not None:
+                # Past admission a watch fails with an ERROR event, not an HTTP error (cacher's newErrWatcher).
+                await response.write(b'{"type":"ERROR","object":' + orjson.dumps(failure) + b"}\n")
+                await response.write_eof()
+                return response
         try:
             w, replay = store.watch(r.key, since)
         except Gone as e:

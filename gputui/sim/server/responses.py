@@ -83,6 +83,14 @@ def conflict(r: ResourceType, name: str, why: str) -> ApiError:
     return ApiError(409, "Conflict", f'Operation cannot be fulfilled on {qualified(r)} "{name}": {why}', _details(r, name))
 
 
+def too_large_status(wanted: int, current: int) -> Obj:
+    """storage.NewTooLargeResourceVersionError: a 504 Timeout whose cause says ResourceVersionTooLarge."""
+    return status_body(504, "Timeout", f"Timeout: Too large resource version: {wanted}, current: {current}", {
+        "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+        "retryAfterSeconds": 1,
+    })
+
+
 PATH_NOT_FOUND = ApiError(404, "NotFound", "the server could not find the requested resource", {})
 
 

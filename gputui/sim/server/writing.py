@@ -125,6 +125,17 @@ class Writing(ApiBase):
         if pre.get("resourceVersion") and pre["resourceVersion"] != current["metadata"].get("resourceVersion"):
             raise conflict(r, name, "the object has been modified; please apply your changes to the latest version and try again")
         if r.kind != "Pod":
+            if current["metadata"].get("finalizers"):
+                # Finalizers hold the object: it is marked for deletion and goes once they are removed
+                # (for ResourceClaims, by the claim controller: sim/dra.py).
+                if current["metadata"].get("deletionTimestamp"):
+                    return current
+
+                def mark_deleting(obj: Obj) -> None:
+                    obj["metadata"]["deletionTimestamp"] = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+                    obj["metadata"]["deletionGracePeriodSeconds"] = 0
+
+                return store.mutate(r.key, ns, name, mark_deleting)
             return store.delete(r.key, ns, name)
         grace = options.get("gracePeriodSeconds")
         if grace is None:

@@ -1,0 +1,176 @@
+"""The fault hooks from outside: a loopback control endpoint (`gputui sim --faults`) and its client (`gputui sim fault`).
+
+    POST /faults  {"action": "drop-watches"}                       every open watch stream ends
+                  {"action": "compact"}                            older watches get 410 Expired
+                  {"action": "fail", "resource": "pods", "code": 403}   (or 500; "pods/proxy" for a subresource)
+                  {"action": "slow", "resource": "nodes", "seconds": 1.5}
+                  {"action": "restart", "fresh": false, "downtime": 0.5}
+                  {"action": "corrupt", "count": 1}                the next response's body is broken JSON
+                  {"action": "clear", "resource": null}            one resource's faults, or all of them
+    GET  /faults                                                   what is active
+
+Answers are JSON: {"ok": true, "message": ..., "faults": ..., "corruptNext": N}, or {"ok": false, "error": ...}
+with status 400. The endpoint listens on its own loopback port (never on the API server's, which stays a
+Kubernetes API server); `gputui sim --faults --kubeconfig-out PATH` records its address in `PATH.faults`.
+"""
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from .faults import FaultsDisabled
+
+if TYPE_CHECKING:
+    from .cluster import SimCluster
+
+ACTIONS = ("drop-watches", "compact", "fail", "slow", "restart", "corrupt", "clear")
+
+
+def address_file(kubeconfig: Path) -> Path:
+    """Where the control endpoint's address is recorded, next to the kubeconfig."""
+    return kubeconfig.with_name(kubeconfig.name + ".faults")
+
+
+class ControlError(Exception):
+    pass
+
+
+async def apply(sim: "SimCluster", request: dict[str, Any]) -> str:
+    """Carry out one control request on the cluster's fault hooks; returns what was done, or raises ControlError."""
+    faults = sim.faults
+    action = request.get("action")
+    try:
+        if action == "drop-watches":
+            return f"dropped {faults.drop_watches()} watches"
+        if action == "compact":
+            faults.compact()
+            return "compacted: older watches get 410 Expired"
+        if action == "fail":
+            resource, code = _text(request, "resource"), request.get("code")
+            if not isinstance(code, int) or isinstance(code, bool):
+                raise ControlError("fail needs an integer code (403 or 500)")
+            faults.fail(resource, code)
+            return f"{resource}: every request answers {code}"
+        if action == "slow":
+            resource, seconds = _text(request, "resource"), request.get("seconds")
+            if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or seconds < 0:
+                raise ControlError("slow needs seconds, a number not below 0")
+            faults.slow(resource, float(seconds))
+            return f"{resource}: every response waits {float(seconds):g}s"
+        if action == "restart":
+            fresh, downtime = bool(request.get("fresh")), request.get("downtime", 0.5)
+            if not isinstance(downtime, (int, float)) or isinstance(downtime, bool) or downtime < 0:
+                raise ControlError("downtime must be a number not below 0")
+            await faults.restart(downtime=float(downtime), fresh=fresh)
+            return "restarted with fresh state from the scenario" if fresh else "restarted with the same state"
+        if action == "corrupt":
+            count = request.get("count", 1)
+            if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+                raise ControlError("corrupt needs a count of 1 or more")
+            faults.corrupt_next(count)
+            return f"the next {count} response(s) will have a broken JSON body"
+        if action == "clear":
+            resource = request.get("resource")
+            if resource is not None and not isinstance(resource, str):
+                raise ControlError("clear takes a resource name or none")
+            faults.clear(resource)
+            return f"cleared {resource}" if resource else "cleared every fault"
+    except (ValueError, FaultsDisabled) as exc:
+        raise ControlError(str(exc)) from None
+    raise ControlError(f"unknown action {action!r}; one of: {', '.join(ACTIONS)}")
+
+
+def _text(request: dict[str, Any], name: str) -> str:
+    value = request.get(name)
+    if not isinstance(value, str) or not value:
+        raise ControlError(f"{request.get('action')} needs a {name}")
+    return value
+
+
+def make_app(sim: "SimCluster") -> web.Application:
+    async def post(request: web.Request) -> web.Response:
+        try:
+            body = await request.json()
+        except ValueError:
+            return web.json_response({"ok": False, "error": "the body is not JSON"}, status=400)
+        if not isinstance(body, dict):
+            return web.json_response({"ok": False, "error": "the body must be a JSON object"}, status=400)
+        try:
+            message = await apply(sim, body)
+        except ControlError as exc:
+            return web.json_response({"ok": False, "error": str(exc)}, status=400)
+        return web.json_response({"ok": True, "message": message, **sim.faults.describe()})
+
+    async def get(request: web.Request) -> web.Response:
+        return web.json_response({"ok": True, **sim.faults.describe()})
+
+    app = web.Application()
+    app.router.add_post("/faults", post)
+    app.router.add_get("/faults", get)
+    return app
+
+
+class ControlServer:
+    """The control endpoint, on its own loopback port."""
+
+    def __init__(self, sim: "SimCluster", host: str = "127.0.0.1", port: int = 0) -> None:
+        self.sim, self.host, self.port = sim, host, port
+        self._runner: web.AppRunner | None = None
+        self.url = ""
+
+    async def start(self) -> "ControlServer":
+        self._runner = web.AppRunner(make_app(self.sim), access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.url = f"http://{self.host}:{self.port}"
+        return self
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+
+# -- the client (`gputui sim fault`) ---------------------------------------
+
+def find_url(kubeconfig: Path | None, url: str | None) -> str:
+    """The control endpoint: --url, else the address recorded next to --kubeconfig."""
+    if url:
+        return url.rstrip("/")
+    if kubeconfig is None:
+        raise ControlError("say where the simulator is: --kubeconfig PATH (as given to --kubeconfig-out) or --url URL")
+    recorded = address_file(kubeconfig)
+    try:
+        text = recorded.read_text().strip()
+    except OSError:
+        raise ControlError(f"{recorded}: no control address recorded (is `gputui sim --faults --kubeconfig-out "
+                           f"{kubeconfig}` running?)") from None
+    if not text.startswith("http://"):
+        raise ControlError(f"{recorded}: not a control address: {text[:80]!r}")
+    return text
+
+
+def send(url: str, request: dict[str, Any] | None, timeout: float = 30.0) -> dict[str, Any]:
+    """POST one request (GET with None); the endpoint's answer, or ControlError."""
+    data = None if request is None else json.dumps(request).encode()
+    req = urllib.request.Request(f"{url}/faults", data=data, method="GET" if data is None else "POST",
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as response:  # noqa: S310  (loopback, http only)
+            return json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        try:
+            answer = json.loads(exc.read())
+        except ValueError:
+            raise ControlError(f"{url}: HTTP {exc.code}") from None
+        raise ControlError(str(answer.get("error") or f"HTTP {exc.code}")) from None
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise ControlError(f"cannot reach the simulator's control endpoint at {url}: {reason}") from None
