@@ -242,3 +242,37 @@ def gpu_capacity(devices: Iterable[DraDevice], resource_of: dict[str, str], reso
 def dra_gpus_held(slices: Iterable[dict], claims: Iterable[dict], device_classes: Iterable[dict], resource: str = "nvidia.com/gpu") -> dict[str, int]:
     """Per node, the number of `resource` (default nvidia.com/gpu) held through DRA."""
     return {node: counts[resource] for node, counts in held_extended_resources(slices, claims, device_classes).items() if counts[resource]}
+
+
+@dataclass(frozen=True)
+class ClaimHold:
+    """What one pod holds through one allocated claim: the devices, and how many count as each extended resource."""
+
+    claim: str  # "namespace/name"
+    devices: tuple[str, ...]  # device names, in the claim's order
+    gpu: tuple[tuple[str, int], ...] = ()  # (extended resource, count): only for the first pod the claim is reserved for
+
+
+def pod_holdings(allocations: Iterable[Allocation], resource_of: dict[str, str]) -> dict[tuple[str, str], tuple[ClaimHold, ...]]:
+    """Per pod (namespace, name) in a claim's reservedFor, what it holds through that claim.
+
+    A claim's devices count toward the extended resource of their class (as in `held_counts`) once: for the first
+    pod it is reserved for (a claim shared by several pods holds its devices once), so the GPUs of the pods add up
+    to a node's allocated.
+    """
+    by_claim: dict[str, list[Allocation]] = {}
+    for allocation in allocations:
+        by_claim.setdefault(allocation.claim, []).append(allocation)
+    out: dict[tuple[str, str], list[ClaimHold]] = {}
+    for claim, held in by_claim.items():
+        counts: Counter[str] = Counter()
+        for allocation in held:
+            resource = resource_of.get(allocation.device_class or "")
+            if resource:
+                counts[resource] += 1
+        devices = tuple(a.device[2] for a in held)
+        for n, pod in enumerate(held[0].pods):
+            namespace, _, name = pod.partition("/")
+            gpu = tuple(sorted(counts.items())) if n == 0 else ()
+            out.setdefault((namespace, name), []).append(ClaimHold(claim, devices, gpu))
+    return {key: tuple(sorted(holds, key=lambda h: h.claim)) for key, holds in out.items()}

@@ -17,6 +17,7 @@ from .stack_render import components_section, dra_section, metrics_section
 
 if TYPE_CHECKING:
     from gputui.kube.dcgm import GpuReading
+    from gputui.kube.dra import DraDevice
     from gputui.kube.gpu import NodeSummary
     from gputui.kube.metrics import NodeMetrics
     from gputui.kube.records import Event, Pod
@@ -251,11 +252,27 @@ def details_text(details: NodeDetails, now: float, width: int = 120) -> Text:
     _section(out, "Pods on this node holding GPUs or running the GPU stack")
     if not details.pods:
         out.append("  none", style="dim")
+    claimed: dict[str, list[DraDevice]] = {}  # "namespace/name" -> the DRA devices its claims hold here
+    for device in summary.dra_devices:
+        for holder in device.pods:
+            claimed.setdefault(holder, []).append(device)
     for pod, gpu in details.pods:
         out.append("  ")
         out.append_text(render.pod_name(pod))
         out.append("  ")
-        out.append_text(render.gpu_counts(gpu) if gpu else Text("GPU stack", style="dim"))
+        held = claimed.get(f"{pod.namespace}/{pod.name}", [])
+        if gpu:
+            out.append_text(render.gpu_counts(gpu))
+        elif held:
+            gpus = sum(1 for d in held if d.type in (None, "gpu"))
+            out.append(f"{gpus} gpu" if gpus and gpus == len(held) else f"{len(held)} DRA device(s)")
+        else:
+            out.append_text(Text("GPU stack", style="dim"))
+        for claim in sorted({d.claim for d in held if d.claim}):
+            out.append("  claim ", style="dim")
+            out.append_text(render.text(claim, limit=200))
+            out.append(" ")
+            out.append_text(render.text(",".join(d.name for d in held if d.claim == claim), limit=200))
         out.append("  ")
         out.append_text(render.pod_status(pod))
         out.append(f"  {render.age(pod.created, now)}", style="dim")

@@ -35,7 +35,10 @@ def objects() -> list[dict[str, Any]]:
 
 
 def verification_pods(sim: Any) -> list[str]:
-    """Names of the verification pods the cluster holds now."""
+    """Names of the verification pods (and the ResourceClaims of verifications through DRA, as "claim NAME")
+    the cluster holds now."""
     from gputui.kube.verify import MANAGED_BY_LABEL
 
-    return [p["metadata"]["name"] for p in sim.store.objects("pods") if (p["metadata"].get("labels") or {}).get(MANAGED_BY_LABEL) == "gputui"]
+    ours = lambda o: (o["metadata"].get("labels") or {}).get(MANAGED_BY_LABEL) == "gputui"  # noqa: E731
+    return [p["metadata"]["name"] for p in sim.store.objects("pods") if ours(p)] + \
+        [f"claim {c['metadata']['name']}" for c in sim.store.objects("resourceclaims.resource.k8s.io") if ours(c)]

@@ -7,7 +7,11 @@ For one node:
 
 `run_plan` creates the pod, watches it and its events, streams its logs and
 judges the outcome; the pod is deleted (and its deletion confirmed) on every
-path: pass, fail, timeout, an exception or the task being cancelled. Progress
+path: pass, fail, timeout, an exception or the task being cancelled. On a node
+whose GPUs only Dynamic Resource Allocation hands out, the plan is a
+ResourceClaim (the NVIDIA DRA driver's DeviceClass gpu.nvidia.com, named and
+labelled like the pod) and a pod using it: the claim is created first and
+deleted, confirmed, after the pod. Progress
 reaches a live view as `Update`s through the callback, or through the async
 iterator `updates()`. `run_plans` verifies several nodes with bounded
 concurrency; `find_leftovers` finds pods an earlier, killed run left behind.
@@ -26,7 +30,7 @@ The modules, each depending only on those above it:
 """
 from __future__ import annotations
 
-from .api import RETRY_PAUSE, create_denied_message, delete_pod, gpu_node_names, plan_verification, pods_on_node, read_node
+from .api import RETRY_PAUSE, create_denied_message, delete_claim, delete_pod, gpu_node_names, plan_verification, pods_on_node, read_dra_gpus, read_node
 from .judging import (
     API_ERROR,
     CANCELLED,
@@ -73,7 +77,10 @@ from .options import (
     VerifyError,
     VerifyOptions,
 )
-from .plan import Plan, build_pod, choose_resource, gpu_usage, mig_size, node_label_value, node_obstacles, plan_for, pod_name
+from .plan import (
+    DRA_DEVICE_CLASS, DraGpus, Plan, build_claim, build_pod, choose_resource, dra_gpus, gpu_usage, mig_size, node_label_value, node_obstacles,
+    plan_for, pod_name, uses_dra,
+)
 from .run import MAX_LOG_LINE, run_plan, run_plans, updates, verify_node
 from .smi import SmiGpu, SmiMig, SmiReport, disagreements, gfd_cuda_version, gfd_driver_version, parse_nvidia_smi
 
@@ -95,8 +102,13 @@ __all__ = [
     "VerifyError",
     "VerifyOptions",
     # plan
+    "DRA_DEVICE_CLASS",
+    "DraGpus",
     "Plan",
+    "build_claim",
     "build_pod",
+    "dra_gpus",
+    "uses_dra",
     "choose_resource",
     "gpu_usage",
     "mig_size",
@@ -142,7 +154,9 @@ __all__ = [
     # api
     "RETRY_PAUSE",
     "create_denied_message",
+    "delete_claim",
     "delete_pod",
+    "read_dra_gpus",
     "gpu_node_names",
     "plan_verification",
     "pods_on_node",

@@ -15,7 +15,7 @@ from ..client import path
 from ..gpu import GpuResources, is_gpu_node, node_usage
 from ..records import node_from
 from .options import DELETE_CONFIRM_TIMEOUT, ApiError, VerifyError, VerifyOptions
-from .plan import Plan, plan_for
+from .plan import CLAIMS_API, DRA_DEVICE_CLASS, DraGpus, Plan, dra_gpus, gpu_usage, plan_for
 
 if TYPE_CHECKING:
     from ..client import Client
@@ -119,7 +119,37 @@ async def plan_verification(api: Client, node: str, options: VerifyOptions, name
         if e.status != 403:
             raise
         pods = []  # may not list pods cluster-wide: choose from allocatable, the scheduler still judges fit
-    return plan_for(node_obj, pods, namespace, options, rng)
+    offer = None
+    if options.resource in (None, DRA_DEVICE_CLASS):
+        _, allocatable = gpu_usage(node_obj, [])
+        if options.resource == DRA_DEVICE_CLASS or not any(n > 0 for n in allocatable.values()):
+            offer = await read_dra_gpus(api, node, namespace)
+    return plan_for(node_obj, pods, namespace, options, rng, offer)
+
+
+async def read_dra_gpus(api: Client, node: str, namespace: str) -> DraGpus | None:
+    """The node's GPUs under Dynamic Resource Allocation; None when the cluster serves no resource.k8s.io/v1
+    or it may not be read (then the plan asks for the extended resource, and the scheduler answers)."""
+    try:
+        slices = (await _json(api, "GET", path(CLAIMS_API, "resourceslices"))).get("items") or []
+        try:
+            await _json(api, "GET", path(CLAIMS_API, "deviceclasses", DRA_DEVICE_CLASS))
+            device_class: str | None = DRA_DEVICE_CLASS
+        except ApiError as e:
+            if e.status != 404:
+                raise
+            device_class = None
+        try:
+            claims = (await _json(api, "GET", path(CLAIMS_API, "resourceclaims"))).get("items") or []
+        except ApiError as e:
+            if e.status != 403:
+                raise
+            claims = (await _json(api, "GET", path(CLAIMS_API, "resourceclaims", namespace=namespace))).get("items") or []
+    except ApiError as e:
+        if e.status in (403, 404):
+            return None
+        raise
+    return dra_gpus(node, slices, claims, device_class)
 
 
 def create_denied_message(e: ApiError, namespace: str) -> str:
@@ -133,21 +163,30 @@ def create_denied_message(e: ApiError, namespace: str) -> str:
 
 async def delete_pod(api: Client, namespace: str, name: str, confirm_timeout: float = DELETE_CONFIRM_TIMEOUT) -> bool:
     """Delete the pod and wait until it is gone; True once that is confirmed within confirm_timeout."""
+    return await _delete_confirmed(api, "v1", "pods", namespace, name, confirm_timeout)
+
+
+async def delete_claim(api: Client, namespace: str, name: str, confirm_timeout: float = DELETE_CONFIRM_TIMEOUT) -> bool:
+    """Delete the ResourceClaim and wait until it is gone (deallocated, its finalizer removed); True once confirmed."""
+    return await _delete_confirmed(api, CLAIMS_API, "resourceclaims", namespace, name, confirm_timeout)
+
+
+async def _delete_confirmed(api: Client, group_version: str, resource: str, namespace: str, name: str, confirm_timeout: float) -> bool:
     import aiohttp  # noqa: PLC0415
 
     try:
         async with asyncio.timeout(confirm_timeout):
             while True:
                 try:
-                    return await _delete_and_wait(api, namespace, name)
+                    return await _delete_and_wait(api, namespace, name, group_version, resource)
                 except (OSError, aiohttp.ClientError):
                     await asyncio.sleep(RETRY_PAUSE)  # the API server may be restarting: try again
     except (TimeoutError, ApiError, ValueError):
         return False
 
 
-async def _delete_and_wait(api: Client, namespace: str, name: str) -> bool:
-    pod = path("v1", "pods", name, namespace=namespace)
+async def _delete_and_wait(api: Client, namespace: str, name: str, group_version: str = "v1", resource: str = "pods") -> bool:
+    pod = path(group_version, resource, name, namespace=namespace)
     try:
         await _json(api, "DELETE", pod, body={"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 1})
     except ApiError as e:
@@ -162,14 +201,14 @@ async def _delete_and_wait(api: Client, namespace: str, name: str) -> bool:
                 return True
             raise
         since = current["metadata"]["resourceVersion"]
-        async for kind, _obj in _watch(api, path("v1", "pods", namespace=namespace), f"metadata.name={name}", since):
+        async for kind, _obj in _watch(api, path(group_version, resource, namespace=namespace), f"metadata.name={name}", since):
             if kind == "DELETED":
                 return True
 
 
-async def _delete_shielded(api: Client, namespace: str, name: str, confirm_timeout: float) -> tuple[bool, bool]:
-    """Run delete_pod to its end even if the caller is cancelled meanwhile: (confirmed, was_cancelled)."""
-    task = asyncio.ensure_future(delete_pod(api, namespace, name, confirm_timeout))
+async def _delete_shielded(api: Client, namespace: str, name: str, confirm_timeout: float, claim: bool = False) -> tuple[bool, bool]:
+    """Run delete_pod (delete_claim) to its end even if the caller is cancelled meanwhile: (confirmed, was_cancelled)."""
+    task = asyncio.ensure_future((delete_claim if claim else delete_pod)(api, namespace, name, confirm_timeout))
     cancelled = False
     while not task.done():
         try:

@@ -11,7 +11,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..gpu import GPU, GPU_SHARED, GpuResources, node_usage
+from .. import dra
+from ..gpu import GPU, GPU_SHARED, GpuResources, is_nvidia_resource, node_usage
 from ..records import node_from, pod_from
 from .options import CONTAINER, MANAGED_BY, MANAGED_BY_LABEL, NAME, NAME_LABEL, NODE_ANNOTATION, NODE_LABEL, VerifyOptions
 
@@ -20,6 +21,20 @@ _NAME_PREFIX = "gputui-verify-"
 _RANDOM_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # as Kubernetes' generateName: no vowels, no look-alikes
 _RANDOM_LEN = 5
 _MAX_NAME = 63  # a pod name that is also a valid hostname and label value
+
+# Dynamic Resource Allocation: the NVIDIA DRA driver's DeviceClass for whole GPUs, and the claim's one request.
+DRA_DEVICE_CLASS = "gpu.nvidia.com"
+CLAIM_REQUEST = "gpu"
+CLAIMS_API = "resource.k8s.io/v1"
+
+
+@dataclass(frozen=True)
+class DraGpus:
+    """What DRA offers on a node: its whole GPUs published by the NVIDIA driver, and how many no claim holds."""
+
+    device_class: str | None  # the DeviceClass to ask, None when the cluster has none
+    total: int
+    free: int
 
 
 @dataclass(frozen=True)
@@ -34,15 +49,22 @@ class Plan:
     node_labels: Mapping[str, str] = field(default_factory=dict)
     free: Mapping[str, int] = field(default_factory=dict)  # GPU resources free on the node when planned
     obstacles: tuple[str, ...] = ()  # what on the node itself will keep the pod off it, as seen when planned
+    claim: dict[str, Any] | None = None  # the ResourceClaim to create first, when the GPU comes through DRA
 
     @property
     def name(self) -> str:
         return self.manifest["metadata"]["name"]
 
+    @property
+    def claim_name(self) -> str | None:
+        return self.claim["metadata"]["name"] if self.claim else None
+
     def to_yaml(self) -> str:
+        """What will be created, in order: the ResourceClaim (through DRA), then the pod."""
         import yaml  # noqa: PLC0415
 
-        return yaml.safe_dump(self.manifest, sort_keys=False, default_flow_style=False)
+        documents = [self.claim, self.manifest] if self.claim else [self.manifest]
+        return yaml.safe_dump_all(documents, sort_keys=False, default_flow_style=False)
 
 
 def mig_size(resource: str) -> tuple[int, int] | None:
@@ -99,8 +121,10 @@ def build_pod(
     *,
     hostname: str | None = None,
     name: str | None = None,
+    claim: str | None = None,
 ) -> dict[str, Any]:
-    """The pod manifest: pinned to the node, one GPU resource, nvidia-smi, nothing privileged."""
+    """The pod manifest: pinned to the node, one GPU resource (or, with `claim`, the GPU of that
+    ResourceClaim), nvidia-smi, nothing privileged."""
     tolerations = [{"key": GPU, "operator": "Exists"}]
     tolerations += [{"key": key, "operator": "Exists"} for key in options.tolerate if key != GPU]
     spec: dict[str, Any] = {
@@ -125,7 +149,7 @@ def build_pod(
                 "name": CONTAINER,
                 "image": options.image,
                 "command": ["nvidia-smi"],
-                "resources": {"limits": {resource: str(options.count)}},
+                "resources": {"claims": [{"name": CLAIM_REQUEST}]} if claim else {"limits": {resource: str(options.count)}},
                 "securityContext": {
                     "privileged": False,
                     "allowPrivilegeEscalation": False,
@@ -134,6 +158,8 @@ def build_pod(
             }
         ],
     }
+    if claim:
+        spec["resourceClaims"] = [{"name": CLAIM_REQUEST, "resourceClaimName": claim}]
     if options.runtime_class:
         spec["runtimeClassName"] = options.runtime_class
     return {
@@ -147,6 +173,42 @@ def build_pod(
         },
         "spec": spec,
     }
+
+
+def build_claim(name: str, namespace: str, node: str, device_class: str, count: int) -> dict[str, Any]:
+    """The ResourceClaim of a verification through DRA: `count` devices of the DeviceClass, labelled and named
+    like its pod (the pod's node affinity pins where the scheduler allocates them)."""
+    return {
+        "apiVersion": CLAIMS_API,
+        "kind": "ResourceClaim",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {MANAGED_BY_LABEL: MANAGED_BY, NAME_LABEL: NAME, NODE_LABEL: node_label_value(node)},
+            "annotations": {NODE_ANNOTATION: node},
+        },
+        "spec": {"devices": {"requests": [
+            {"name": CLAIM_REQUEST, "exactly": {"deviceClassName": device_class, "allocationMode": "ExactCount", "count": count}},
+        ]}},
+    }
+
+
+def dra_gpus(node: str, slices: Iterable[Mapping[str, Any]], claims: Iterable[Mapping[str, Any]], device_class: str | None) -> DraGpus:
+    """The node's whole GPUs published by the NVIDIA DRA driver, and those no claim has allocated."""
+    devices = [d for d in dra.parse_slices(dict(s) for s in slices)
+               if d.node == node and d.driver == dra.NVIDIA_GPU_DRIVER and d.type in (None, "gpu")]
+    taken = {a.device for a in dra.parse_claims(dict(c) for c in claims)}
+    return DraGpus(device_class, len(devices), sum(1 for d in devices if d.id not in taken))
+
+
+def uses_dra(allocatable: Mapping[str, int], options: VerifyOptions, gpus: DraGpus | None) -> bool:
+    """Verify through a ResourceClaim: asked for the DeviceClass, or no resource asked for and the node advertises
+    no NVIDIA GPU resource while DRA publishes GPUs on it (and the cluster has the DeviceClass)."""
+    if gpus is None or not gpus.device_class:
+        return False
+    if options.resource is not None:
+        return options.resource == gpus.device_class
+    return gpus.total > 0 and not any(is_nvidia_resource(r) and n > 0 for r, n in allocatable.items())
 
 
 def node_obstacles(node: Mapping[str, Any], resource: str, count: int, free: Mapping[str, int], tolerated: Iterable[str]) -> list[str]:
@@ -173,17 +235,31 @@ def node_obstacles(node: Mapping[str, Any], resource: str, count: int, free: Map
 
 
 def plan_for(
-    node: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], namespace: str, options: VerifyOptions, rng: random.Random | None = None
+    node: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], namespace: str, options: VerifyOptions, rng: random.Random | None = None,
+    dra_offer: DraGpus | None = None,
 ) -> Plan:
-    """The plan for a node object and the pods bound to it (pure: no API calls; rng: the name's suffix)."""
+    """The plan for a node object and the pods bound to it (pure: no API calls; rng: the name's suffix).
+
+    `dra_offer`: the node's GPUs under Dynamic Resource Allocation (see `uses_dra`); then the plan is a
+    ResourceClaim for `count` devices of the NVIDIA driver's DeviceClass and a pod using it.
+    """
     meta = node.get("metadata") or {}
     node_name = meta["name"]
     labels = meta.get("labels") or {}
     free, allocatable = gpu_usage(node, pods)
-    resource = options.resource or choose_resource(free, allocatable)
+    name = pod_name(node_name, rng)
+    claim = None
+    if uses_dra(allocatable, options, dra_offer):
+        assert dra_offer is not None and dra_offer.device_class
+        resource = dra_offer.device_class
+        free = {resource: dra_offer.free}
+        claim = build_claim(name, namespace, node_name, resource, options.count)
+    else:
+        resource = options.resource or choose_resource(free, allocatable)
     manifest = build_pod(
-        node_name, namespace, resource, options, hostname=labels.get("kubernetes.io/hostname"), name=pod_name(node_name, rng)
+        node_name, namespace, resource, options, hostname=labels.get("kubernetes.io/hostname"), name=name,
+        claim=claim["metadata"]["name"] if claim else None,
     )
     tolerated = [t["key"] for t in manifest["spec"]["tolerations"]]
     obstacles = tuple(node_obstacles(node, resource, options.count, free, tolerated))
-    return Plan(node_name, namespace, resource, options.count, manifest, dict(labels), free, obstacles)
+    return Plan(node_name, namespace, resource, options.count, manifest, dict(labels), free, obstacles, claim)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from ..config import describe_network_error
 from ..logs import LogError, stream_logs
 from ..client import path
+from ..gpu import GPU
 from .api import _delete_shielded, _json, _watch, create_denied_message, plan_verification
 from .judging import (
     API_ERROR,
@@ -36,7 +37,7 @@ from .judging import (
     pod_display_status,
 )
 from .options import CONTAINER, ApiError, ReadOnlyError, VerifyError, VerifyOptions
-from .plan import Plan
+from .plan import CLAIMS_API, Plan
 from .smi import disagreements, parse_nvidia_smi
 
 if TYPE_CHECKING:
@@ -62,6 +63,7 @@ class _Run:
         self.log_lines: list[str] = []
         self.logs_done = asyncio.Event()
         self.may_exist = False
+        self.claim_may_exist = False  # the plan's ResourceClaim (a verification through DRA)
 
     @property
     def elapsed(self) -> float:
@@ -97,6 +99,18 @@ class _Run:
 
         plan = self.plan
         self.emit(CREATING)
+        if plan.claim is not None:
+            self.claim_may_exist = True  # from here on, even if the call below never returns
+            try:
+                await _json(self.api, "POST", path(CLAIMS_API, "resourceclaims", namespace=plan.namespace), body=plan.claim)
+            except ApiError as e:
+                self.claim_may_exist = False  # refused (a 409 name clash is someone else's claim: leave it alone)
+                if e.status == 403:
+                    return self.verdict(FORBIDDEN, f"forbidden: you may not create resourceclaims in namespace {plan.namespace} "
+                                                   f"(RBAC: create resourceclaims.resource.k8s.io in namespace {plan.namespace}): {e}")
+                return self.verdict(API_ERROR, f"could not create the ResourceClaim: {e}")
+            except (OSError, TimeoutError, aiohttp.ClientError) as e:
+                return self.verdict(API_ERROR, f"could not create the ResourceClaim: {describe_network_error(e)}")
         self.may_exist = True  # from here on, even if the call below never returns
         try:
             self.pod = await _json(self.api, "POST", path("v1", "pods", namespace=plan.namespace), body=plan.manifest)
@@ -119,15 +133,25 @@ class _Run:
         """Delete the pod if it may exist, and tell the view how that went (the last Update)."""
         plan = self.plan
         confirmed, cancelled_meanwhile = True, False
-        if self.may_exist:
+        if self.may_exist or self.claim_may_exist:
             self.emit(DELETING)
+        if self.may_exist:
             confirmed, cancelled_meanwhile = await _delete_shielded(self.api, plan.namespace, plan.name, self.options.delete_timeout)
-        leftover = None if confirmed else f"{plan.namespace}/{plan.name}"
+        claim_confirmed = True
+        if self.claim_may_exist and plan.claim_name:
+            # After the pod: the claim is deallocated, and can go, once no pod holds it.
+            claim_confirmed, claim_cancelled = await _delete_shielded(
+                self.api, plan.namespace, plan.claim_name, self.options.delete_timeout, claim=True)
+            cancelled_meanwhile = cancelled_meanwhile or claim_cancelled
+        leftover = None if confirmed and claim_confirmed else f"{plan.namespace}/{plan.name}"
         # Cancelled runs have no verdict of their own; the view still learns the pod's fate.
         final = verdict or self.verdict(CANCELLED, "cancelled")
-        final = replace(final, elapsed=self.elapsed, deleted=confirmed, leftover=leftover)
-        if leftover:
+        final = replace(final, elapsed=self.elapsed, deleted=confirmed and claim_confirmed, leftover=leftover)
+        if not confirmed:
             final = replace(final, reason=f"{final.reason} (could not confirm deletion of pod {leftover}: delete it by hand)")
+        if not claim_confirmed:
+            final = replace(final, reason=f"{final.reason} (could not confirm deletion of ResourceClaim {plan.namespace}/{plan.claim_name}: "
+                                          "delete it by hand)")
         status = "" if not self.may_exist else ("Deleted" if confirmed else "Terminating")
         self.emit(DONE, verdict=final, status=status)
         if cancelled_meanwhile:
@@ -223,7 +247,7 @@ class _Run:
         if code != PASS:
             return self.verdict(code, reason)
         report = parse_nvidia_smi("\n".join(self.log_lines))
-        mismatches = tuple(disagreements(report, self.plan.node_labels, self.plan.resource, self.plan.count))
+        mismatches = tuple(disagreements(report, self.plan.node_labels, GPU if self.plan.claim else self.plan.resource, self.plan.count))
         models = ", ".join(report.models)
         summary = f"{len(report.gpus)} x {models}, driver {report.driver or '?'}, CUDA {report.cuda or '?'}"
         if report.migs:

@@ -55,7 +55,7 @@ class ConfirmVerifyScreen(ModalScreen[bool]):
         self.query_one("#confirm-spec", VerticalScroll).focus()
 
     def spec_text(self) -> Text:
-        """The first plan's manifest as YAML: literal text, line by line made safe."""
+        """The first plan's manifests as YAML (its ResourceClaim first, through DRA): literal text, line by line made safe."""
         lines = self.plans[0].to_yaml().rstrip("\n").split("\n")
         return Text("\n".join(clean(line, 2000) for line in lines), end="")
 
@@ -65,9 +65,14 @@ class ConfirmVerifyScreen(ModalScreen[bool]):
             plan = self.plans[0]
             out.append("Node ")
             out.append_text(render.text(plan.node, style="bold", limit=253))
-            out.append(f": gputui will create this pod, asking for {plan.count} ")
-            out.append_text(render.text(plan.resource, style="bold", limit=100))
-            out.append(", run nvidia-smi in it and delete it when done.")
+            if plan.claim is not None:
+                out.append(f": gputui will create this ResourceClaim, for {plan.count} device(s) of DeviceClass ")
+                out.append_text(render.text(plan.resource, style="bold", limit=100))
+                out.append(" (Dynamic Resource Allocation), and this pod using it, run nvidia-smi in it and delete both when done.")
+            else:
+                out.append(f": gputui will create this pod, asking for {plan.count} ")
+                out.append_text(render.text(plan.resource, style="bold", limit=100))
+                out.append(", run nvidia-smi in it and delete it when done.")
         else:
             out.append(f"{len(self.plans)} nodes: gputui will create one pod on each (this one, and the same on the others), "
                        "run nvidia-smi in it and delete it when done.")
@@ -80,7 +85,8 @@ class ConfirmVerifyScreen(ModalScreen[bool]):
             for plan in self.plans[1:]:
                 out.append("\n  ")
                 out.append_text(render.text(plan.node, style="bold", limit=63))
-                out.append(f": {clean(plan.namespace, 63)}/{clean(plan.name, 63)} asking for {plan.count} {clean(plan.resource, 100)}")
+                out.append(f": {clean(plan.namespace, 63)}/{clean(plan.name, 63)} asking for {plan.count} {clean(plan.resource, 100)}"
+                           + (" through a ResourceClaim of the same name" if plan.claim is not None else ""))
         for plan in self.plans:
             for obstacle in plan.obstacles:
                 out.append("\n" if out else "")
