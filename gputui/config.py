@@ -9,6 +9,11 @@
     timeout = 180                    # seconds
     resource = "nvidia.com/gpu"
 
+    [metrics]
+    interval = 60                    # seconds between background reads of each GPU node's DCGM exporter; 0: off
+    reads_per_minute = 600           # at most this many background exporter reads a minute (round-robin beyond)
+    concurrency = 8                  # exporter reads at once
+
 `--config PATH` or `GPUTUI_CONFIG` name another file (which must then exist);
 flags override the file. Unknown settings are errors, so a typo is not
 silently ignored. No Textual here: the headless commands read it too.
@@ -27,6 +32,8 @@ from .kube import verify as v
 
 ENV_VAR = "GPUTUI_CONFIG"
 MAX_TIMEOUT = 86_400.0
+# kube/metrics.py's defaults (not imported: it loads the client; tests/test_config.py checks they agree)
+DEFAULT_METRICS_INTERVAL, DEFAULT_READS_PER_MINUTE, DEFAULT_CONCURRENCY = 60.0, 600, 8
 
 
 class ConfigError(Exception):
@@ -45,10 +52,28 @@ class VerifyConfig:
 
 
 @dataclass(frozen=True)
+class MetricsConfig:
+    """The `[metrics]` table: the background reads of every GPU node's DCGM exporter."""
+
+    interval: float = DEFAULT_METRICS_INTERVAL  # 0: no background reads (details still read their node)
+    reads_per_minute: int = DEFAULT_READS_PER_MINUTE
+    concurrency: int = DEFAULT_CONCURRENCY
+
+    def model_options(self) -> dict[str, Any]:
+        """ClusterModel's keyword arguments for these settings."""
+        return {
+            "metrics_background_interval": self.interval,
+            "metrics_reads_per_minute": self.reads_per_minute,
+            "metrics_concurrency": self.concurrency,
+        }
+
+
+@dataclass(frozen=True)
 class Config:
     read_only: bool = False
     verify: VerifyConfig = field(default_factory=VerifyConfig)
     path: Path | None = None  # the file read; None when there was none
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
 
     def verify_options(
         self,
@@ -119,8 +144,11 @@ def load_config(explicit: str | None = None, environ: Mapping[str, str] | None =
     return parse_config(data, path)
 
 
-_TOP_KEYS = ("read_only", "verify")
+_TOP_KEYS = ("read_only", "verify", "metrics")
 _VERIFY_KEYS = ("image", "namespace", "runtime_class", "timeout", "resource")
+_METRICS_KEYS = ("interval", "reads_per_minute", "concurrency")
+MAX_READS_PER_MINUTE = 60_000
+MAX_CONCURRENCY = 64
 
 
 def parse_config(data: Mapping[str, Any], path: Path | None = None) -> Config:
@@ -149,7 +177,24 @@ def parse_config(data: Mapping[str, Any], path: Path | None = None) -> Config:
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= MAX_TIMEOUT:
             raise bad(f"verify.timeout must be a number of seconds between 0 and {MAX_TIMEOUT:g}, not {_shown(timeout)}")
         timeout = float(timeout)
-    return Config(read_only=read_only, verify=VerifyConfig(timeout=timeout, **texts), path=path)
+    return Config(read_only=read_only, verify=VerifyConfig(timeout=timeout, **texts), path=path, metrics=_metrics(data, bad))
+
+
+def _metrics(data: Mapping[str, Any], bad: Any) -> MetricsConfig:
+    table = data.get("metrics", {})
+    if not isinstance(table, dict):
+        raise bad(f"metrics must be a table ([metrics]), not {_shown(table)}")
+    _no_unknown(table, _METRICS_KEYS, "metrics.", bad)
+    interval = table.get("interval", DEFAULT_METRICS_INTERVAL)
+    if isinstance(interval, bool) or not isinstance(interval, (int, float)) or not (interval == 0 or 1 <= interval <= MAX_TIMEOUT):
+        raise bad(f"metrics.interval must be 0 (off) or a number of seconds between 1 and {MAX_TIMEOUT:g}, not {_shown(interval)}")
+    whole = {}
+    for key, default, top in (("reads_per_minute", DEFAULT_READS_PER_MINUTE, MAX_READS_PER_MINUTE), ("concurrency", DEFAULT_CONCURRENCY, MAX_CONCURRENCY)):
+        value = table.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
+            raise bad(f"metrics.{key} must be a whole number between 1 and {top}, not {_shown(value)}")
+        whole[key] = value
+    return MetricsConfig(interval=float(interval), **whole)
 
 
 def _no_unknown(table: Mapping[str, Any], known: tuple[str, ...], prefix: str, bad: Any) -> None:

@@ -73,7 +73,7 @@ def test_flags_override_the_file(tmp_path):
     ("text", "message"),
     [
         ("read_only = 1", "read_only must be true or false, not 1"),
-        ("readonly = true", "unknown setting readonly (known: read_only, verify)"),
+        ("readonly = true", "unknown setting readonly (known: read_only, verify, metrics)"),
         ("[verify]\nimag = 'x'", "unknown setting verify.imag (known: verify.image, verify.namespace, verify.runtime_class, verify.timeout, verify.resource)"),
         ("[verify]\ntimeout = 0", "verify.timeout must be a number of seconds between 0 and 86400, not 0"),
         ("[verify]\ntimeout = '120'", "verify.timeout must be a number of seconds between 0 and 86400, not '120'"),

@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
     verify = verify_settings(config, args.read_only)
     if not args.demo:
-        return _run_app(make_app(args.kubeconfig, args.context, args.resource, verify=verify))
+        return _run_app(make_app(args.kubeconfig, args.context, args.resource, verify=verify, metrics=config.metrics.model_options()))
     from gputui.ui.demo import BackgroundCluster  # noqa: PLC0415
 
     # The app draws its first frame, then its connector starts the simulator
@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         return demo.wait_ready()
 
     try:
-        return _run_app(make_app(None, None, args.resource, kubeconfig_from=started_demo, verify=verify))
+        return _run_app(make_app(None, None, args.resource, kubeconfig_from=started_demo, verify=verify, metrics=config.metrics.model_options()))
     finally:
         demo.stop()
 

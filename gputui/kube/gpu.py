@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Iterable, Mapping
 from .records import Event, Node, Pod, parse_count
 
 if TYPE_CHECKING:  # stack.py and dra.py build on this module
-    from .dra import DraDevice
+    from .dra import ClaimHold, DraDevice
     from .stack import ComponentState
 
 GPU = "nvidia.com/gpu"
@@ -119,6 +119,30 @@ class Usage:
 class Problem:
     code: str
     message: str
+    subject: str | None = None  # what the verdict names in a short cell (a condition's type, a taint's key)
+
+
+# Verdicts, worst first: a node's problems come in this order (the Nodes pane shows the
+# first and counts the rest). Codes not listed (none today) go last.
+SEVERITY_ORDER = (
+    "not-ready", "plugin-not-registered", "plugin-not-running", "xid-errors", "health-condition",
+    "unhealthy-gpus", "component-failing", "overcommitted", "tainted", "several-plugins", "cordoned",
+)
+_SEVERITY_RANK = {code: rank for rank, code in enumerate(SEVERITY_ORDER)}
+
+
+def by_severity(problems: Iterable[Problem]) -> list[Problem]:
+    """Worst first (SEVERITY_ORDER); problems of one code keep their order."""
+    return sorted(problems, key=lambda p: _SEVERITY_RANK.get(p.code, len(SEVERITY_ORDER)))
+
+
+# The kubelet's own node conditions: anything else that is True was set by a health
+# monitor (NVIDIA's NVSentinel, node-problem-detector) and is a verdict.
+KUBELET_CONDITIONS = frozenset({"Ready", "MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable"})
+# Taints that are not health verdicts: the usual one keeping non-GPU pods off GPU nodes,
+# and those Kubernetes itself sets (cordoned, not ready, unreachable, pressure).
+USUAL_TAINTS = frozenset({GPU})
+KUBERNETES_TAINT_PREFIX = "node.kubernetes.io/"
 
 
 # -- pods ------------------------------------------------------------------
@@ -354,6 +378,33 @@ def _plugin_problem(plugin: Pod | None) -> Problem | None:
     return None
 
 
+def health_condition_problems(node: Node) -> list[Problem]:
+    """`health-condition`: one per condition beyond the kubelet's own that is True, in the node's order."""
+    out = []
+    for c in node.conditions:
+        if c.type in KUBELET_CONDITIONS or c.status != "True" or not c.type:
+            continue
+        detail = ": ".join(p for p in (c.reason, c.message) if p)
+        out.append(Problem("health-condition", f"condition {c.type} is True" + (f" ({detail})" if detail else ""), c.type))
+    return out
+
+
+def taint_problems(node: Node) -> list[Problem]:
+    """`tainted`: one per NoSchedule/NoExecute taint other than nvidia.com/gpu and node.kubernetes.io/* (GPU nodes)."""
+    out = []
+    seen = set()
+    for t in node.taints:
+        if t.effect not in ("NoSchedule", "NoExecute") or t.key in USUAL_TAINTS or t.key.startswith(KUBERNETES_TAINT_PREFIX):
+            continue
+        shown = f"{t.key}={t.value}:{t.effect}" if t.value else f"{t.key}:{t.effect}"
+        if shown in seen:
+            continue
+        seen.add(shown)
+        does = "evicts the pods that do not tolerate it" if t.effect == "NoExecute" else "keeps new pods that do not tolerate it off this node"
+        out.append(Problem("tainted", f"taint {shown} {does}", t.key))
+    return out
+
+
 def node_problems(
     node: Node,
     usage: dict[str, Usage],
@@ -363,8 +414,8 @@ def node_problems(
     stack_problems: Iterable[Problem] = (),
     dra: bool = False,
 ) -> list[Problem]:
-    """The node's verdicts in a fixed order, the GPU stack's (component-failing,
-    several-plugins, xid-errors) last. Without the pods (403, not synced)
+    """The node's verdicts, worst first (SEVERITY_ORDER), with the GPU stack's and the DCGM
+    exporter's (component-failing, several-plugins, xid-errors) among them. Without the pods (403, not synced)
     nothing is said about the plugin pod; nor on a node whose GPUs Dynamic
     Resource Allocation hands out (`dra`: no device plugin is needed there)."""
     problems: list[Problem] = []
@@ -390,7 +441,10 @@ def node_problems(
         if plugin_problem:
             problems.append(plugin_problem)
     problems.extend(stack_problems)
-    return problems
+    problems.extend(health_condition_problems(node))
+    if is_gpu_node(node, usage) or dra:
+        problems.extend(taint_problems(node))
+    return by_severity(problems)
 
 
 @dataclass(slots=True)
@@ -454,13 +508,21 @@ def totals(summaries: Iterable[NodeSummary]) -> dict[str, Usage]:
 @dataclass(slots=True)
 class GpuPod:
     pod: Pod
-    gpu: dict[str, int]
+    gpu: dict[str, int]  # requested extended resources plus those its DRA claims count as
     reason: str | None  # why it is not bound, when it is not
+    claims: tuple[ClaimHold, ...] = ()  # what it holds through Dynamic Resource Allocation
 
 
-def gpu_pod(pod: Pod, resources: GpuResources, events: Iterable[Event] = ()) -> GpuPod | None:
-    """The pod as a GPU pod, or None when it neither holds nor waits for GPUs (or is finished)."""
+def gpu_pod(pod: Pod, resources: GpuResources, events: Iterable[Event] = (), claims: tuple[ClaimHold, ...] = ()) -> GpuPod | None:
+    """The pod as a GPU pod, or None when it neither holds nor waits for GPUs (or is finished).
+
+    `claims`: the DRA claims reserved for it (dra.pod_holdings); a pod holding devices only that way is a GPU pod too.
+    """
     gpu = resources.of(pod.requests)
-    if not gpu or pod.finished:
+    for hold in claims:
+        for name, n in hold.gpu:
+            if name in resources:
+                gpu[name] = gpu.get(name, 0) + n
+    if (not gpu and not claims) or pod.finished:
         return None
-    return GpuPod(pod, {name: gpu[name] for name in sorted_resources(gpu)}, unbound_reason(pod, events))
+    return GpuPod(pod, {name: gpu[name] for name in sorted_resources(gpu)}, unbound_reason(pod, events), claims)

@@ -6,6 +6,14 @@ narrow it), `release()` when done; `await poller.poll_once()` reads every
 exporter once (`gputui report`).  Each node has at most one request in
 flight, each request a timeout, and at most `concurrency` run at once.
 
+`poller.start_background()` (the app, for the Nodes pane and the header) reads
+every GPU node's exporter at the slow rate as well: each node once every
+`background_interval` seconds, the node read longest ago first, and never more
+than `reads_per_minute` reads a minute (a token bucket holding at most
+`concurrency`): on a cluster with more GPU nodes than that, the reads go round
+the nodes and each reading is older (`NodeMetrics.at` says how old).  A node
+read by `want()` at the fast rate is not read again by the background.
+
 Per node the poller keeps a `NodeMetrics`: the readings of the last good
 scrape, or why there are none ("exporter not running on this node",
 "forbidden: cannot get pods/proxy in namespace gpu-operator", a parse error),
@@ -29,6 +37,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_INTERVAL = 5.0
+DEFAULT_BACKGROUND_INTERVAL = 60.0  # seconds between two background reads of one node
+DEFAULT_READS_PER_MINUTE = 600  # at most this many background reads a minute, whatever the cluster's size
+DEFAULT_CONCURRENCY = 8  # exporter reads at once (fast, background and poll_once together)
+IDLE_LOOK = 10.0  # seconds between two looks at the targets while no node is due
 EXPORTER_PORT = 9400  # dcgm-exporter's default listen port (DCGM_EXPORTER_LISTEN=:9400)
 PARSE_IN_THREAD_OVER = 32 * 1024  # bytes of text: smaller scrapes are parsed on the loop
 
@@ -66,8 +78,10 @@ class MetricsPoller:
         interval: float = DEFAULT_INTERVAL,
         timeout: float = 4.0,
         port: int = EXPORTER_PORT,
-        concurrency: int = 16,
+        concurrency: int = DEFAULT_CONCURRENCY,
         history_samples: int = 60,
+        background_interval: float = DEFAULT_BACKGROUND_INTERVAL,
+        reads_per_minute: int = DEFAULT_READS_PER_MINUTE,
     ) -> None:
         self.api = api
         self.targets = targets
@@ -75,11 +89,19 @@ class MetricsPoller:
         self.interval = interval
         self.timeout = timeout
         self.port = port
+        self.concurrency = concurrency
+        self.background_interval = background_interval
+        self.reads_per_minute = reads_per_minute
         self.history = UtilisationHistory(samples=history_samples)
         self.scrapes = 0  # requests answered (any status), for tests and the UI's status line
+        self.requests = 0  # requests sent (answered or not)
+        self.bytes_read = 0  # bytes of the answers' bodies
+        self.background_reads = 0  # requests sent by the background reads
         self._states: dict[str, NodeMetrics] = {}
         self._in_flight: set[str] = set()
+        self._attempted: dict[str, float] = {}  # node -> loop time its last read started (any caller)
         self._limit = asyncio.Semaphore(concurrency)
+        self._background: asyncio.Task[None] | None = None
         self._demands: list[frozenset[str] | None] = []  # None: every node
         self._wanted = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -136,13 +158,101 @@ class MetricsPoller:
             await asyncio.sleep(max(0.0, self.interval - (loop.time() - started)))
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+        for task in (self._task, self._background):
+            if task is not None:
+                task.cancel()
+                try:
+                    await task
+                except asyncio.CancelledError:
+                    pass
+        self._task = self._background = None
+
+    # -- background reads ----------------------------------------------------------
+    @property
+    def background_running(self) -> bool:
+        return self._background is not None and not self._background.done()
+
+    def start_background(self) -> None:
+        """Read every GPU node's exporter at the slow rate, within the budget, until stop()."""
+        if not self.background_running:
+            self._background = asyncio.create_task(self._run_background(), name="gputui-dcgm-background")
+
+    def _due(self, targets: dict[str, Exporter], now: float) -> list[str]:
+        """Nodes whose exporter can be asked and that were not read for background_interval, longest ago first."""
+        never = -float("inf")
+        due = [
+            node for node, exporter in targets.items()
+            if exporter.unavailable is None and exporter.pod is not None and node not in self._in_flight
+            and now - self._attempted.get(node, never) >= self.background_interval
+        ]
+        due.sort(key=lambda node: (self._attempted.get(node, never), node))
+        return due
+
+    async def _run_background(self) -> None:
+        loop = asyncio.get_running_loop()
+        rate = self.reads_per_minute / 60.0  # reads a second
+        capacity = float(max(1, min(self.concurrency, self.reads_per_minute)))
+        tokens, filled_at = capacity, loop.time()
+        running: set[asyncio.Task[None]] = set()
+        try:
+            while True:
+                looked = loop.time()
+                try:  # one look at the targets serves many reads: they are a pass over every node
+                    targets = self.targets()
+                    self._note_unavailable(targets, forget_gone=True)
+                    due = self._due(targets, looked)
+                except Exception:  # noqa: BLE001  (a bug in one look must not end the reads)
+                    log.exception("DCGM background look failed")
+                    targets, due = {}, []
+                if not due:
+                    waits = [self._attempted[n] + self.background_interval - looked for n in targets if n in self._attempted]
+                    await asyncio.sleep(min([IDLE_LOOK, *(w for w in waits if w > 0)]))
+                    continue
+                for node in due:
+                    while True:
+                        now = loop.time()
+                        tokens, filled_at = min(capacity, tokens + (now - filled_at) * rate), now
+                        if tokens < 1.0:
+                            await asyncio.sleep((1.0 - tokens) / rate)
+                        elif len(running) >= self.concurrency:
+                            await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                        else:
+                            break
+                    if loop.time() - looked > IDLE_LOOK:
+                        break  # look again: exporters come and go
+                    if node in self._in_flight or loop.time() - self._attempted.get(node, -float("inf")) < self.background_interval:
+                        continue  # read meanwhile (the details screen's fast reads)
+                    tokens -= 1.0
+                    self.background_reads += 1
+                    self._in_flight.add(node)
+                    task = asyncio.create_task(self._background_read(node, targets[node]), name=f"gputui-dcgm-{node}")
+                    running.add(task)
+                    task.add_done_callback(running.discard)
+                await asyncio.sleep(0)
+        finally:
+            for task in running:
+                task.cancel()
+
+    async def _background_read(self, node: str, exporter: Exporter) -> None:
+        try:
+            await self._poll(node, exporter)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001
+            log.exception("DCGM background read of %s failed", node)
+        finally:
+            self._in_flight.discard(node)
+
+    def _note_unavailable(self, targets: dict[str, Exporter], *, forget_gone: bool) -> None:
+        """Nodes without an exporter to ask get the reason as their state, without a request."""
+        if forget_gone:
+            for gone in [n for n in self._states if n not in targets]:
+                del self._states[gone]
+            for gone in [n for n in self._attempted if n not in targets]:
+                del self._attempted[gone]
+        for node, exporter in targets.items():
+            if exporter.unavailable is not None or exporter.pod is None:
+                self._set(node, NodeMetrics(error=exporter.unavailable or "no DCGM exporter on this node"))
 
     # -- polling -------------------------------------------------------------------
     async def poll_once(self, nodes: Iterable[str] | None = None) -> None:
@@ -151,14 +261,11 @@ class MetricsPoller:
         if nodes is not None:
             wanted = set(nodes)
             targets = {n: t for n, t in targets.items() if n in wanted}
-        for gone in [n for n in self._states if n not in targets and nodes is None]:
-            del self._states[gone]
-        mine = []
-        for node, exporter in targets.items():
-            if exporter.unavailable is not None or exporter.pod is None:
-                self._set(node, NodeMetrics(error=exporter.unavailable or "no DCGM exporter on this node"))
-            elif node not in self._in_flight:
-                mine.append((node, exporter))
+        self._note_unavailable(targets, forget_gone=nodes is None)
+        mine = [
+            (node, exporter) for node, exporter in targets.items()
+            if exporter.unavailable is None and exporter.pod is not None and node not in self._in_flight
+        ]
         # Marked now, not when each job starts, so that a concurrent round sees them.
         self._in_flight.update(node for node, _ in mine)
         try:
@@ -168,6 +275,7 @@ class MetricsPoller:
 
     async def _poll(self, node: str, exporter: Exporter) -> None:
         async with self._limit:
+            self._attempted[node] = asyncio.get_running_loop().time()
             readings, error = await self._scrape(exporter)
         if error is None:
             self.history.record(readings)
@@ -183,9 +291,11 @@ class MetricsPoller:
         namespace, pod = exporter.namespace or "", exporter.pod or ""
         try:
             url = path("v1", "pods", f"{pod}:{self.port}", namespace=namespace, sub="proxy/metrics")
+            self.requests += 1
             resp = await self.api.request("GET", url, timeout=aiohttp.ClientTimeout(total=self.timeout), accept="text/plain, */*")
             async with resp:
                 body = await resp.read()
+            self.bytes_read += len(body)
         except asyncio.TimeoutError:
             return [], f"exporter {namespace}/{pod} did not answer within {self.timeout:g} s"
         except (aiohttp.ClientError, OSError) as exc:

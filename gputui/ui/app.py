@@ -191,6 +191,8 @@ class GpuTuiApp(StackActions, VerifyActions, CoalescedRefresh, DevicePluginPane,
         self.model = ClusterModel(self.conn.api, resources=self.resources, **self.model_options)
         self._unsubscribe = self.model.subscribe(self._on_change)
         await self.model.start()
+        if self.model.metrics.background_interval > 0:
+            self.model.metrics.start_background()  # XIDs in the Nodes pane and the header, not only in details
         self._when_synced(self.model)
         self.check_leftovers()
         self._refresh_views()

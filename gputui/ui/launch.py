@@ -34,10 +34,12 @@ def make_app(
     clock: Callable[[], float] | None = None,
     kubeconfig_from: Callable[[], Any] | None = None,
     verify: Any = None,
+    metrics: dict[str, Any] | None = None,
 ) -> Any:
     """The app on a kubeconfig context (also used by tests, screenshots and the benchmark).
     kubeconfig_from: a blocking call that returns the kubeconfig path (the demo's simulator).
-    verify: the verification pods' settings (`verify_settings`); None: the defaults."""
+    verify: the verification pods' settings (`verify_settings`); None: the defaults.
+    metrics: the model's DCGM options (`MetricsConfig.model_options()`); None: the defaults."""
     from gputui.kube.config import connect  # noqa: PLC0415
     from gputui.kube.gpu import GpuResources  # noqa: PLC0415
 
@@ -57,6 +59,8 @@ def make_app(
     options: dict[str, Any] = {} if clock is None else {"clock": clock}
     if verify is not None:
         options["verify"] = verify
+    if metrics is not None:
+        options["model_options"] = metrics
     return GpuTuiApp(
         connector,
         context=context,

@@ -140,7 +140,7 @@ def test_allocated_counts_running_and_terminating_not_finished_pods():
 def test_overcommitted_not_ready_cordoned_and_missing_plugin():
     n = node("n", capacity={"nvidia.com/gpu": 1}, ready="False", unschedulable=True)
     s = summary(n, pod("a", "x", node="n", gpu={"nvidia.com/gpu": 2}))
-    assert codes(s) == ["overcommitted", "not-ready", "cordoned", "plugin-not-running"]
+    assert codes(s) == ["not-ready", "plugin-not-running", "overcommitted", "cordoned"]  # worst first
     assert s.usage["nvidia.com/gpu"].free == -1
     # without the pods the plugin is not judged
     assert "plugin-not-running" not in codes(summary(n, pods_known=False))

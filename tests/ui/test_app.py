@@ -41,8 +41,8 @@ async def test_panes_fill_from_the_cluster(cluster):
         assert "gpu 8/15 (7 free)" in text  # 6 + 2 allocated of 8 + 7 allocatable
         assert "mig-1g.10gb 2/7" in text
         # a100-2: unhealthy and cordoned (and its plugin crash-loops, while the simulated kubelet restarts it)
-        # the second verdict fits the column; with the plugin's third it is counted instead
-        assert re.search(r"✗ unhealthy GPUs(, cordoned| \+2)", text)
+        # worst first: the plugin leads while it is down and the rest is counted; else the second fits
+        assert re.search(r"✗ (plugin not running \+2|unhealthy GPUs, cordoned)", text)
         await wait_for(pilot, lambda: plugin_pod_name("a100-1") in screen_text(app), what="a100-1's plugin pod")
 
 
@@ -164,7 +164,7 @@ async def test_narrow_terminal_and_no_color(cluster, monkeypatch):
         await pilot.pause(0.2)
         text = screen_text(app)
         assert "plugin down" not in text or "✗" in text
-        assert "✗ unhealthy +" in text  # the verdict is worded, not only coloured
+        assert "✗ plugin down +2" in text or "✗ unhealthy +1" in text  # worded, not only coloured; worst first
         assert "Cordoned" in text
         assert max(len(line) for line in text.splitlines()) <= 80
         assert app.nodes_table.column_keys == ("node", "status", "gpu", "free", "verdict", "other")

@@ -1,0 +1,101 @@
+"""Background DCGM reads: every GPU node's exporter at the slow rate without anyone wanting
+metrics, within the budget (reads a minute, concurrency), round-robin beyond it; the XIDs
+become verdicts the report gives alike."""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+
+import pytest
+
+from gputui.kube.config import connect
+from gputui.kube.metrics import Exporter, MetricsPoller
+from gputui.kube.model import ClusterModel
+from gputui.sim import SimCluster, stacks
+from scenario import FAST, until
+from test_report import report_of
+
+pytestmark = pytest.mark.asyncio
+
+
+@contextlib.asynccontextmanager
+async def model_on(scenario, **options):
+    async with SimCluster(scenario, run_controllers=False, faults=True) as sim:
+        async with await connect(str(sim.kubeconfig_path)) as conn:
+            async with ClusterModel(conn.api, metrics_timeout=2.0, **FAST, **options) as model:
+                assert await model.wait_synced(10)
+                yield sim, model
+
+
+async def test_xids_reach_the_verdicts_without_details_and_the_report_agrees():
+    async with model_on(stacks.xid_injected(), metrics_background_interval=60.0) as (sim, model):
+        assert not model.metrics.wanted
+        model.metrics.start_background()
+        await until(lambda: all(model.node_metrics(n) is not None and model.node_metrics(n).current for n in ("gpu-1", "gpu-2")),
+                    what="both exporters read in the background")
+        live = {s.name: [(p.code, p.message) for p in s.problems] for s in model.node_summaries()}
+        assert ("xid-errors", "last XID GPU 1: XID 79 (GPU has fallen off the bus)") in live["gpu-1"]
+        reads = model.metrics.background_reads
+        await asyncio.sleep(0.3)
+        assert model.metrics.background_reads == reads == 2  # once a minute: not again yet
+        rc, out, err = await report_of("--kubeconfig", str(sim.kubeconfig_path), "-o", "json")
+        assert rc == 1, err
+        reported = {n["name"]: [(p["code"], p["message"]) for p in n["problems"]] for n in json.loads(out)["nodes"]}
+        assert reported == live
+
+
+async def test_slow_rate_repeats_and_a_details_node_is_not_read_twice():
+    async with model_on(stacks.gpu_operator_healthy(), metrics_background_interval=0.3, metrics_interval=0.05) as (_, model):
+        poller = model.metrics
+        poller.start_background()
+        await until(lambda: poller.background_reads >= 6, what="three rounds")
+        first = poller.node("gpu-1").at
+        await until(lambda: poller.node("gpu-1").at != first, what="gpu-1 read again")
+        read_by_background: list[str] = []
+        original = poller._background_read
+
+        async def recorded(node, exporter):
+            read_by_background.append(node)
+            await original(node, exporter)
+
+        poller._background_read = recorded  # type: ignore[method-assign]
+        release = poller.want(["gpu-1"])  # the details screen: gpu-1 at the fast rate
+        await until(lambda: read_by_background.count("gpu-2") >= 3, what="gpu-2 read in the background, three times")
+        release()
+        assert "gpu-1" not in read_by_background  # read every 0.05 s by the details: never due for the background
+
+
+async def test_the_budget_caps_reads_a_minute_and_goes_round_robin(tmp_path):
+    """Ten nodes, a minute's budget of 120 reads (2 a second) and an interval far below what
+    the budget allows: the reads keep to the budget and go round every node."""
+    from test_dcgm_poll import VALID, stand_in
+
+    bodies = {f"n{i}": (200, VALID) for i in range(10)}
+    async with stand_in(bodies, tmp_path) as base:
+        poller = MetricsPoller(base.api, lambda: {pod: Exporter("ns", pod) for pod in bodies},
+                               background_interval=0.01, reads_per_minute=120, concurrency=2)
+        poller.start_background()
+        try:
+            await asyncio.sleep(3.0)
+        finally:
+            await poller.stop()
+        # a burst of `concurrency` (2), then 2 a second: at most 2 + 6 in 3 s
+        assert 5 <= poller.requests <= 8, poller.requests
+        read = [n for n in bodies if poller.node(n) is not None]
+        assert len(read) == poller.requests  # round-robin: no node read twice before every node was read once
+        assert poller.bytes_read == poller.requests * len(VALID.encode())
+
+
+async def test_nodes_without_exporters_get_their_reason_without_a_request(tmp_path):
+    from test_dcgm_poll import VALID, stand_in
+
+    async with stand_in({"n1": (200, VALID)}, tmp_path) as base:
+        targets = {"n1": Exporter("ns", "n1"), "n2": Exporter(unavailable="no DCGM exporter on this node")}
+        poller = MetricsPoller(base.api, lambda: targets, background_interval=60.0)
+        poller.start_background()
+        try:
+            await until(lambda: poller.node("n1") is not None and poller.node("n1").current, what="n1 read")
+        finally:
+            await poller.stop()
+        assert poller.node("n2").error == "no DCGM exporter on this node" and poller.requests == 1
