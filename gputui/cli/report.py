@@ -1,7 +1,10 @@
 """`gputui report`: list the cluster once, print its GPUs, exit.
 
 Exit status: 0 when no node has a problem, 1 when some do, 2 on usage or
-connection errors (one line on stderr, no traceback).
+connection errors, or when nodes or pods cannot be listed (one line on stderr,
+no traceback). An optional part that cannot be read (events, the GPU stack's
+kinds, DCGM metrics) is named by a warning line on stderr and in the JSON's
+`missing`; the report prints what it has.
 """
 from __future__ import annotations
 

@@ -6,17 +6,38 @@ dict; the formats in `gputui.report.formats` print it.
 """
 from __future__ import annotations
 
+import asyncio
 import sys
+import time
 from typing import Any
 
 from gputui.kube import gpu
 from gputui.kube.config import ConnectError, Forbidden, check, connect
-from gputui.kube.model import DAEMONSETS, EVENTS, NODES, PODS, ClusterModel
-from gputui.kube.stack import ClusterPolicyStatus, components_json, policy_problems
-from gputui.kube.watch import FORBIDDEN
+from gputui.kube.model import (
+    ALL_KINDS, CLUSTERPOLICIES, DAEMONSETS, DEVICECLASSES, EVENTS, NODES, PODS, RESOURCECLAIMS, RESOURCESLICES, ClusterModel,
+)
+from gputui.kube.stack import RUNNING, ClusterPolicyStatus, components_json, policy_problems
+from gputui.kube.tables import unreadable_line
+from gputui.kube.watch import ABSENT, FORBIDDEN, RETRYING, ResourceState
+from gputui.sanitize import printable
 
-SYNC_TIMEOUT = 60.0
+SYNC_TIMEOUT = 60.0  # a slow list of a required kind may take this long; one that keeps failing gives up sooner
 EXTRA_SYNC_TIMEOUT = 10.0
+REQUIRED = (NODES, PODS)  # without these there is no report: exit 2
+OPTIONAL = tuple(kind for kind in ALL_KINDS if kind not in REQUIRED)  # these only add detail: named in `missing`
+REQUIRED_FAILURES = 4  # failures in a row (with the reflector's back-off, within a few seconds) before giving up
+RETRY_WINDOW = 10.0  # or failing for this long
+SETTLE_POLL = 0.1
+METRICS_PART = "metrics"
+CONSEQUENCES = {  # what the report lacks when a part is missing
+    EVENTS: "pending pods' reasons come from their conditions only",
+    DAEMONSETS: "the GPU stack and its components are unknown",
+    CLUSTERPOLICIES: "the GPU Operator's ClusterPolicy state is unknown",
+    RESOURCESLICES: "GPUs handed out by Dynamic Resource Allocation are not counted",
+    RESOURCECLAIMS: "GPUs held through Dynamic Resource Allocation are not counted as allocated",
+    DEVICECLASSES: "GPUs handed out by Dynamic Resource Allocation are not counted",
+    METRICS_PART: "those nodes have no DCGM readings",
+}
 PodTimes = dict[tuple[str, str], float | None]
 
 
@@ -39,8 +60,8 @@ async def collect(
         await check(conn)
         model = ClusterModel(conn.api, resources=gpu.GpuResources(extra))
         async with model:
-            synced = await model.wait_synced(SYNC_TIMEOUT, kinds=(NODES, PODS))
-            for kind in (NODES, PODS):
+            synced = await settle(model, REQUIRED, SYNC_TIMEOUT)
+            for kind in REQUIRED:
                 state = model.states[kind]
                 if state.phase == FORBIDDEN:
                     raise Forbidden(f"forbidden (403): {state.error}")
@@ -48,15 +69,82 @@ async def collect(
                     why = state.error or ("timed out" if not synced else "not listed")
                     raise ConnectError(f"cannot list {kind} from {conn.server}: {why}")
             # The rest (events, the GPU stack's kinds) only adds detail: wait for it a little longer at most.
-            await model.wait_synced(EXTRA_SYNC_TIMEOUT)
-            if model.states[EVENTS].phase == FORBIDDEN:
-                print("gputui report: warning: events are forbidden; pending pods' reasons come from their conditions only", file=sys.stderr)
-            if model.states[DAEMONSETS].phase == FORBIDDEN:
-                print("gputui report: warning: daemonsets are forbidden; the GPU stack and its components are unknown", file=sys.stderr)
+            await settle(model, OPTIONAL, EXTRA_SYNC_TIMEOUT)
             await model.metrics.poll_once()
             data = as_contract(model, conn.context, namespace)
+            data["missing"] = missing_parts(model)
+            for part in data["missing"]:
+                print(f"gputui report: warning: {warning(part)}", file=sys.stderr)
+            skipped = model.unreadable()
+            data["unreadable"] = [{"kind": kind, "name": name, "reason": why} for kind, name, why in skipped]
+            if skipped:
+                print(f"gputui report: warning: {printable(unreadable_line(skipped))} (left out of the figures)", file=sys.stderr)
             created = {(g.pod.namespace, g.pod.name): g.pod.created for g in model.gpu_pods(namespace=namespace)}
             return data, created
+
+
+def gave_up(state: ResourceState, now: float) -> bool:
+    """A resource never listed that keeps failing: REQUIRED_FAILURES failures, or failing for RETRY_WINDOW seconds."""
+    return not state.synced and state.phase == RETRYING and (state.attempt >= REQUIRED_FAILURES or now - state.since >= RETRY_WINDOW)
+
+
+async def settle(model: ClusterModel, kinds: tuple[str, ...], timeout: float) -> bool:
+    """Wait until each of `kinds` is listed, forbidden or not served, or has failed a few times
+    in a row (see gave_up), for `timeout` seconds at most. False on timeout."""
+    kinds = tuple(kind for kind in kinds if kind in model.reflectors)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        if await model.wait_synced(min(SETTLE_POLL, max(0.0, deadline - loop.time())), kinds=kinds):
+            return True
+        now = time.monotonic()
+        states = model.states
+        if all(model.reflectors[kind].settled.is_set() or gave_up(states[kind], now) for kind in kinds):
+            return True
+        if loop.time() >= deadline:
+            return False
+
+
+def missing_parts(model: ClusterModel) -> list[dict[str, str]]:
+    """The optional parts that could not be read, each with why: the contract's `missing`."""
+    missing = []
+    for kind, state in model.states.items():
+        if kind in REQUIRED or state.phase == ABSENT or (state.synced and state.phase != FORBIDDEN):
+            continue
+        if state.phase == FORBIDDEN:
+            reason = f"forbidden (403): {state.error}" if state.error else "forbidden (403)"
+        else:
+            reason = state.error or f"not listed within {EXTRA_SYNC_TIMEOUT:g} s"
+        missing.append({"part": kind, "reason": reason})
+    # DCGM metrics: the nodes whose exporter runs (or may run) but could not be read.
+    failures: dict[str, int] = {}
+    for summary in model.node_summaries():
+        if not summary.gpu_node:
+            continue
+        exporter = summary.components.get("dcgm-exporter")
+        if exporter is not None and exporter.state != RUNNING:
+            continue  # none expected, or not running: the components say so, there was nothing to read
+        metrics = model.node_metrics(summary.name)
+        if metrics is not None and metrics.error is not None:
+            failures[metrics.error] = failures.get(metrics.error, 0) + 1
+    if failures:
+        reasons = sorted(failures.items(), key=lambda item: -item[1])
+        text = "; ".join(f"{error} ({n} node{'s' if n > 1 else ''})" for error, n in reasons[:3])
+        if len(reasons) > 3:
+            text += f"; {len(reasons) - 3} other reasons"
+        missing.append({"part": METRICS_PART, "reason": text})
+    return missing
+
+
+def warning(part: dict[str, str]) -> str:
+    """One line for stderr: what could not be read, why, and what the report lacks for it."""
+    name, reason = part["part"], part["reason"]
+    if reason.startswith("forbidden (403)"):
+        line = f"{name} are forbidden{reason[len('forbidden'):]}"
+    else:
+        line = f"{name} could not be read: {reason}"
+    consequence = CONSEQUENCES.get(name)
+    return f"{line}; {consequence}" if consequence else line
 
 
 def as_contract(model: ClusterModel, context: str | None, namespace: str | None) -> dict[str, Any]:
@@ -74,6 +162,7 @@ def as_contract(model: ClusterModel, context: str | None, namespace: str | None)
                 "phase": g.pod.phase,
                 "gpu": dict(g.gpu),
                 "reason": g.reason,
+                "claims": [{"claim": h.claim, "devices": list(h.devices)} for h in g.claims],
             }
             for g in model.gpu_pods(namespace=namespace)
         ],

@@ -109,7 +109,16 @@ def write_table(data: dict[str, Any], out: TextIO, created: PodTimes | None = No
     with_problems = sum(1 for n in nodes if n["problems"])
     context = printable(data["context"]) if data["context"] else "in-cluster"
     out.write(_fit(f"context {context}: {len(nodes)} nodes, {with_gpus} with GPUs, {with_problems} with problems", WIDTH) + "\n")
-    out.write(_fit(stack_line(data["stack"]), WIDTH) + "\n\n")
+    missing = data.get("missing") or []
+    unread = {part["part"] for part in missing}
+    if "daemonsets" in unread and data["stack"]["kind"] == "none":
+        out.write("GPU stack: unknown (daemonsets could not be read)\n")  # "none found" would be a guess
+    else:
+        out.write(_fit(stack_line(data["stack"]), WIDTH) + "\n")
+    for part in missing:
+        text = printable(f"not read: {part['part']}: {part['reason']}")
+        out.write(textwrap.fill(text, WIDTH, subsequent_indent="    ") + "\n")
+    out.write("\n")
 
     # One row per GPU resource or problem code, whichever a node has more of;
     # not-ready and cordoned are problem codes, so there is no status column.

@@ -19,8 +19,8 @@ from rich.text import Text
 from textual import work
 
 from gputui.kube import gpu
-from gputui.kube.model import EVENTS, PODS, ClusterModel
-from gputui.kube.tables import Change
+from gputui.kube.model import DRA_KINDS, EVENTS, PODS, ClusterModel
+from gputui.kube.tables import Change, unreadable_line
 from gputui.kube.watch import ABSENT, LIVE, SYNCING
 
 from . import render
@@ -44,13 +44,14 @@ def _node_facts(summary: gpu.NodeSummary) -> tuple:
     """What a node row shows, to tell a recomputed summary that changed nothing visible."""
     node, facts = summary.node, summary.facts
     usage = tuple((name, u.capacity, u.allocatable, u.allocated) for name, u in summary.usage.items())
-    return (node.ready, node.unschedulable, usage, tuple(p.code for p in summary.problems), facts.product, facts.memory_mib)
+    return (node.ready, node.unschedulable, usage, tuple((p.code, p.subject) for p in summary.problems), facts.product, facts.memory_mib)
 
 
 def _row_facts(entry: gpu.GpuPod) -> tuple:
     """What a GPU-pod row shows: most pod events (annotations, heartbeats) change none of it."""
     pod = entry.pod
-    return (pod.node, pod.status, pod.ready, pod.total, pod.restarts, pod.deleted is None, entry.reason, tuple(entry.gpu.items()))
+    return (pod.node, pod.status, pod.ready, pod.total, pod.restarts, pod.deleted is None, entry.reason, tuple(entry.gpu.items()),
+            entry.claims)
 
 
 class CoalescedRefresh:
@@ -89,11 +90,18 @@ class CoalescedRefresh:
         self._refresh_cost = 0.0  # seconds the last coalesced refresh took
         self._gathering = False  # node summaries being gathered (see _gather_nodes)
         self._freeze_when_filled = False  # the model has synced: freeze the tables' rows once they are filled
+        self._health: list[Text] = []  # the header's DCGM and health parts (render.health_parts)
+        self._node_mark: str | None = None  # the node rows' mark for unknown allocation (`…`, `?`), see render.allocation_basis
 
     def _age_tick(self) -> None:
         if self._stale_pods is not None:
             self._stale_pods.update(self._pod_view)  # their ages: looked at like any change, a slice at a time
         self._request("pods", "plugin")
+        if self._health:
+            self._request("header")  # the DCGM readings' age
+        states = self.model.states if self.model is not None else {}
+        if any(s.stale_since is not None for kind, s in states.items() if kind in render.ALLOCATION_KINDS):
+            self._request("header", "nodes")  # `as of 2m ago` ages too
 
     # -- the change feed -------------------------------------------------------------------
     def _on_change(self, change: Change) -> None:
@@ -111,6 +119,10 @@ class CoalescedRefresh:
                 self._note_stale_pod(change.key[1:])
             self._request("pods")
             return
+        elif change.kind in DRA_KINDS and self.model is not None and self._stale_pods is not None:
+            # What a pod holds through its claims: the rows of the holders, before and after.
+            self._stale_pods.update(key for key, shown in self._pod_view.items() if shown[0].claims)
+            self._stale_pods.update(self.model.dra_pod_keys())
         self._request(*ALL_PARTS)
 
     def _note_stale_pod(self, key: object) -> None:
@@ -205,9 +217,11 @@ class CoalescedRefresh:
             if "nodes" in parts or "header" in parts:
                 if summaries is None:
                     summaries = model.node_summaries()
-                self._refresh_header(gpu.totals(summaries))
+                mark, basis = render.allocation_basis(model.states, time.monotonic())
+                self._health = render.health_parts(summaries, model.node_metrics, now)  # DCGM, XIDs, health conditions
+                self._refresh_header(gpu.totals(summaries), mark, basis)
                 if "nodes" in parts:
-                    self._refresh_nodes(summaries)
+                    self._refresh_nodes(summaries, mark, basis)
             if "pods" in parts:
                 self._refresh_pods(model, now)
             if "plugin" in parts:
@@ -216,7 +230,9 @@ class CoalescedRefresh:
             if refresh_screen is not None:
                 refresh_screen()
 
-    def _refresh_header(self, totals_by_resource: dict[str, gpu.Usage] | None) -> None:
+    def _refresh_header(
+        self, totals_by_resource: dict[str, gpu.Usage] | None, mark: str | None = None, basis: Text | None = None
+    ) -> None:
         """Context, server, watch states, then the cluster's GPU totals; two lines at 80 columns."""
         header = self._main("#header", ClusterHeader)
         narrow = bool(self._narrow)
@@ -230,10 +246,17 @@ class CoalescedRefresh:
         if model is None:
             first.append(Text("connecting…", style="dim", end=""))
             totals: list[Text] = []
-        else:
-            first.append(self._watch_states(model))
-            totals = render.totals_parts(totals_by_resource or {}, compact=narrow)
         width = max(20, self.size.width - 2)
+        if model is not None:
+            # The watch states end the first line, cut to fit (the panes' status lines have them whole):
+            # the totals, or why they are unknown, must keep their line.
+            states = self._watch_states(model)
+            room = width - sum(part.cell_len + (3 if narrow else 2) for part in first)
+            if states.cell_len > room:
+                states.truncate(max(24, room), overflow="ellipsis")
+            first.append(states)
+            totals = render.totals_parts(totals_by_resource or {}, compact=narrow, unknown=mark, basis=basis)
+            totals += self._health  # XIDs, health conditions, the DCGM readings' age
         if narrow:
             lines = render.pack(first + totals, width)
         else:
@@ -251,18 +274,28 @@ class CoalescedRefresh:
         """`watches live`, or the watches that are not: `pods retrying in 4 s: connection refused`."""
         troubled = [(kind, state) for kind, state in model.states.items() if state.phase not in WATCH_OK]
         out = Text("watches ", style="dim", end="")
-        if not troubled:
+        unreadable = unreadable_line(model.unreadable())
+        if not troubled and model.all_running():
             out.append("live", style=render.OK_STYLE)
-            return out
-        parts = []
-        for kind, state in troubled:
-            style = render.WARN_STYLE if state.phase == SYNCING else render.BAD_STYLE
-            parts.append(Text(f"{kind} ", end="") + render.text(state.describe(), style=style, limit=80))
-        return out + render.joined(parts)
+        elif not troubled:
+            out.append("restarting", style=render.WARN_STYLE)  # a watch ended; the model's watchdog starts it again
+        else:
+            parts = []
+            for kind, state in troubled:
+                style = render.WARN_STYLE if state.phase == SYNCING else render.BAD_STYLE
+                parts.append(Text(f"{kind} ", end="") + render.text(state.describe(), style=style, limit=80))
+            out += render.joined(parts)
+        if unreadable:
+            out += Text(" · ", style="dim") + render.text(unreadable, style=render.BAD_STYLE, limit=100)
+        return out
 
-    def _refresh_nodes(self, summaries: list[gpu.NodeSummary]) -> None:
+    def _refresh_nodes(self, summaries: list[gpu.NodeSummary], mark: str | None = None, basis: Text | None = None) -> None:
+        """mark: allocated and free are unknown (pods not listed); basis: what the counts rest on, when not live."""
         narrow = bool(self._narrow)
         cache = self._node_cells
+        if mark != self._node_mark:
+            self._node_mark = mark
+            cache.clear()  # every row's allocated and free read otherwise now
         rows = []
         for summary in summaries:
             cached = cache.get(summary.name)
@@ -270,7 +303,7 @@ class CoalescedRefresh:
                 cells = cached[2]
             else:
                 facts = _node_facts(summary)
-                cells = cached[2] if cached is not None and cached[1] == facts else node_row(summary, narrow)
+                cells = cached[2] if cached is not None and cached[1] == facts else node_row(summary, narrow, mark)
                 cache[summary.name] = (summary, facts, cells)
             rows.append((summary.name, self.with_mark(summary.name, cells)))
         if len(cache) > len(rows):
@@ -279,7 +312,7 @@ class CoalescedRefresh:
                 del cache[name]
         self.nodes_table.show(rows)
         pane = self._main("#nodes", Pane)
-        pane.set_status(self._pane_status("nodes", self.nodes_table))
+        pane.set_status(self._pane_status("nodes", self.nodes_table, basis))
 
     def _refresh_pods(self, model: ClusterModel, now: float) -> None:
         """Bring the GPU-pod rows up to date. Only stale pods are looked at again, the rows on
@@ -307,7 +340,7 @@ class CoalescedRefresh:
                 break
             pod = records.get(key)
             events = model.events_for("Pod", *key) if pod is not None and pod.node is None else ()
-            entry = gpu.gpu_pod(pod, self.resources, events) if pod is not None else None
+            entry = model.gpu_pod(pod, events) if pod is not None else None
             shown = view.get(key)
             if entry is None:
                 if shown is not None:
@@ -359,8 +392,10 @@ class CoalescedRefresh:
             if self.namespace is None or key[0] == self.namespace
         ]
 
-    def _pane_status(self, kind: str, table: KeyedTable) -> str:
+    def _pane_status(self, kind: str, table: KeyedTable, basis: Text | None = None) -> str:
         parts = []
+        if basis is not None:
+            parts.append(basis.plain)
         if self.model is not None:
             state = self.model.states.get(kind)
             if state is not None and state.phase not in WATCH_OK:

@@ -6,12 +6,14 @@ Colour always comes with words or symbols, so NO_COLOR still tells.
 """
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Callable, Iterable, Mapping
 
 from rich.text import Text
 
 from gputui.kube.gpu import GPU, GpuPod, NodeSummary, Problem, Usage
+from gputui.kube.metrics import NodeMetrics
 from gputui.kube.records import Event, Node, Pod
+from gputui.kube.watch import ABSENT, LIVE, SYNCING, ResourceState
 
 from gputui.sanitize import clean
 
@@ -31,6 +33,7 @@ _SHORT_WORDS = {
     "component-failing": "stack part",
     "several-plugins": "2+ plugins",
     "xid-errors": "XID",
+    "health-condition": "health",
 }
 _VERDICT_WORDS = {
     "plugin-not-registered": ("plugin not registered", BAD_STYLE),
@@ -42,7 +45,22 @@ _VERDICT_WORDS = {
     "component-failing": ("component failing", BAD_STYLE),
     "several-plugins": ("several plugins", BAD_STYLE),
     "xid-errors": ("XID errors", BAD_STYLE),
+    "health-condition": ("health", BAD_STYLE),  # with the condition's type: `GpuMemWatch`
+    "tainted": ("tainted", BAD_STYLE),  # with the taint's key: `taint nvidia.com/gpu-xid-error`
 }
+
+
+def verdict_word(problem: Problem, short: bool = False) -> tuple[str, str]:
+    """(words, style) of one verdict in the Nodes pane: a health condition by its type, a taint by its key."""
+    word, style = _VERDICT_WORDS.get(problem.code, (clean(problem.code, 40), BAD_STYLE))
+    if problem.code == "health-condition" and problem.subject:
+        word = clean(problem.subject, 24)
+    elif problem.code == "tainted" and problem.subject:
+        key = clean(problem.subject, 40)
+        word = "taint " + (key.rsplit("/", 1)[-1] if short or len(key) > 18 else key)
+    elif short:
+        word = _SHORT_WORDS.get(problem.code, word)
+    return word, style
 
 
 def text(value: str | None, style: str = "", limit: int = 512) -> Text:
@@ -102,27 +120,45 @@ def bar(used: int, total: int, width: int = 6) -> Text:
     return out
 
 
-def usage_cell(usage: Usage | None, bar_width: int = 6, *, capacity: bool = True) -> Text:
-    """`3/8 ▕███   ▏`: allocated / allocatable, and capacity when some are unhealthy."""
+SYNCING_MARK = "…"  # a count not known yet: its resource is being listed for the first time
+UNKNOWN_MARK = "?"  # a count not known: its resource could not be read (retrying, forbidden)
+
+
+def mark_style(mark: str) -> str:
+    return WARN_STYLE if mark == SYNCING_MARK else BAD_STYLE
+
+
+def usage_cell(usage: Usage | None, bar_width: int = 6, *, capacity: bool = True, unknown: str | None = None) -> Text:
+    """`3/8 ▕███   ▏`: allocated / allocatable, and capacity when some are unhealthy.
+    unknown: the allocated count is not known (`…` or `?` stands for it, and the bar stays empty)."""
     if usage is None:
         return Text("-", style=DIM_STYLE, end="")
-    out = Text(f"{usage.allocated}/{usage.allocatable}", end="")
+    if unknown:
+        out = Text(unknown, style=mark_style(unknown), end="")
+        out.append(f"/{usage.allocatable}")
+    else:
+        out = Text(f"{usage.allocated}/{usage.allocatable}", end="")
     if capacity and usage.capacity != usage.allocatable:
         out.append(f" of {usage.capacity}", style=WARN_STYLE)
     if bar_width:
         out.append(" ")
-        out.append_text(bar(usage.allocated, usage.allocatable, bar_width))
+        if unknown:
+            out.append("▕" + " " * bar_width + "▏", style=DIM_STYLE)
+        else:
+            out.append_text(bar(usage.allocated, usage.allocatable, bar_width))
     return out
 
 
-def free_cell(usage: Usage | None) -> Text:
+def free_cell(usage: Usage | None, unknown: str | None = None) -> Text:
     if usage is None:
         return Text("-", style=DIM_STYLE, end="")
+    if unknown:
+        return Text(unknown, style=mark_style(unknown), end="")
     style = BAD_STYLE if usage.free < 0 else (DIM_STYLE if usage.free == 0 else "")
     return Text(str(usage.free), style=style, end="")
 
 
-def other_resources_cell(usage: dict[str, Usage]) -> Text:
+def other_resources_cell(usage: dict[str, Usage], unknown: str | None = None) -> Text:
     """MIG slices, shared GPUs and extra resources, plainly: `mig-1g.10gb 2/7 · gpu.shared 3/16`."""
     out = Text(end="")
     for name, u in usage.items():
@@ -131,7 +167,11 @@ def other_resources_cell(usage: dict[str, Usage]) -> Text:
         if out:
             out.append(" · ", style=DIM_STYLE)
         out.append(short_resource(name) + " ")
-        out.append(f"{u.allocated}/{u.allocatable}", style=BAD_STYLE if u.allocated > u.allocatable else "")
+        if unknown:
+            out.append(unknown, style=mark_style(unknown))
+            out.append(f"/{u.allocatable}")
+        else:
+            out.append(f"{u.allocated}/{u.allocatable}", style=BAD_STYLE if u.allocated > u.allocatable else "")
     return out
 
 
@@ -160,15 +200,15 @@ def model_and_memory(summary: NodeSummary) -> Text:
 
 def verdicts(problems: list[Problem], *, short: bool = False, width: int = 24) -> Text:
     """Worded and coloured: `✗ plugin not running, cordoned`, `✓ ok` when nothing is wrong.
-    What does not fit in `width` is counted (`+2`); short uses the short words."""
+    The problems come worst first (gpu.SEVERITY_ORDER): the first decides the symbol
+    (`✗ not ready +1`, `! cordoned`). What does not fit in `width` is counted (`+2`);
+    short uses the short words."""
     if not problems:
         return Text("✓ ok", style=OK_STYLE, end="")
-    bad = any(_VERDICT_WORDS.get(p.code, ("", BAD_STYLE))[1] == BAD_STYLE for p in problems)
+    bad = verdict_word(problems[0])[1] == BAD_STYLE
     out = Text("✗ " if bad else "! ", style=BAD_STYLE if bad else WARN_STYLE, end="")
     for i, problem in enumerate(problems):
-        word, style = _VERDICT_WORDS.get(problem.code, (clean(problem.code, 40), BAD_STYLE))
-        if short:
-            word = _SHORT_WORDS.get(problem.code, word)
+        word, style = verdict_word(problem, short)
         rest = len(problems) - i - 1
         room = width - out.cell_len - (2 if i else 0) - (len(f" +{rest}") if rest else 0)
         if i and len(word) > room:
@@ -178,6 +218,41 @@ def verdicts(problems: list[Problem], *, short: bool = False, width: int = 24) -
             out.append(", ")
         out.append(word, style=style)
     return out
+
+
+_NO_EXPORTER_YET = ("no DCGM exporter on this node", "exporter unknown")
+
+
+def health_parts(summaries: Iterable[NodeSummary], metrics_of: Callable[[str], NodeMetrics | None], now: float) -> list[Text]:
+    """The header's health: `DCGM 4/5 read · oldest 52s`, `✗ XID: 1 node`, `✗ health: 2 nodes`.
+    Nothing about DCGM where no GPU node has an exporter to read."""
+    exporters = current = 0
+    oldest: float | None = None
+    xid = health = 0
+    for s in summaries:
+        codes = {p.code for p in s.problems}
+        xid += "xid-errors" in codes
+        health += "health-condition" in codes
+        if not s.gpu_node:
+            continue
+        m = metrics_of(s.name)
+        if m is None or (m.at is None and (m.error or "").startswith(_NO_EXPORTER_YET)):
+            continue
+        exporters += 1
+        current += m.current
+        if m.at is not None and (oldest is None or m.at < oldest):
+            oldest = m.at
+    parts = [  # the alarms first: in 80 columns what does not fit is cut
+        Text(f"✗ {word}: {count} node{'s' if count > 1 else ''}", style=BAD_STYLE, end="")
+        for count, word in ((xid, "XID"), (health, "health")) if count
+    ]
+    if exporters:
+        part = Text("DCGM ", style=DIM_STYLE, end="")
+        part.append(f"{current}/{exporters} read", style=OK_STYLE if current == exporters else WARN_STYLE)
+        if oldest is not None:
+            part.append(f" · oldest {age(oldest, now)}", style=DIM_STYLE)
+        parts.append(part)
+    return parts
 
 
 def gpu_counts(gpu: dict[str, int]) -> Text:
@@ -219,19 +294,53 @@ def pod_name(pod: Pod, width: int | None = None) -> Text:
     return out
 
 
-def totals_parts(totals: dict[str, Usage], *, compact: bool = False) -> list[Text]:
+def totals_parts(
+    totals: dict[str, Usage], *, compact: bool = False, unknown: str | None = None, basis: Text | None = None
+) -> list[Text]:
     """Cluster totals per GPU resource, one part each: `gpu 21/40 (19 free)` (allocated/allocatable);
-    compact: `gpu 21/40 (19)`."""
+    compact: `gpu 21/40 (19)`. unknown: the allocated counts are not known, `gpu …/40 (… free)`;
+    basis: what the figures rest on when that is not a live watch, a part of its own before them."""
+    parts = [basis] if basis is not None else []
     if not totals:
-        return [Text("no GPU resources advertised", style=DIM_STYLE, end="")]
-    parts = []
+        if unknown:  # the nodes may not be listed yet either
+            return parts + [Text("GPU totals " + unknown, style=mark_style(unknown), end="")]
+        return parts + [Text("no GPU resources advertised", style=DIM_STYLE, end="")]
     for name, u in totals.items():
         part = Text(short_resource(name), style="bold", end="")
-        part.append(f" {u.allocated}/{u.allocatable} (")
-        part.append(str(u.free) if compact else f"{u.free} free", style=BAD_STYLE if u.free < 0 else (WARN_STYLE if u.free == 0 else OK_STYLE))
+        if unknown:
+            part.append(" ")
+            part.append(unknown, style=mark_style(unknown))
+            part.append(f"/{u.allocatable} (")
+            part.append(unknown if compact else f"{unknown} free", style=mark_style(unknown))
+        else:
+            part.append(f" {u.allocated}/{u.allocatable} (")
+            part.append(str(u.free) if compact else f"{u.free} free", style=BAD_STYLE if u.free < 0 else (WARN_STYLE if u.free == 0 else OK_STYLE))
         part.append(")")
         parts.append(part)
     return parts
+
+
+ALLOCATION_KINDS = ("nodes", "pods")  # what allocated and free are computed from
+
+
+def allocation_basis(states: Mapping[str, ResourceState], now: float) -> tuple[str | None, Text | None]:
+    """What the allocated and free counts rest on, from the nodes and pods watches' states
+    (now: time.monotonic()): (None, None) when both are live; (`…` or `?`, why) while one was
+    never listed, the counts unknown; (None, `as of 2m ago: pods retrying`) when both were
+    listed once but one is not current now (its watch failed, or it is being listed again)."""
+    unlisted = [(kind, s) for kind in ALLOCATION_KINDS if (s := states.get(kind)) is not None and not s.synced and s.phase != ABSENT]
+    if unlisted:
+        failing = [(kind, s) for kind, s in unlisted if s.phase != SYNCING]
+        if not failing:
+            return SYNCING_MARK, Text(f"allocation: {' and '.join(k for k, _ in unlisted)} listing…", style=WARN_STYLE, end="")
+        return UNKNOWN_MARK, Text("allocation unknown: " + ", ".join(f"{k} {s.phase}" for k, s in failing), style=BAD_STYLE, end="")
+    stale = [(kind, s) for kind in ALLOCATION_KINDS if (s := states.get(kind)) is not None and s.synced and s.phase != ABSENT
+             and (s.phase != LIVE or s.stale_since is not None)]
+    if not stale:
+        return None, None
+    since = min(s.stale_since if s.stale_since is not None else s.since for _, s in stale)
+    why = ", ".join(f"{kind} {'relisting' if s.phase == LIVE else s.phase}" for kind, s in stale)
+    return None, Text(f"as of {age(since, now)} ago: {why}", style=WARN_STYLE, end="")
 
 
 def pack(parts: list[Text], width: int, sep: str = " · ") -> list[Text]:

@@ -73,7 +73,8 @@ async def test_json_is_the_contract(sim):
     rc, out, err = await report_of("--kubeconfig", str(sim.kubeconfig_path), "-o", "json")
     assert rc == 1, err  # gpu-2 is unhealthy, mig-1's plugin crash-loops
     data = json.loads(out)
-    assert set(data) == {"context", "stack", "nodes", "pods", "totals"} and data["context"] == "gputui-sim"
+    assert set(data) == {"context", "stack", "nodes", "pods", "totals", "missing", "unreadable"} and data["context"] == "gputui-sim"
+    assert data["missing"] == [] and data["unreadable"] == []  # every part read, every object readable
     # plugin pods without DaemonSets: no stack is recognised, no component is expected, no exporter to read
     assert data["stack"] == {"kind": "none", "install": None, "namespace": None, "cluster_policy": None}
     nodes = {n["name"]: n for n in data["nodes"]}
@@ -90,10 +91,10 @@ async def test_json_is_the_contract(sim):
     assert [p["code"] for p in nodes["mig-1"]["problems"]] == ["plugin-not-running"]
     pods = {(p["namespace"], p["name"]): p for p in data["pods"]}
     for p in data["pods"]:
-        assert set(p) == {"namespace", "name", "node", "phase", "gpu", "reason"}
+        assert set(p) == {"namespace", "name", "node", "phase", "gpu", "reason", "claims"}
     scheduled = next(c for c in sim.store.get("pods", "ml", "waiting")["status"]["conditions"] if c["type"] == "PodScheduled")
     assert pods[("ml", "waiting")] == {"namespace": "ml", "name": "waiting", "node": None, "phase": "Pending",
-                                       "gpu": {"nvidia.com/gpu": 16}, "reason": scheduled["message"]}
+                                       "gpu": {"nvidia.com/gpu": 16}, "reason": scheduled["message"], "claims": []}
     assert "Insufficient nvidia.com/gpu" in scheduled["message"]
     assert ("ml", "finished") not in pods
     assert data["totals"]["nvidia.com/mig-1g.10gb"] == {"capacity": 7, "allocatable": 7, "allocated": 2, "free": 5}
@@ -219,7 +220,8 @@ async def test_403_on_nodes_stops_403_on_events_only_warns(sim, tmp_path):
     sim.faults.fail("events", 403)
     try:
         rc, out, err = await report_of("--kubeconfig", str(sim.kubeconfig_path), "-o", "json")
-        assert rc == 1 and json.loads(out)["nodes"] and "events are forbidden" in err
+        assert rc == 1 and json.loads(out)["nodes"] and "events are forbidden (403)" in err
+        assert [part["part"] for part in json.loads(out)["missing"]] == ["events"]
     finally:
         sim.faults.clear()
 
