@@ -80,6 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     debug = DEBUG_FLAG in argv  # anywhere on the line, for every command
     argv = [arg for arg in argv if arg != DEBUG_FLAG]
+    if debug:
+        _log_to_stderr()
     args = _parse_app_args(argv) or build_parser().parse_args(argv)
     run = args.run if args.command is not None else launch_app
     command = f"gputui {args.command}" if args.command else "gputui"
@@ -107,6 +109,16 @@ def last_resort_line(exc: BaseException) -> str:
             break
     message = (str(exc).strip().splitlines() or [""])[0][:200]
     return f"unexpected {type(exc).__name__}{where}" + (f": {message}" if message else "") + f"; run with {DEBUG_FLAG} for the traceback"
+
+
+def _log_to_stderr() -> None:
+    import logging  # noqa: PLC0415
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logger = logging.getLogger("gputui")
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
 
 
 def _quiet_stdout() -> None:

@@ -21,7 +21,10 @@ cluster) or forbids is simply empty, its state saying so.  On top:
 matrix, DRA devices with their holders, DRA-held GPUs counted as allocated,
 and the verdicts component-failing, several-plugins and xid-errors in the
 node's problems; `cluster_problems()` has operator-not-ready.  DCGM metrics
-come from `model.metrics` (a MetricsPoller: `want()` / `poll_once()`).
+come from `model.metrics` (a MetricsPoller: `want()` / `poll_once()`, and
+`start_background()` for every GPU node at the slow rate).  Node conditions
+set by GPU health monitors and unusual taints on GPU nodes are verdicts too
+(health-condition, tainted); every node's problems come worst first.
 
 Listeners are called synchronously, once per watch event that changes what
 the model keeps (an update that changes nothing a record holds, such as a
@@ -41,7 +44,10 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 import orjson
 
 from . import dcgm, dra, gpu, stack
-from .metrics import DEFAULT_INTERVAL, Exporter, MetricsPoller, NodeMetrics
+from .metrics import (
+    DEFAULT_BACKGROUND_INTERVAL, DEFAULT_CONCURRENCY, DEFAULT_INTERVAL, DEFAULT_READS_PER_MINUTE, Exporter, MetricsPoller,
+    NodeMetrics,
+)
 from .records import (
     JSON_NAME_ESCAPE, DaemonSet, Event, Node, Obj, Pod, daemonset_from, effective_requests, event_from, node_from,
     pod_from, raw_metadata_labels, raw_pod_phase,
@@ -69,6 +75,7 @@ COLLECTIONS = {  # what each reflector lists and watches, cluster-wide
 DRA_KINDS = (RESOURCESLICES, RESOURCECLAIMS, DEVICECLASSES)
 ALL_KINDS = (NODES, PODS, EVENTS, DAEMONSETS, CLUSTERPOLICIES, *DRA_KINDS)
 STATE = "state"
+WATCHDOG_INTERVAL = 1.0  # seconds between looks at the reflectors' tasks
 METRICS = "metrics"
 
 
@@ -78,6 +85,7 @@ class DraView:
 
     devices: dict[str | None, list[dra.DraDevice]]  # per node (None: not tied to one), with holders
     usage: dict[str, dict[str, gpu.Usage]]  # per node: extended resource -> DRA capacity and allocated
+    holdings: dict[tuple[str, str], tuple[dra.ClaimHold, ...]]  # per pod (namespace, name): what its claims hold
 
 
 def _nonempty(items: tuple[Any, ...]) -> tuple[Any, ...] | None:
@@ -124,6 +132,9 @@ class ClusterModel:
         events_limit: int = 5000,
         metrics_interval: float = DEFAULT_INTERVAL,
         metrics_timeout: float = 4.0,
+        metrics_background_interval: float = DEFAULT_BACKGROUND_INTERVAL,
+        metrics_reads_per_minute: int = DEFAULT_READS_PER_MINUTE,
+        metrics_concurrency: int = DEFAULT_CONCURRENCY,
         **reflector_options: Any,
     ) -> None:
         self.api = api
@@ -135,7 +146,9 @@ class ClusterModel:
         self._summaries_known = (False, False)  # (pods_known, stack_known) the cached summaries were made with
         self._stack: stack.Stack | None = None
         self._dra: DraView | None = None
-        self._tasks: list[asyncio.Task[None]] = []
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._watchdog: asyncio.Task[None] | None = None
+        self._stopping = False
         self._froze_gc = False
 
         self.nodes = NodeTable(NODES, node_from, self._notify)
@@ -152,7 +165,11 @@ class ClusterModel:
         self.resource_slices = Table(RESOURCESLICES, lambda obj: _nonempty(tuple(dra.parse_slices([obj]))), self._notify)
         self.resource_claims = Table(RESOURCECLAIMS, lambda obj: _nonempty(tuple(dra.parse_claims([obj]))), self._notify)
         self.device_classes = Table(DEVICECLASSES, lambda obj: (obj.get("spec") or {}).get("extendedResourceName") or None, self._notify)
-        self.metrics = MetricsPoller(api, self._exporters, self._metrics_updated, interval=metrics_interval, timeout=metrics_timeout)
+        self.metrics = MetricsPoller(
+            api, self._exporters, self._metrics_updated, interval=metrics_interval, timeout=metrics_timeout,
+            concurrency=metrics_concurrency, background_interval=metrics_background_interval,
+            reads_per_minute=metrics_reads_per_minute,
+        )
 
         tables = {
             NODES: self.nodes,
@@ -164,6 +181,7 @@ class ClusterModel:
             RESOURCECLAIMS: self.resource_claims,
             DEVICECLASSES: self.device_classes,
         }
+        self.tables: dict[str, Table[Any]] = tables
         self.reflectors: dict[str, Reflector] = {
             kind: Reflector(kind, api, COLLECTIONS[kind], table, on_state=self._state_changed, **reflector_options)
             for kind, table in tables.items()
@@ -172,21 +190,56 @@ class ClusterModel:
 
     # -- lifecycle -------------------------------------------------------------
     async def start(self) -> None:
-        for kind, reflector in self.reflectors.items():
-            self._tasks.append(asyncio.create_task(reflector.run(), name=f"gputui-reflector-{kind}"))
+        self._stopping = False
+        for kind in self.reflectors:
+            self._start_reflector(kind)
+        self._watchdog = asyncio.create_task(self._watch_reflectors(), name="gputui-reflector-watchdog")
+
+    def _start_reflector(self, kind: str) -> None:
+        self._tasks[kind] = asyncio.create_task(self.reflectors[kind].run(), name=f"gputui-reflector-{kind}")
+
+    async def _watch_reflectors(self) -> None:
+        """A reflector runs until the model stops. One that ended anyway (a bug, a cancelled task)
+        is said as retrying, then started again: the screen never calls a dead watch live."""
+        while True:
+            await asyncio.sleep(WATCHDOG_INTERVAL)
+            for kind, task in list(self._tasks.items()):
+                if not task.done() or self._stopping:
+                    continue
+                why = "stopped" if task.cancelled() else f"stopped ({type(task.exception()).__name__})"
+                log.debug("reflector %s %s; starting it again", kind, why)
+                reflector = self.reflectors[kind]
+                reflector.stopped(f"the {kind} watch {why}; starting it again")
+                self._start_reflector(kind)
+
+    def unreadable(self) -> list[tuple[str, str, str]]:
+        """Objects skipped because no record could be built from them: (kind, namespace/name, why)."""
+        out = []
+        for kind, table in self.tables.items():
+            for key, why in table.unreadable.items():
+                name = "/".join(part for part in key if part) if isinstance(key, tuple) else str(key)
+                out.append((kind, name, why))
+        return sorted(out)
+
+    def all_running(self) -> bool:
+        """Every reflector's task is alive (the watchdog restarts one that is not)."""
+        return bool(self._tasks) and not any(task.done() for task in self._tasks.values())
 
     async def stop(self) -> None:
+        self._stopping = True
         await self.metrics.stop()
-        for task in self._tasks:
+        tasks = list(self._tasks.values()) + ([self._watchdog] if self._watchdog is not None else [])
+        for task in tasks:
             task.cancel()
-        for task in self._tasks:
+        for task in tasks:
             try:
                 await task
             except asyncio.CancelledError:
                 pass
             except Exception:  # noqa: BLE001  (a reflector bug must not break shutdown)
-                log.exception("reflector ended with an error")
+                log.debug("reflector ended with an error", exc_info=True)
         self._tasks.clear()
+        self._watchdog = None
 
     async def __aenter__(self) -> "ClusterModel":
         await self.start()
@@ -295,6 +348,8 @@ class ClusterModel:
                 if (obj.get("status") or {}).get("phase") in FINISHED_PHASES:
                     return None
                 return pod_from(obj, requests)
+        if spec.get("resourceClaims") and (obj.get("status") or {}).get("phase") not in FINISHED_PHASES:
+            return pod_from(obj)  # may hold GPUs through Dynamic Resource Allocation (the claims say)
         if _labels_matter((obj.get("metadata") or {}).get("labels") or {}):
             return pod_from(obj)
         return None
@@ -306,9 +361,9 @@ class ClusterModel:
         if self._raw_labels_matter(body, start, end):
             return True
         assert self._gpu_name_markers is not None
-        if any(body.find(marker, start, end) >= 0 for marker in self._gpu_name_markers) or JSON_NAME_ESCAPE.search(
-            body, start, end
-        ):
+        if any(body.find(marker, start, end) >= 0 for marker in self._gpu_name_markers) or body.find(
+            b'"resourceClaims"', start, end
+        ) >= 0 or JSON_NAME_ESCAPE.search(body, start, end):
             return raw_pod_phase(body, start, end) not in FINISHED_PHASES
         return False
 
@@ -428,12 +483,21 @@ class ClusterModel:
         for pod in candidates:
             if namespace is not None and pod.namespace != namespace:
                 continue
-            events = self.events_for("Pod", pod.namespace, pod.name) if pod.node is None else ()
-            entry = gpu.gpu_pod(pod, self.resources, events)
+            entry = self.gpu_pod(pod)
             if entry is not None:
                 out.append(entry)
         out.sort(key=lambda g: (g.pod.namespace, g.pod.name))
         return out
+
+    def gpu_pod(self, pod: Pod, events: Iterable[Event] | None = None) -> gpu.GpuPod | None:
+        """The pod as a GPU pod (its requests and what its DRA claims hold), None if it is none."""
+        if events is None:
+            events = self.events_for("Pod", pod.namespace, pod.name) if pod.node is None else ()
+        return gpu.gpu_pod(pod, self.resources, events, self.dra_view().holdings.get((pod.namespace, pod.name), ()))
+
+    def dra_pod_keys(self) -> set[tuple[str, str]]:
+        """The pods some allocated DRA claim is reserved for."""
+        return set(self.dra_view().holdings)
 
     def daemonset(self, namespace: str, name: str) -> DaemonSet | None:
         return self.daemonsets.records.get((namespace, name))
@@ -485,7 +549,7 @@ class ClusterModel:
             for node, held in dra.held_counts(devices, allocations, resource_of).items():
                 for resource, n in held.items():
                     usage.setdefault(node, {}).setdefault(resource, gpu.Usage()).allocated += n
-            self._dra = DraView(dra.attach_holders(devices, allocations), usage)
+            self._dra = DraView(dra.attach_holders(devices, allocations), usage, dra.pod_holdings(allocations, resource_of))
         return self._dra
 
     def dra_devices(self, node: str) -> list[dra.DraDevice]:

@@ -18,6 +18,38 @@ class Change:
 
 Listener = Callable[[Change], None]
 R = TypeVar("R")
+UNREADABLE = "unreadable"  # the Change kind when the set of unreadable objects changes (key: the kind)
+MAX_REASON = 200
+
+
+def singular(kind: str) -> str:
+    """pods -> pod, clusterpolicies -> clusterpolicy, deviceclasses -> deviceclass."""
+    if kind.endswith("ies"):
+        return kind[:-3] + "y"
+    if kind.endswith("sses"):
+        return kind[:-2]
+    return kind[:-1] if kind.endswith("s") else kind
+
+
+def unreadable_line(items: list[tuple[str, str, str]]) -> str:
+    """'1 pod unreadable: ml/train-0: TypeError: ...', or '3 objects unreadable (2 pods, 1 node); first ml/a: ...'."""
+    if not items:
+        return ""
+    kind, name, why = items[0]
+    kinds = sorted({k for k, _, _ in items})
+    if len(items) == 1:
+        return f"1 {singular(kind)} unreadable: {name}: {why}"
+    if len(kinds) == 1:
+        return f"{len(items)} {kind} unreadable; first {name}: {why}"
+    counts = ", ".join(f"{sum(1 for k, _, _ in items if k == each)} {each}" for each in kinds)
+    return f"{len(items)} objects unreadable ({counts}); first {name}: {why}"
+
+
+class _Unreadable:
+    """What a record builder gives back for an object it could not read (see Table._build)."""
+
+
+_SKIPPED = _Unreadable()
 
 
 class Table(Generic[R]):
@@ -31,9 +63,31 @@ class Table(Generic[R]):
         self.notify = notify
         self.records: dict[Hashable, R] = {}
         self._seen: set[Hashable] | None = None
+        # Objects whose record could not be built (a malformed status, a bug): skipped, counted,
+        # and said; the watch goes on. key -> one line: why.
+        self.unreadable: dict[Hashable, str] = {}
 
     def key_of(self, obj: Obj) -> Hashable:
         return object_key(obj)
+
+    def _key(self, obj: Obj) -> Hashable | None:
+        try:
+            return self.key_of(obj)
+        except (AttributeError, TypeError, ValueError):
+            return None  # no usable metadata at all: nothing to key it by
+
+    def _build(self, key: Hashable, obj: Obj) -> R | None | _Unreadable:
+        try:
+            record = self.build(obj)
+        except Exception as exc:  # noqa: BLE001  (one object must never end a watch)
+            why = f"{type(exc).__name__}: {exc}".splitlines()[0][:MAX_REASON]
+            if self.unreadable.get(key) != why:
+                self.unreadable[key] = why
+                self.notify(Change(UNREADABLE, self.kind))
+            return _SKIPPED
+        if self.unreadable.pop(key, None) is not None:
+            self.notify(Change(UNREADABLE, self.kind))
+        return record
 
     # hooks for indexes
     def _stored(self, key: Hashable, old: R | None, new: R) -> None:
@@ -59,18 +113,27 @@ class Table(Generic[R]):
         self._seen = set()
 
     def list_item(self, obj: Obj) -> None:
-        record = self.build(obj)
-        if record is not None:
-            key = self.key_of(obj)
+        key = self._key(obj)
+        if key is None:
+            return
+        record = self._build(key, obj)
+        if record is None:
+            return  # not kept (most pods): not remembered either
+        assert self._seen is not None
+        self._seen.add(key)
+        if not isinstance(record, _Unreadable):
             self._put(key, record)
-            assert self._seen is not None
-            self._seen.add(key)
 
     def end_list(self) -> None:
         seen = self._seen or set()
         for key in [k for k in self.records if k not in seen]:
             self._drop(key)
+        gone = [k for k in self.unreadable if k not in seen]
+        for key in gone:
+            del self.unreadable[key]
         self._seen = None
+        if gone:
+            self.notify(Change(UNREADABLE, self.kind))
         self.notify(Change(self.kind, None))
 
     def change_key(self, key: Hashable, record: R) -> Hashable:
@@ -78,10 +141,17 @@ class Table(Generic[R]):
         return key
 
     def apply(self, event_type: str, obj: Obj) -> None:
-        key = self.key_of(obj)
+        key = self._key(obj)
+        if key is None:
+            return
         old = self.records.get(key)
-        record = None if event_type == "DELETED" else self.build(obj)
-        if record is None:
+        if event_type == "DELETED":
+            record = None
+            if self.unreadable.pop(key, None) is not None:
+                self.notify(Change(UNREADABLE, self.kind))
+        else:
+            record = self._build(key, obj)
+        if record is None or isinstance(record, _Unreadable):
             if old is None or not self._drop(key):
                 return
             self.notify(Change(self.kind, self.change_key(key, old)))

@@ -54,6 +54,10 @@ class ResourceState:
     attempt: int = 0  # failures in a row
     retry_at: float | None = None  # time.monotonic() of the next try
     synced: bool = False  # a full list has been applied at least once
+    relisting: bool = False  # a synced resource being listed again (after a 410, a 403 or unreadable data)
+    # time.monotonic() when a synced resource's data stopped being current (its watch failed, a relist
+    # began): the records are as of then. None while it is live, or before the first list.
+    stale_since: float | None = None
     since: float = field(default_factory=time.monotonic)
 
     def retry_in(self, now: float | None = None) -> float | None:
@@ -190,6 +194,28 @@ def item_spans(body: bytes, items_at: int) -> list[tuple[int, int]] | None:
     return spans
 
 
+def _too_large(status: Obj) -> bool:
+    """A Status saying our resourceVersion is from the server's future: it was reset; list again (as client-go)."""
+    causes = (status.get("details") or {}).get("causes") or []
+    return any(isinstance(c, dict) and c.get("reason") == "ResourceVersionTooLarge" for c in causes) or (
+        "Too large resource version" in str(status.get("message") or ""))
+
+
+def _older(rv: str, held: str | None) -> bool:
+    """rv comes before held. resourceVersions are opaque; etcd's are integers, compared only then."""
+    if not held or not rv.isdigit() or not held.isdigit():
+        return False
+    return int(rv) < int(held)
+
+
+def _may_matter(judge: Callable[[bytes, int, int], bool], body: bytes, start: int, end: int) -> bool:
+    """The sink's raw judgement; an item it cannot judge is parsed (its record builder decides)."""
+    try:
+        return judge(body, start, end)
+    except Exception:  # noqa: BLE001
+        return True
+
+
 class Reflector:
     def __init__(
         self,
@@ -227,6 +253,7 @@ class Reflector:
         self.lists = 0  # full lists done (1 + relists)
         self.events = 0  # watch events applied
         self._quick_closes = 0  # watches in a row that the server ended at once, with no event
+        self._server_was_away = False  # a connection failed since the last watch: check continuity first
 
     # -- state -------------------------------------------------------------
     def _set(self, phase: str, error: str | None = None, retry_at: float | None = None) -> None:
@@ -236,10 +263,37 @@ class Reflector:
         s.phase, s.error, s.retry_at = phase, error, retry_at
         if phase == LIVE:
             s.attempt = 0
+            if not s.relisting:
+                s.stale_since = None
+        elif s.synced and s.stale_since is None:
+            s.stale_since = time.monotonic()
         if phase in (LIVE, FORBIDDEN, ABSENT):
             self.settled.set()
         if self.on_state is not None:
             self.on_state(s)
+
+    async def _check_continuity(self) -> None:
+        """After the server was unreachable: is it the same history we hold? A one-item list tells
+        its resourceVersion now; one older than ours means it was restored or rebuilt: list again."""
+        import aiohttp  # noqa: PLC0415
+
+        timeout = aiohttp.ClientTimeout(sock_connect=self.connect_timeout, sock_read=self.read_timeout)
+        resp = await self.client.get(self.path, params={"limit": 1}, timeout=timeout)
+        async with resp:
+            body = await resp.read()
+        if resp.status != 200:
+            raise self._failure(resp.status, body)
+        self._server_was_away = False
+        current = list_metadata(body).get("resourceVersion")
+        if current and self.resource_version and _older(current, self.resource_version):
+            log.info("%s: the server is at resourceVersion %s, before our %s: listing again", self.resource, current, self.resource_version)
+            self.resource_version = None
+
+    def stopped(self, why: str) -> None:
+        """Its task ended without the model stopping (the watchdog starts it again): retrying, listed anew."""
+        self.resource_version = None
+        self.state.attempt += 1
+        self._set(RETRYING, why, time.monotonic())
 
     def _backoff(self) -> float:
         return self._backoff_for(self.state.attempt)
@@ -256,6 +310,8 @@ class Reflector:
 
         while True:
             try:
+                if self.resource_version is not None and self._server_was_away:
+                    await self._check_continuity()
                 if self.resource_version is None:
                     await self._list()
                 await self._watch()
@@ -279,14 +335,19 @@ class Reflector:
                 else:
                     await self._retry_later(exc.line())
             except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+                self._server_was_away = True
                 await self._retry_later(describe_network_error(exc))
             except CredentialError as exc:  # an exec plugin that failed to renew its token
                 await self._retry_later(str(exc))
             except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
                 # A malformed answer: start over from a fresh list.
-                log.warning("%s: unreadable response", self.resource, exc_info=True)
+                log.debug("%s: unreadable response", self.resource, exc_info=True)
                 self.resource_version = None
-                await self._retry_later(f"unreadable response ({type(exc).__name__})")
+                await self._retry_later(f"unreadable response from the server ({type(exc).__name__})")
+            except Exception as exc:  # noqa: BLE001  (a bug of ours must not end the watch for good)
+                log.debug("%s: reflector error", self.resource, exc_info=True)
+                self.resource_version = None
+                await self._retry_later(f"internal error ({type(exc).__name__}: {str(exc)[:120]}); listing again")
 
     async def _retry_later(self, error: str) -> None:
         self.state.attempt += 1
@@ -312,6 +373,11 @@ class Reflector:
     async def _list(self) -> None:
         if not self.state.synced and self.state.phase not in (RETRYING, FORBIDDEN):
             self._set(SYNCING)
+        elif self.state.synced and not self.state.relisting:
+            self.state.relisting = True  # the records are as of the last event seen until the list ends
+            if self.state.stale_since is None:
+                self.state.stale_since = time.monotonic()
+            self._set(self.state.phase, self.state.error, self.state.retry_at)
         self.sink.begin_list()
         page: asyncio.Future[bytes] = asyncio.ensure_future(self._fetch_page(None))
         try:
@@ -341,6 +407,7 @@ class Reflector:
         self.resource_version = meta.get("resourceVersion")
         self.lists += 1
         self.state.synced = True
+        self.state.relisting = False
         self._set(LIVE)  # the data is current; a failing watch turns this to retrying
 
     async def _page_items(self, body: bytes, items_at: int) -> list[Obj]:
@@ -352,7 +419,7 @@ class Reflector:
             items: list[Obj] | None = []
             try:
                 for n, (start, end) in enumerate(spans, 1):
-                    if may_matter(body, start, end):
+                    if _may_matter(may_matter, body, start, end):
                         items.append(orjson.loads(view[start:end]))
                     if n % YIELD_EVERY == 0:
                         await asyncio.sleep(0)
@@ -416,10 +483,15 @@ class Reflector:
         obj = event.get("object") or {}
         if event_type == "ERROR":
             code = int(obj.get("code") or 500)
-            if code == 410:
+            if code == 410 or _too_large(obj):
                 raise Gone()
             raise ApiFailure(code, obj.get("message", ""))
         rv = (obj.get("metadata") or {}).get("resourceVersion")
+        if rv and _older(rv, self.resource_version):
+            # The server went back in time (restored, rebuilt): what we hold may name objects it
+            # never had. List again and reconcile, or they would stay as ghosts.
+            log.info("%s: resourceVersion %s after %s: the server was reset, listing again", self.resource, rv, self.resource_version)
+            raise Gone()
         if event_type != "BOOKMARK":
             self.sink.apply(event_type, obj)
             self.events += 1
@@ -430,4 +502,9 @@ class Reflector:
     def _failure(self, status: int, body: bytes) -> Exception:
         if status == 410:
             return Gone()
+        try:
+            if status == 504 and _too_large(orjson.loads(body)):
+                return Gone()
+        except (orjson.JSONDecodeError, AttributeError):
+            pass
         return ApiFailure(status, status_message(body))

@@ -161,3 +161,4 @@ async def test_forbidden_pods_degrade_that_part_only(sim):
                 assert "plugin-not-running" in [p.code for p in m.summary("mig-1").problems]
     finally:
         sim.faults.clear()
+

@@ -40,3 +40,26 @@ async def test_plugin_log_follows_a_restarted_container(cluster):
         cluster.call(cluster.sim.logs.append, PLUGIN_NS, pod, PLUGIN_CONTAINER, "I am the new instance")
         await wait_for(pilot, lambda: "I am the new instance" in app.plugin_log.lines, what="the new instance's log")
         assert any(line.startswith("── container restarted") for line in app.plugin_log.lines)
+
+
+async def test_an_unreadable_object_is_said_in_the_header_and_the_watch_goes_on(cluster):
+    """A pod whose record cannot be built: counted and named in the header; later changes still show."""
+    def break_conditions(obj: dict) -> None:
+        obj["status"]["conditions"] = {"type": "Ready"}  # not a list
+
+    app = app_on(cluster)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: "watches live" in screen_text(app), what="watches live")
+        victim = next(key for key in app.pods_table.shown_keys if not key.startswith("kube-system/"))
+        namespace, name = victim.split("/")
+        original = cluster.call(cluster.sim.store.get, "pods", namespace, name)
+        cluster.call(cluster.sim.store.mutate, "pods", namespace, name, break_conditions)
+        try:
+            await wait_for(pilot, lambda: f"1 pod unreadable: {victim}" in screen_text(app), what="the unreadable pod in the header")
+            assert "watches live" in screen_text(app)
+            cluster.call(cluster.sim.store.mutate, "nodes", "", "a100-1", lambda n: n["spec"].update(unschedulable=True))
+            await wait_for(pilot, lambda: "cordoned" in " ".join(c.plain for c in app.nodes_table.get_row("a100-1")), what="a later cordon")
+        finally:
+            cluster.call(cluster.sim.store.mutate, "pods", namespace, name, lambda obj: obj["status"].update(conditions=original["status"]["conditions"]))
+            cluster.call(cluster.sim.store.mutate, "nodes", "", "a100-1", lambda n: n["spec"].pop("unschedulable", None))
+        await wait_for(pilot, lambda: "unreadable" not in screen_text(app), what="mended, no longer said")
