@@ -34,6 +34,7 @@ ENV_VAR = "GPUTUI_CONFIG"
 MAX_TIMEOUT = 86_400.0
 # kube/metrics.py's defaults (not imported: it loads the client; tests/test_config.py checks they agree)
 DEFAULT_METRICS_INTERVAL, DEFAULT_READS_PER_MINUTE, DEFAULT_CONCURRENCY = 60.0, 600, 8
+DEFAULT_EXEC_TIMEOUT = 60.0  # kube/credentials.py's EXEC_TIMEOUT (tests/test_config.py checks they agree)
 
 
 class ConfigError(Exception):
@@ -71,6 +72,7 @@ class MetricsConfig:
 @dataclass(frozen=True)
 class Config:
     read_only: bool = False
+    exec_timeout: float = DEFAULT_EXEC_TIMEOUT  # seconds a kubeconfig's exec credential plugin may take
     verify: VerifyConfig = field(default_factory=VerifyConfig)
     path: Path | None = None  # the file read; None when there was none
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
@@ -144,7 +146,7 @@ def load_config(explicit: str | None = None, environ: Mapping[str, str] | None =
     return parse_config(data, path)
 
 
-_TOP_KEYS = ("read_only", "verify", "metrics")
+_TOP_KEYS = ("read_only", "exec_timeout", "verify", "metrics")
 _VERIFY_KEYS = ("image", "namespace", "runtime_class", "timeout", "resource")
 _METRICS_KEYS = ("interval", "reads_per_minute", "concurrency")
 MAX_READS_PER_MINUTE = 60_000
@@ -177,7 +179,11 @@ def parse_config(data: Mapping[str, Any], path: Path | None = None) -> Config:
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= MAX_TIMEOUT:
             raise bad(f"verify.timeout must be a number of seconds between 0 and {MAX_TIMEOUT:g}, not {_shown(timeout)}")
         timeout = float(timeout)
-    return Config(read_only=read_only, verify=VerifyConfig(timeout=timeout, **texts), path=path, metrics=_metrics(data, bad))
+    exec_timeout = data.get("exec_timeout", DEFAULT_EXEC_TIMEOUT)
+    if isinstance(exec_timeout, bool) or not isinstance(exec_timeout, (int, float)) or not 0 < exec_timeout <= MAX_TIMEOUT:
+        raise bad(f"exec_timeout must be a number of seconds between 0 and {MAX_TIMEOUT:g}, not {_shown(exec_timeout)}")
+    return Config(read_only=read_only, exec_timeout=float(exec_timeout), verify=VerifyConfig(timeout=timeout, **texts), path=path,
+                  metrics=_metrics(data, bad))
 
 
 def _metrics(data: Mapping[str, Any], bad: Any) -> MetricsConfig:

@@ -73,7 +73,9 @@ def test_flags_override_the_file(tmp_path):
     ("text", "message"),
     [
         ("read_only = 1", "read_only must be true or false, not 1"),
-        ("readonly = true", "unknown setting readonly (known: read_only, verify, metrics)"),
+        ("readonly = true", "unknown setting readonly (known: read_only, exec_timeout, verify, metrics)"),
+        ("exec_timeout = 0", "exec_timeout must be a number of seconds between 0 and 86400, not 0"),
+        ("exec_timeout = '60'", "exec_timeout must be a number of seconds between 0 and 86400, not '60'"),
         ("[verify]\nimag = 'x'", "unknown setting verify.imag (known: verify.image, verify.namespace, verify.runtime_class, verify.timeout, verify.resource)"),
         ("[verify]\ntimeout = 0", "verify.timeout must be a number of seconds between 0 and 86400, not 0"),
         ("[verify]\ntimeout = '120'", "verify.timeout must be a number of seconds between 0 and 86400, not '120'"),
@@ -146,3 +148,18 @@ def test_read_only_from_the_file_refuses_verify(tmp_path):
     done = _gputui("verify", "n1", "--yes", "--kubeconfig", str(tmp_path / "none"), env={"GPUTUI_CONFIG": str(path)})
     assert done.returncode == 2
     assert done.stderr == "gputui verify: read-only mode: verification creates a pod on each node, so nothing was done\n"
+
+
+def test_the_defaults_written_twice_agree():
+    """config.py repeats the model's defaults (importing those modules would load the client at start)."""
+    from gputui import config
+    from gputui.kube import credentials, metrics
+
+    assert config.DEFAULT_EXEC_TIMEOUT == credentials.EXEC_TIMEOUT
+    assert (config.DEFAULT_METRICS_INTERVAL, config.DEFAULT_READS_PER_MINUTE, config.DEFAULT_CONCURRENCY) == (
+        metrics.DEFAULT_BACKGROUND_INTERVAL, metrics.DEFAULT_READS_PER_MINUTE, metrics.DEFAULT_CONCURRENCY)
+
+
+def test_exec_timeout_is_read(tmp_path):
+    assert load_config(str(write(tmp_path, "exec_timeout = 15"))).exec_timeout == 15.0
+    assert load_config(str(write(tmp_path, ""))).exec_timeout == 60.0

@@ -91,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
             runtime_class=args.runtime_class, timeout=args.timeout, tolerate=tuple(args.tolerate),
         )
         args.namespace = args.namespace or config.verify.namespace
+        args.exec_timeout = config.exec_timeout
         if options.read_only:
             raise UsageError("read-only mode: verification creates a pod on each node, so nothing was done")
         if args.all and args.nodes:
@@ -148,7 +149,7 @@ class _Command:
                 self.runner.run(self.conn.close())
 
     async def _connect(self) -> Connection:
-        conn = await connect(self.args.kubeconfig, self.args.context)
+        conn = await connect(self.args.kubeconfig, self.args.context, exec_timeout=self.args.exec_timeout)
         try:
             await check(conn)
         except ConnectError:
