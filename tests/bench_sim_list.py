@@ -53,7 +53,7 @@ async def curl_get(url: str, runs: int) -> float:
     times = []
     for _ in range(runs):
         proc = await asyncio.create_subprocess_exec(
-            "curl", "-sf", "-o", "/dev/null", "-w", "%{time_total}", url, stdout=asyncio.subprocess.PIPE
+            "curl", "-sf", "-H", "Authorization: Bearer gputui-sim", "-o", "/dev/null", "-w", "%{time_total}", url, stdout=asyncio.subprocess.PIPE
         )
         out, _ = await proc.communicate()
         times.append(float(out))
@@ -65,11 +65,11 @@ async def main(args: argparse.Namespace) -> None:
         objects, source = scenarios.synthetic(args.nodes, args.pods), "scenarios.synthetic"
     except (AttributeError, NotImplementedError):
         objects, source = own_pods(args.pods), "own pods"
-    sim = SimCluster(objects, run_controllers=False)
+    sim = SimCluster(objects, run_controllers=False, tls=False)  # the list path alone, not TLS
     started = time.perf_counter()
     async with sim:
         print(f"{args.pods} pods from {source}, loaded in {time.perf_counter() - started:.1f} s")
-        async with aiohttp.ClientSession() as http:
+        async with sim.http_session() as http:
             base = f"{sim.url}/api/v1/pods"
             if shutil.which("curl"):
                 seconds = await curl_get(base, args.runs)

@@ -27,6 +27,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     parser.add_argument("--port", type=_port, default=0, help="port to listen on; 0 (the default) picks a free one")
     parser.add_argument("--kubeconfig-out", metavar="PATH", type=Path, help="write a kubeconfig for the simulator here")
+    parser.add_argument("--all-credentials", action="store_true",
+                        help="the kubeconfig gets one context per credential kind: gputui-sim (a token), gputui-sim-cert "
+                             "(a client certificate) and gputui-sim-exec (an exec credential plugin)")
+    parser.add_argument("--http", action="store_true", help="serve plain HTTP instead of HTTPS (with a throw-away CA)")
+    parser.add_argument("--anonymous", action="store_true",
+                        help="let requests without credentials in as system:anonymous (kube-apiserver's --anonymous-auth)")
+    parser.add_argument("--token-auth-file", metavar="FILE", type=Path,
+                        help='more bearer tokens, as kube-apiserver reads them: CSV lines token,user,uid[,"group1,group2"]')
     parser.add_argument("--faults", action="store_true",
                         help="enable the fault hooks and serve their control endpoint on loopback (see `gputui sim fault`)")
     parser.set_defaults(run=run, parser=parser)
@@ -47,9 +55,9 @@ def _add_fault_parser(subparsers: argparse._SubParsersAction) -> None:
     actions = fault.add_subparsers(dest="action", metavar="ACTION", required=True)
     actions.add_parser("drop-watches", parents=[where], help="end every open watch stream")
     actions.add_parser("compact", parents=[where], help="forget watch history: older watches get 410 Expired")
-    fail = actions.add_parser("fail", parents=[where], help="answer every request for RESOURCE with CODE (403 or 500)")
+    fail = actions.add_parser("fail", parents=[where], help="answer every request for RESOURCE with CODE (403, 500, or 429/503 with Retry-After: 1)")
     fail.add_argument("resource", metavar="RESOURCE", help="a resource (pods, nodes, daemonsets.apps) or pods/proxy")
-    fail.add_argument("code", metavar="CODE", type=int, choices=(403, 500))
+    fail.add_argument("code", metavar="CODE", type=int, choices=(403, 429, 500, 503))
     slow = actions.add_parser("slow", parents=[where], help="delay every response for RESOURCE by SECONDS")
     slow.add_argument("resource", metavar="RESOURCE")
     slow.add_argument("seconds", metavar="SECONDS", type=float)
@@ -131,11 +139,22 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _serve(args: argparse.Namespace) -> int:
-    import aiohttp  # noqa: PLC0415  (the simulator loads only for this command)
-
     from gputui.sim.cluster import SimCluster  # noqa: PLC0415
     from gputui.sim.scenarios import ScenarioError  # noqa: PLC0415
 
+    tokens = {}
+    if args.token_auth_file is not None:
+        from gputui.sim.auth import parse_token_file  # noqa: PLC0415
+
+        try:
+            text = args.token_auth_file.read_text(encoding="utf-8")
+            tokens = {t: (u.name, u.groups) for t, u in parse_token_file(text, str(args.token_auth_file)).items()}
+        except OSError as error:
+            return _fail(f"{args.token_auth_file}: cannot read: {error.strerror or error}")
+        except UnicodeDecodeError:
+            return _fail(f"{args.token_auth_file}: not UTF-8 text")
+        except ValueError as error:
+            return _fail(str(error))
     sim = SimCluster(
         scenario=args.scenario,
         host=args.host,
@@ -144,6 +163,10 @@ async def _serve(args: argparse.Namespace) -> int:
         faults=args.faults,
         nodes=args.nodes,
         pods=args.pods or 0,
+        tls=not args.http,
+        anonymous=args.anonymous,
+        tokens=tokens,
+        all_credentials=args.all_credentials,
     )
     try:
         await sim.start()
@@ -175,7 +198,7 @@ async def _serve(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stopping.set)
     try:
-        async with aiohttp.ClientSession() as http, http.get(f"{sim.url}/version") as response:
+        async with sim.http_session() as http, http.get(f"{sim.url}/version") as response:
             response.raise_for_status()
         print(f"serving {sim.url}", flush=True)
         print(f"kubeconfig {sim.kubeconfig_path} (context gputui-sim)", flush=True)

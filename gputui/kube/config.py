@@ -62,6 +62,16 @@ class Connection:
     server: str
     namespace: str  # the context's default namespace
 
+    @property
+    def warnings(self) -> list[str]:
+        """What to tell the user once about this connection (one line each, no credential): today,
+        that insecure-skip-tls-verify leaves the server's certificate unchecked."""
+        creds = getattr(self.api, "credentials", None)
+        if creds is not None and getattr(creds, "insecure", False):
+            where = f'context "{self.context}"' if self.context else "this connection"
+            return [f"the server's TLS certificate is not checked (insecure-skip-tls-verify in {where})"]
+        return []
+
     async def close(self) -> None:
         await self.api.close()
 

@@ -144,6 +144,7 @@ class Credentials:
 
     ssl: ssl.SSLContext | bool
     client_certificate: bool = False  # the TLS context presents one
+    insecure: bool = False  # insecure-skip-tls-verify: the server's certificate is not checked
     server_hostname: str | None = None  # tls-server-name
     proxy: str | None = None
     token: str | None = None
@@ -258,6 +259,11 @@ def tls_context(cluster: Mapping[str, Any], user: Mapping[str, Any], base_dir_cl
     """The SSLContext for a cluster entry and its user (False: insecure-skip-tls-verify), and
     whether it presents a client certificate."""
     insecure = bool(cluster.get("insecure-skip-tls-verify"))
+    if cluster.get("certificate-authority"):
+        _file(cluster, "certificate-authority", base_dir_cluster)  # a missing file is an error even when unused
+        if cluster.get("certificate-authority-data"):
+            raise CredentialError("certificate-authority and certificate-authority-data are both given: keep one "
+                                  "(kubectl refuses both too)")
     context = ssl.create_default_context()
     if insecure:
         context.check_hostname = False
@@ -312,7 +318,8 @@ async def load_credentials(cluster: Mapping[str, Any], user: Mapping[str, Any], 
         creds_exec = ExecPlugin.from_entry(user["exec"], base_dir_user, cluster, server, exec_timeout)
         status = await creds_exec.run()
     context, client_certificate = tls_context(cluster, user, base_dir_cluster, base_dir_user, status)
-    creds = Credentials(ssl=context, client_certificate=client_certificate, server_hostname=cluster.get("tls-server-name") or None, proxy=proxy)
+    creds = Credentials(ssl=context, client_certificate=client_certificate, server_hostname=cluster.get("tls-server-name") or None, proxy=proxy,
+                        insecure=bool(cluster.get("insecure-skip-tls-verify")) and str(server).startswith("https://"))
     if creds_exec is not None and status is not None:
         creds.plugin = creds_exec
         creds.token = status.get("token") or None

@@ -2,9 +2,16 @@
 
     async with SimCluster(scenario="demo") as sim:
         sim.kubeconfig_path   # a kubeconfig (context "gputui-sim") for kubectl and the clients
-        sim.url               # http://127.0.0.1:PORT
+        sim.url               # https://127.0.0.1:PORT (http:// with tls=False)
         sim.store             # the objects (tests may write through it directly)
         sim.faults            # test-only fault hooks
+        sim.http_session()    # an aiohttp session that trusts the CA and sends the admin token (tests' raw HTTP)
+
+It serves HTTPS with a certificate from the process's throw-away CA (tls.py) and authenticates every
+request as kube-apiserver does (auth.py): client certificates signed by that CA, the static token table
+(`tokens`: the admin token ADMIN_TOKEN is always in it), anonymous only with `anonymous=True`. RBAC
+objects in the scenario (Role, ClusterRole and their bindings) decide what users outside system:masters
+may do; they are policy, not served objects.
 
 The HTTP layer lives in server/, the cluster's behaviour (scheduler,
 kubelets, device plugins) in controllers.py, scenarios in scenarios.py.
@@ -12,30 +19,57 @@ kubelets, device plugins) in controllers.py, scenarios in scenarios.py.
 from __future__ import annotations
 
 import asyncio
+import base64
 import os
+import sys
 import tempfile
 from pathlib import Path
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import yaml
 from aiohttp import web
 
+from .features import DEFAULT_MINOR, ApiCounts, features_for
 from .logs import LogBook
 from .store import Store
 
 CONTEXT_NAME = "gputui-sim"
+ADMIN_TOKEN = "gputui-sim"  # the kubeconfig's token: the user gputui-sim-admin, group system:masters
+ADMIN_USER = "gputui-sim-admin"
+EXEC_TOKEN = "gputui-sim-exec"  # what the exec plugin context's plugin prints (credential.py)
+# `all_credentials`: one context per credential kind, besides gputui-sim (a token).
+CERT_CONTEXT, EXEC_CONTEXT = "gputui-sim-cert", "gputui-sim-exec"
 
 
-def kubeconfig_for(url: str, namespace: str = "default") -> dict[str, Any]:
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def kubeconfig_for(url: str, namespace: str = "default", *, ca: bytes | None = None, token: str = ADMIN_TOKEN) -> dict[str, Any]:
+    """A kubeconfig for a simulator at `url`: the admin token, and for https:// the CA (by default the
+    process's, which every simulated cluster of the process uses)."""
+    cluster: dict[str, Any] = {"server": url}
+    if url.startswith("https://"):
+        if ca is None:
+            from .tls import authority  # noqa: PLC0415
+
+            ca = authority().pem
+        cluster["certificate-authority-data"] = _b64(ca)
     return {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": CONTEXT_NAME, "cluster": {"server": url}}],
-        "users": [{"name": CONTEXT_NAME, "user": {"token": "gputui-sim"}}],
+        "clusters": [{"name": CONTEXT_NAME, "cluster": cluster}],
+        "users": [{"name": CONTEXT_NAME, "user": {"token": token}}],
         "contexts": [{"name": CONTEXT_NAME, "context": {"cluster": CONTEXT_NAME, "user": CONTEXT_NAME, "namespace": namespace}}],
         "current-context": CONTEXT_NAME,
         "preferences": {},
     }
+
+
+def _add_context(doc: dict[str, Any], name: str, user: dict[str, Any], namespace: str = "default") -> None:
+    doc["users"].append({"name": name, "user": user})
+    doc["contexts"].append({"name": name, "context": {"cluster": CONTEXT_NAME, "user": name, "namespace": namespace}})
 
 
 class SimCluster:
@@ -52,8 +86,20 @@ class SimCluster:
         nodes: int | None = None,
         pods: int | None = None,
         run_controllers: bool = True,
+        tls: bool = True,
+        anonymous: bool = False,
+        tokens: Mapping[str, str | tuple[str, Iterable[str]]] | None = None,
+        all_credentials: bool = False,
+        cert_hosts: Iterable[str] | None = None,
+        server_minor: int = DEFAULT_MINOR,
     ) -> None:
         from .faults import Faults  # noqa: PLC0415  (kept local: small import graph for the CLI)
+
+        # The kube-apiserver release played (1.server_minor): its list and watch features, and what each
+        # read would have cost it (features.py).
+        self.server_minor = server_minor
+        self.features = features_for(server_minor)
+        self.api_counts = ApiCounts()
 
         self.host = host
         self.port = port
@@ -75,14 +121,32 @@ class SimCluster:
         self._run_controllers = run_controllers
         self.url = ""
         self.kubeconfig_path: Path | None = None
+        from .auth import MASTERS, Authenticator, Authorizer, User  # noqa: PLC0415
+
+        self.tls = tls
+        table = {ADMIN_TOKEN: User(ADMIN_USER, (MASTERS,)), EXEC_TOKEN: User(ADMIN_USER, (MASTERS,))}
+        for token, who in (tokens or {}).items():
+            name, groups = (who, ()) if isinstance(who, str) else (who[0], tuple(who[1]))
+            table[token] = User(name, groups)
+        # Plain HTTP is kube-apiserver's old insecure port: no authentication, no authorization (kubectl sends
+        # no credentials over plain HTTP).
+        self.authenticator: Authenticator | None = Authenticator(table, anonymous=anonymous) if tls else None
+        self.authorizer = Authorizer()
+        self._all_credentials = all_credentials
+        self._cert_hosts = tuple(cert_hosts) if cert_hosts is not None else None  # default: loopback and host
+        self._ssl: Any = None  # the server's SSLContext (tls.py), made on start
 
     async def start(self) -> "SimCluster":
         from .controllers import Controllers  # noqa: PLC0415
 
         self._populate()
         self.controllers = Controllers(self)
+        if self.tls:
+            from .tls import LOOPBACK_NAMES, server_context  # noqa: PLC0415
+
+            self._ssl = server_context(self._cert_hosts if self._cert_hosts is not None else (*LOOPBACK_NAMES, self.host))
         await self._serve()
-        self.url = f"http://{self.host}:{self.port}"
+        self.url = f"{'https' if self.tls else 'http'}://{self.host}:{self.port}"
         if self._run_controllers:
             self.controllers.start()
         self.kubeconfig_path = self.write_kubeconfig(self._kubeconfig_out)
@@ -97,6 +161,10 @@ class SimCluster:
             objects = scenarios.load(self._scenario)
         else:
             objects = []
+        from .auth import Authorizer  # noqa: PLC0415
+
+        policy, objects = scenarios.split_policy(objects)
+        self.authorizer = Authorizer(policy)
         scenarios.populate(self.store, objects)
 
     async def _serve(self) -> None:
@@ -107,7 +175,7 @@ class SimCluster:
             server.make_app(self), access_log=None, handle_signals=False, handler_cancellation=True, shutdown_timeout=1.0
         )
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
+        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True, ssl_context=self._ssl)
         try:
             await site.start()
         except BaseException:
@@ -146,9 +214,41 @@ class SimCluster:
                 self._tmpdir = tempfile.TemporaryDirectory(prefix="gputui-sim-")
             path = Path(self._tmpdir.name) / "kubeconfig"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(yaml.safe_dump(kubeconfig_for(self.url)))
+        doc = kubeconfig_for(self.url)
+        if self._all_credentials:
+            if self.tls:
+                from .auth import MASTERS  # noqa: PLC0415
+                from .tls import authority  # noqa: PLC0415
+
+                cert, key = authority().issue_client(ADMIN_USER, [MASTERS])
+                _add_context(doc, CERT_CONTEXT, {"client-certificate-data": _b64(cert), "client-key-data": _b64(key)})
+            _add_context(doc, EXEC_CONTEXT, {"exec": {
+                "apiVersion": "client.authentication.k8s.io/v1", "command": sys.executable,
+                "args": ["-m", "gputui.sim.credential"], "env": [{"name": "GPUTUI_SIM_TOKEN", "value": EXEC_TOKEN}],
+                "interactiveMode": "Never", "provideClusterInfo": False,
+            }})
+        # created private: the file holds credentials
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(yaml.safe_dump(doc))
         os.chmod(path, 0o600)
         return path
+
+    def client_ssl(self) -> Any:
+        """An SSLContext that trusts the simulator's CA (None over plain HTTP), for raw HTTP clients."""
+        if not self.tls:
+            return None
+        from .tls import authority  # noqa: PLC0415
+
+        return authority().client_context()
+
+    def http_session(self, **options: Any) -> Any:
+        """An aiohttp.ClientSession for raw HTTP to the API server: it trusts the CA and sends the admin token."""
+        import aiohttp  # noqa: PLC0415
+
+        headers = {"Authorization": f"Bearer {ADMIN_TOKEN}", **options.pop("headers", {})}
+        connector = aiohttp.TCPConnector(ssl=self.client_ssl() if self.tls else False)
+        return aiohttp.ClientSession(connector=connector, headers=headers, **options)
 
     async def stop(self) -> None:
         if self.controllers is not None and self._run_controllers:

@@ -21,6 +21,7 @@ import orjson
 import yaml
 
 from . import builders
+from .auth import RBAC_API_VERSION, RBAC_KINDS
 from . import synthetic as generator
 from .builtin import BUILTIN
 from .daemonsets import daemonset_status_for
@@ -49,13 +50,24 @@ def load(scenario: str | Path | list[Obj]) -> list[Obj]:
     path = Path(scenario)
     source = str(path)
     try:
-        text = path.read_text()
+        data = path.read_bytes()
     except OSError as exc:
         why = f"{source}: cannot read: {exc.strerror or exc}"
         if not path.exists():
             why += f"; nor is it a built-in scenario (built-ins: {', '.join(sorted(BUILTIN))})"
         raise ScenarioError(why) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise ScenarioError(f"{source}: not UTF-8 text (byte 0x{data[exc.start]:02x} at line {line})") from None
     return _validated(_parse(text, source), source)
+
+
+def split_policy(objects: list[Obj]) -> tuple[list[Obj], list[Obj]]:
+    """(the RBAC objects: the authorizer's policy, everything else: the store's objects)."""
+    policy = [o for o in objects if o.get("apiVersion") == RBAC_API_VERSION and o.get("kind") in RBAC_KINDS]
+    return policy, [o for o in objects if not (o.get("apiVersion") == RBAC_API_VERSION and o.get("kind") in RBAC_KINDS)]
 
 
 def _parse(text: str, source: str) -> list[Any]:
@@ -85,12 +97,59 @@ def _parse(text: str, source: str) -> list[Any]:
 
 def _validated(items: list[Any], source: str) -> list[Obj]:
     out = []
+    seen: dict[tuple[str, str, str], int] = {}
     for index, item in enumerate(items):
-        resource = _resource_of(item, source, index)
+        if isinstance(item, dict) and item.get("kind") in RBAC_KINDS and item.get("apiVersion") in (None, RBAC_API_VERSION):
+            kind, namespaced, api_version = item["kind"], item["kind"] in ("Role", "RoleBinding"), RBAC_API_VERSION
+            _check_fields(item, kind, source, index)
+        else:
+            resource = _resource_of(item, source, index)
+            kind, namespaced, api_version = resource.kind, resource.namespaced, resource.api_version
+            _check_fields(item, kind, source, index)
+        meta = item["metadata"]
+        namespace = (meta.get("namespace") or "default") if namespaced else ""
+        ident = (f"{api_version} {kind}", namespace, meta["name"])
+        if ident in seen:
+            shown = f"{namespace}/{meta['name']}" if namespaced else meta["name"]
+            raise ScenarioError(f"{source}: item {index}: duplicate name: {kind} {shown} is also item {seen[ident]}")
+        seen[ident] = index
         obj = copy.deepcopy(item)
-        obj.setdefault("apiVersion", resource.api_version)
+        obj.setdefault("apiVersion", api_version)
         out.append(obj)
     return out
+
+
+def _type_name(value: Any) -> str:
+    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", int: "a number", float: "a number",
+            type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def _check_fields(item: Obj, kind: str, source: str, index: int) -> None:
+    """The fields every object has, of the types kube-apiserver insists on (it refuses the object otherwise)."""
+    def fail(reason: str) -> ScenarioError:
+        return ScenarioError(f"{source}: item {index}: {kind} {item['metadata'].get('name')!s}: {reason}")
+
+    meta = item.get("metadata")
+    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta.get("name"):
+        raise ScenarioError(f"{source}: item {index}: {kind} without metadata.name")
+    for key in ("namespace", "generateName", "uid", "resourceVersion", "creationTimestamp"):
+        if key in meta and meta[key] is not None and not isinstance(meta[key], str):
+            raise fail(f"metadata.{key} must be a string, not {_type_name(meta[key])}")
+    for key in ("labels", "annotations"):
+        value = meta.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, dict):
+            raise fail(f"metadata.{key} must be a mapping of strings, not {_type_name(value)}")
+        for name, text in value.items():
+            if not isinstance(name, str) or not isinstance(text, str):
+                raise fail(f"metadata.{key}[{name!s}] must be a string, not {_type_name(text)}")
+    for key in ("spec", "status", "data"):
+        if key in item and item[key] is not None and not isinstance(item[key], dict):
+            raise fail(f"{key} must be a mapping, not {_type_name(item[key])}")
+    for key in ("rules", "subjects"):
+        if kind in RBAC_KINDS and key in item and item[key] is not None and not isinstance(item[key], list):
+            raise fail(f"{key} must be a list, not {_type_name(item[key])}")
 
 
 def _resource_of(item: Any, source: str, index: int) -> ResourceType:

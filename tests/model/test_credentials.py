@@ -188,8 +188,10 @@ def test_key_data_never_reaches_tmpdir_even_after_sigkill(tmp_path, demo_kubecon
 
 
 def test_the_same_kubeconfig_works_with_kubectl_and_gputui(tmp_path, demo_kubeconfig, make_kubectl):
-    """A token and a client certificate over plain HTTP: both clients connect (the simulator checks no credentials yet)."""
-    cert, key = self_signed()
+    """A client certificate signed by the cluster's CA, over HTTPS: both clients connect as its CN and groups."""
+    from gputui.sim.tls import authority
+
+    cert, key = authority().issue_client("gputui-test", ["system:masters"])
     doc = yaml.safe_load(demo_kubeconfig.read_text())
     doc["users"][0]["user"] = {"client-certificate-data": base64.b64encode(cert).decode(), "client-key-data": base64.b64encode(key).decode()}
     kubeconfig = tmp_path / "kubeconfig"

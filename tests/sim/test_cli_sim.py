@@ -44,10 +44,11 @@ def test_serves_until_sigterm_and_kubectl_uses_its_kubeconfig(tmp_path, scenario
     proc = gputui_sim("--scenario", str(scenario_file), "--port", "0", "--kubeconfig-out", str(kubeconfig))
     try:
         line = first_line(proc)
-        assert line.startswith("serving http://127.0.0.1:")
+        assert line.startswith("serving https://127.0.0.1:")  # HTTPS by default (a throw-away CA)
         port = int(line.rsplit(":", 1)[1])
         assert port > 0
-        assert f"server: http://127.0.0.1:{port}" in kubeconfig.read_text()
+        assert f"server: https://127.0.0.1:{port}" in kubeconfig.read_text()
+        assert "certificate-authority-data: " in kubeconfig.read_text()
         assert "current-context: gputui-sim" in kubeconfig.read_text()
         kubectl = make_kubectl(kubeconfig)
         assert sorted(kubectl("get", "nodes", "-o", "name").split()) == ["node/gpu-1", "node/gpu-2", "node/gpu-3"]

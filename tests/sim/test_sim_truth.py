@@ -164,7 +164,7 @@ async def test_fresh_restart_and_resource_versions_from_the_future() -> None:
         await sim.faults.restart(downtime=0.05, fresh=True)
         assert sim.port == port and sim.store.resource_version < before - 40
         assert sim.store.find("nodes", "", "gpu-2") is not None  # the scenario's state again
-        async with aiohttp.ClientSession(base_url=sim.url, headers={"Authorization": "Bearer gputui-sim"}) as http:
+        async with sim.http_session(base_url=sim.url) as http:
             async with http.get("/api/v1/nodes", params={"watch": "1", "resourceVersion": str(before)}) as watch:
                 assert watch.status == 200
                 event = json.loads((await watch.read()).splitlines()[0])
@@ -192,7 +192,7 @@ def test_faults_are_driven_from_outside(tmp_path: Path, make_kubectl: Any) -> No
     kubeconfig = tmp_path / "kubeconfig"
     proc = gputui_sim("--scenario", str(scenario), "--faults", "--kubeconfig-out", str(kubeconfig))
     try:
-        assert first_line(proc).startswith("serving http://127.0.0.1:")
+        assert first_line(proc).startswith("serving https://127.0.0.1:")
         assert proc.stdout is not None
         proc.stdout.readline()  # the kubeconfig line (printed with the serving line)
         faults_line = proc.stdout.readline().strip()

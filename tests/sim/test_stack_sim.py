@@ -137,7 +137,7 @@ async def test_proxy_answers_like_the_real_api_server(demo):
     pod = next(p["metadata"]["name"] for p in demo.sim.store.objects("pods", OPERATOR_NS)
                if p["spec"]["nodeName"] == "h100-1" and p["metadata"]["labels"].get("app") == "nvidia-dcgm-exporter")
     base = f"{demo.sim.url}/api/v1/namespaces/{OPERATOR_NS}"
-    async with aiohttp.ClientSession() as http:
+    async with demo.sim.http_session() as http:
         async def get(path: str) -> tuple[int, str, str]:
             async with http.get(base + path) as r:
                 return r.status, r.headers["Content-Type"], await r.text()
@@ -210,7 +210,7 @@ async def test_newer_exporters_label_the_host_hostname():
     async with SimCluster(scenario=stacks.gpu_operator_healthy(), run_controllers=False) as sim:
         pods = {p["spec"]["nodeName"]: p["metadata"]["name"] for p in sim.store.objects("pods", OPERATOR_NS)
                 if p["metadata"]["labels"].get("app") == "nvidia-dcgm-exporter"}
-        async with aiohttp.ClientSession() as http:
+        async with sim.http_session() as http:
             texts = {}
             for node, pod in pods.items():
                 async with http.get(f"{sim.url}/api/v1/namespaces/{OPERATOR_NS}/pods/{pod}:9400/proxy/metrics") as r:
@@ -223,7 +223,7 @@ async def test_newer_exporters_label_the_host_hostname():
 
 async def test_cluster_policies_are_served_only_while_their_crd_exists():
     async with SimCluster(scenario=stacks.static_plugin(), run_controllers=False) as sim:
-        async with aiohttp.ClientSession() as http:
+        async with sim.http_session() as http:
             async def status(path: str) -> int:
                 async with http.get(sim.url + path) as r:
                     return r.status

@@ -122,7 +122,7 @@ async def test_too_old_resource_version_raises_410(sim):
 
 
 async def test_raw_410_event_is_a_status(sim):
-    async with aiohttp.ClientSession() as http:
+    async with sim.sim.http_session() as http:
         rv = store_call(sim, lambda s: s.resource_version)
         sim.call(sim.sim.faults.compact)
         async with http.get(f"{sim.sim.url}/api/v1/pods", params={"watch": "1", "resourceVersion": str(rv - 1)}) as resp:
@@ -160,7 +160,7 @@ async def test_dropped_watches_end_the_stream_and_none_leak(sim):
 
 
 async def test_client_disconnect_closes_the_watch(sim):
-    async with aiohttp.ClientSession() as http:
+    async with sim.sim.http_session() as http:
         resp = await http.get(f"{sim.sim.url}/api/v1/pods", params={"watch": "true"})
         await resp.content.readline()
         assert store_call(sim, lambda s: s.open_watches("pods")) == 1
@@ -197,7 +197,7 @@ def test_sync_client_reads_models(sim):
 # -- raw HTTP: API-server behaviour ----------------------------------------
 @contextlib.asynccontextmanager
 async def http_session(sim: BackgroundCluster) -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession(base_url=sim.sim.url) as session:
+    async with sim.sim.http_session(base_url=sim.sim.url) as session:
         yield session
 
 
@@ -367,7 +367,7 @@ async def test_faults_500_slow_and_restart(sim):
     restart = asyncio.wrap_future(asyncio.run_coroutine_threadsafe(sim.sim.restart(downtime=0.5), sim._loop))
     await asyncio.sleep(0.2)
     with pytest.raises(aiohttp.ClientConnectionError):
-        async with aiohttp.ClientSession() as fresh:
+        async with sim.sim.http_session() as fresh:
             await fresh.get(f"{sim.sim.url}/version")
     await restart
     async with http_session(sim) as http:

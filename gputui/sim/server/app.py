@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from ..auth import Request as AuthRequest, Unauthenticated, User, forbidden_message
 from ..faults import FAULT_USER
 from .discovery import Discovery
 from .reading import Reading
@@ -17,6 +18,9 @@ from .writing import Writing
 if TYPE_CHECKING:
     from ..cluster import SimCluster
 
+# Where the authenticated user rides on the request (web.RequestKey where aiohttp has it).
+USER_KEY = web.RequestKey("user", User) if hasattr(web, "RequestKey") else "user"
+
 
 class Api(Discovery, Reading, Writing, Subresources):
     """The API server: routes each request to its handler (discovery, reading, writing, subresources)."""
@@ -27,6 +31,7 @@ class Api(Discovery, Reading, Writing, Subresources):
             response = await self._dispatch(request)
         except ApiError as e:
             response = json_response(status_body(e.code, e.reason, e.message, e.details), status=e.code)
+            response.headers.update(e.headers)
         faults = self.cluster.faults
         if faults.enabled and faults.corrupt and not response.prepared and isinstance(response, web.Response) \
                 and response.body and faults.take_corrupt():
@@ -56,6 +61,7 @@ class Api(Discovery, Reading, Writing, Subresources):
         target = parse_resource_path(segments, self.served)
         query = request.query
         watching = request.method == "GET" and target.name is None and _flag(query.get("watch"))
+        self._authorize(request, target, watching)
         await self._apply_faults(request, target, watching)
         return await self._handle(request, target, watching)
 
@@ -85,6 +91,17 @@ class Api(Discovery, Reading, Writing, Subresources):
                 return await self.delete(request, t)
         raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource", _details(t.resource, t.name))
 
+    def _authorize(self, request: web.Request, t: Target, watching: bool) -> None:
+        """403 with kube-apiserver's words unless the request's user may do this (auth.py)."""
+        user: User | None = request.get(USER_KEY)
+        if user is None:
+            return
+        wanted = AuthRequest(_verb(request.method, t, watching), t.resource.group, t.resource.plural, t.subresource,
+                             t.namespace, t.name)
+        if not self.cluster.authorizer.allowed(user, wanted):
+            subject = qualified(t.resource) + (f' "{t.name}"' if t.name else "")
+            raise ApiError(403, "Forbidden", forbidden_message(user.name, wanted, subject), _details(t.resource, t.name))
+
     async def _apply_faults(self, request: web.Request, t: Target, watching: bool) -> None:
         faults = self.cluster.faults
         if not faults.enabled:
@@ -107,11 +124,48 @@ class Api(Discovery, Reading, Writing, Subresources):
         if fault.code == 500:
             cause = f"simulated failure serving {qualified(t.resource)}"
             raise ApiError(500, "InternalError", f"Internal error occurred: {cause}", {"causes": [{"message": cause}]})
+        if fault.code == 429:  # API Priority and Fairness turning a request away
+            raise ApiError(429, "TooManyRequests", "Too many requests, please try again later.",
+                           {"retryAfterSeconds": fault.retry_after}, headers={"Retry-After": str(fault.retry_after)})
+        if fault.code == 503:
+            raise ApiError(503, "ServiceUnavailable", "the server is currently unable to handle the request",
+                           {"retryAfterSeconds": fault.retry_after}, headers={"Retry-After": str(fault.retry_after)})
+
+
+def _resource_path(path: str) -> bool:
+    """A path that names a resource (authorized in dispatch, where its verb and scope are known)."""
+    segments = [s for s in path.split("/") if s]
+    return (len(segments) > 2 and segments[0] == "api") or (len(segments) > 3 and segments[0] == "apis")
+
+
+def _authentication(cluster: "SimCluster"):
+    """Every request: who sends it (a client certificate, a bearer token, or anonymous), else 401; a path that is
+    not a resource is authorized here (nonResourceURLs), a resource in dispatch."""
+
+    @web.middleware
+    async def authenticate(request: web.Request, handler):  # type: ignore[no-untyped-def]
+        authenticator = cluster.authenticator
+        if authenticator is None:  # plain HTTP: the old insecure port, no authentication at all
+            return await handler(request)
+        transport = request.transport
+        peercert = transport.get_extra_info("peercert") if transport is not None else None
+        try:
+            user = authenticator.authenticate(peercert, request.headers.get("Authorization"))
+        except Unauthenticated:
+            return json_response(status_body(401, "Unauthorized", "Unauthorized"), status=401)
+        request[USER_KEY] = user
+        if not _resource_path(request.path):
+            wanted = AuthRequest(request.method.lower() if request.method != "HEAD" else "get", path=request.path)
+            if not cluster.authorizer.allowed(user, wanted):
+                return json_response(status_body(403, "Forbidden", forbidden_message(user.name, wanted, ""), {}), status=403)
+        return await handler(request)
+
+    return authenticate
 
 
 def make_app(cluster: "SimCluster") -> web.Application:
     api = Api(cluster)
-    app = web.Application(client_max_size=64 * 1024 * 1024)
+    app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[_authentication(cluster)])
     app.router.add_get("/version", api.version)
     app.router.add_get("/version/", api.version)  # the Python clients' VersionApi asks here
     for probe in ("/healthz", "/livez", "/readyz"):

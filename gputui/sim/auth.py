@@ -1,0 +1,211 @@
+"""Authentication and authorization, as kube-apiserver does them.
+
+Authentication (`Authenticator.authenticate`): a client certificate signed by the cluster CA (CN the user,
+each O a group; an expired or not yet valid one is a 401), else a bearer token from the static token
+table (kube-apiserver's --token-auth-file), else, with `anonymous`, the user system:anonymous (group
+system:unauthenticated); anything else is a 401 Status "Unauthorized". An authenticated user also has
+the group system:authenticated.
+
+Authorization (`Authorizer.allowed`): RBAC from the scenario's ClusterRoles, ClusterRoleBindings, Roles
+and RoleBindings (rbac.authorization.k8s.io/v1): rules with verbs, apiGroups, resources (`pods/log` for a
+subresource, `*`), resourceNames and nonResourceURLs; subjects User, Group and ServiceAccount. The group
+system:masters may do everything (the simulator's own credentials are in it). Every authenticated user may
+read discovery (/api, /apis, /version, health), as the default system:discovery and
+system:public-info-viewer roles allow; an anonymous one only /version and health.
+"""
+from __future__ import annotations
+
+import ssl
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+Obj = dict[str, Any]
+
+RBAC_API_VERSION = "rbac.authorization.k8s.io/v1"
+RBAC_KINDS = ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+MASTERS = "system:masters"
+AUTHENTICATED = "system:authenticated"
+ANONYMOUS = "system:anonymous"
+UNAUTHENTICATED = "system:unauthenticated"
+PUBLIC_PATHS = ("/version", "/version/", "/healthz", "/livez", "/readyz")
+DISCOVERY_PREFIXES = ("/api", "/apis", "/openapi")
+
+
+@dataclass(frozen=True)
+class User:
+    name: str
+    groups: tuple[str, ...] = ()
+
+
+class Unauthenticated(Exception):
+    """401: no credential the server takes."""
+
+
+def _subject_field(subject: Iterable[Any], key: str) -> list[str]:
+    values = []
+    for rdn in subject:
+        for name, value in rdn:
+            if name == key:
+                values.append(value)
+    return values
+
+
+@dataclass
+class Authenticator:
+    tokens: dict[str, User] = field(default_factory=dict)  # the static token table: token -> user
+    anonymous: bool = False
+
+    def authenticate(self, peercert: Mapping[str, Any] | None, authorization: str | None) -> User:
+        if peercert:
+            user = self._from_certificate(peercert)
+            if user is not None:
+                return user
+        if authorization:
+            scheme, _, credential = authorization.partition(" ")
+            if scheme.lower() == "bearer" and credential.strip() in self.tokens:
+                user = self.tokens[credential.strip()]
+                return User(user.name, tuple(dict.fromkeys([*user.groups, AUTHENTICATED])))
+            raise Unauthenticated  # a credential was given and it is wrong: never anonymous
+        if peercert:
+            raise Unauthenticated  # an expired certificate is a 401, not anonymous
+        if self.anonymous:
+            return User(ANONYMOUS, (UNAUTHENTICATED,))
+        raise Unauthenticated
+
+    @staticmethod
+    def _from_certificate(cert: Mapping[str, Any]) -> User | None:
+        now = time.time()
+        try:
+            if ssl.cert_time_to_seconds(cert["notBefore"]) > now or ssl.cert_time_to_seconds(cert["notAfter"]) < now:
+                return None
+        except (KeyError, ValueError):
+            return None
+        names = _subject_field(cert.get("subject", ()), "commonName")
+        if not names or not names[0]:
+            return None
+        groups = _subject_field(cert.get("subject", ()), "organizationName")
+        return User(names[0], tuple(dict.fromkeys([*groups, AUTHENTICATED])))
+
+
+def parse_token_file(text: str, source: str) -> dict[str, User]:
+    """kube-apiserver's --token-auth-file: CSV `token,user,uid[,"group1,group2"]`, one a line."""
+    import csv  # noqa: PLC0415
+
+    tokens: dict[str, User] = {}
+    for number, row in enumerate(csv.reader(text.splitlines()), 1):
+        if not row or (len(row) == 1 and not row[0].strip()) or row[0].startswith("#"):
+            continue
+        if len(row) < 3 or not row[0].strip() or not row[1].strip():
+            raise ValueError(f"{source}: line {number}: expected token,user,uid[,\"group1,group2\"]")
+        groups = tuple(g.strip() for g in row[3].split(",") if g.strip()) if len(row) > 3 else ()
+        if row[0].strip() in tokens:
+            raise ValueError(f"{source}: line {number}: this token is already given to another user")
+        tokens[row[0].strip()] = User(row[1].strip(), groups)
+    return tokens
+
+
+@dataclass(frozen=True)
+class Request:
+    """What authorization looks at: a resource request, or a path (nonResourceURL)."""
+
+    verb: str
+    group: str = ""
+    resource: str = ""
+    subresource: str | None = None
+    namespace: str | None = None
+    name: str | None = None
+    path: str | None = None  # a non-resource request
+
+
+def _matches(values: Iterable[str], wanted: str) -> bool:
+    return any(v == "*" or v == wanted for v in values)
+
+
+def _resource_matches(rule: Obj, request: Request) -> bool:
+    full = request.resource + (f"/{request.subresource}" if request.subresource else "")
+    for item in rule.get("resources") or []:
+        if item in ("*", full):
+            return True
+        if request.subresource and item == f"*/{request.subresource}":
+            return True
+    return False
+
+
+def _rule_allows(rule: Obj, request: Request) -> bool:
+    if not _matches(rule.get("verbs") or [], request.verb):
+        return False
+    if request.path is not None:
+        for url in rule.get("nonResourceURLs") or []:
+            if url == "*" or url == request.path or (url.endswith("*") and request.path.startswith(url[:-1])):
+                return True
+        return False
+    if not _matches(rule.get("apiGroups") or [], request.group) or not _resource_matches(rule, request):
+        return False
+    names = rule.get("resourceNames") or []
+    return not names or (request.name is not None and request.name in names)
+
+
+def _subject_is(subject: Obj, user: User, binding_namespace: str | None) -> bool:
+    kind, name = subject.get("kind"), subject.get("name")
+    if kind == "User":
+        return name == user.name
+    if kind == "Group":
+        return name in user.groups
+    if kind == "ServiceAccount":
+        namespace = subject.get("namespace") or binding_namespace or ""
+        return user.name == f"system:serviceaccount:{namespace}:{name}"
+    return False
+
+
+class Authorizer:
+    """RBAC over the policy objects a scenario gives (see the module docstring)."""
+
+    def __init__(self, policy: Iterable[Obj] = ()) -> None:
+        self.roles: dict[tuple[str, str], list[Obj]] = {}  # (namespace or "", name) -> rules
+        self.bindings: list[Obj] = []
+        for obj in policy:
+            kind, meta = obj.get("kind"), obj.get("metadata") or {}
+            if kind in ("ClusterRole", "Role"):
+                namespace = (meta.get("namespace") or "default") if kind == "Role" else ""
+                self.roles[(namespace, meta.get("name", ""))] = list(obj.get("rules") or [])
+            elif kind in ("ClusterRoleBinding", "RoleBinding"):
+                self.bindings.append(obj)
+
+    def _rules(self, binding: Obj) -> list[Obj]:
+        ref = binding.get("roleRef") or {}
+        if ref.get("kind") == "ClusterRole":
+            return self.roles.get(("", ref.get("name", "")), [])
+        if ref.get("kind") == "Role" and binding.get("kind") == "RoleBinding":
+            namespace = (binding.get("metadata") or {}).get("namespace") or "default"
+            return self.roles.get((namespace, ref.get("name", "")), [])
+        return []
+
+    def allowed(self, user: User, request: Request) -> bool:
+        if MASTERS in user.groups:
+            return True
+        if request.path is not None:
+            if request.verb == "get" and request.path in PUBLIC_PATHS:
+                return True  # system:public-info-viewer, bound to the authenticated and the unauthenticated
+            if request.verb == "get" and AUTHENTICATED in user.groups and request.path.startswith(DISCOVERY_PREFIXES):
+                return True  # system:discovery
+        for binding in self.bindings:
+            meta = binding.get("metadata") or {}
+            namespace = (meta.get("namespace") or "default") if binding.get("kind") == "RoleBinding" else None
+            if namespace is not None and (request.path is not None or request.namespace != namespace):
+                continue  # a RoleBinding grants only inside its namespace
+            if not any(_subject_is(s, user, namespace) for s in binding.get("subjects") or []):
+                continue
+            if any(_rule_allows(rule, request) for rule in self._rules(binding)):
+                return True
+        return False
+
+
+def forbidden_message(user: str, request: Request, subject: str) -> str:
+    """kube-apiserver's words for a 403, `subject` being e.g. `pods` or `daemonsets.apps "x"`."""
+    if request.path is not None:
+        return f'forbidden: User "{user}" cannot {request.verb} path "{request.path}"'
+    resource = request.resource + (f"/{request.subresource}" if request.subresource else "")
+    scope = f'in the namespace "{request.namespace}"' if request.namespace else "at the cluster scope"
+    return f'{subject} is forbidden: User "{user}" cannot {request.verb} resource "{resource}" in API group "{request.group}" {scope}'
