@@ -1,4 +1,11 @@
-"""A reflector per resource: list (paged), then watch from the list's resourceVersion.
+"""A reflector per resource: list, then watch from the list's resourceVersion.
+
+Lists are read as gently as the server allows, as client-go's reflector does:
+a WatchList stream (the initial state as events, from the watch cache, then the
+watch on the same connection), else one list from the watch cache
+(`resourceVersion=0`), else pages of 500 (an old or odd server). A server that
+refuses a mode (or ignores it) moves the reflector to the next one. After a 410
+the next list is consistent (`resourceVersion` unset), as client-go's is.
 
 The server ending a watch is normal: watch again from the last resourceVersion
 seen (bookmarks included). 410 Gone means our resourceVersion was compacted
@@ -59,6 +66,7 @@ class ResourceState:
     # began): the records are as of then. None while it is live, or before the first list.
     stale_since: float | None = None
     since: float = field(default_factory=time.monotonic)
+    inactivity_timeout: float | None = None  # a live watch silent this long is started again (for the words)
 
     def retry_in(self, now: float | None = None) -> float | None:
         if self.retry_at is None:
@@ -70,12 +78,19 @@ class ResourceState:
         if self.phase == RETRYING:
             wait = self.retry_in(now)
             when = f"retrying in {wait:.0f} s" if wait else "retrying"
-            return f"{when}: {self.error}" if self.error else when
+            return f"{when}: {self.error_words()}" if self.error else when
         if self.phase == FORBIDDEN:
             return f"forbidden: {self.error}" if self.error else "forbidden"
         if self.phase == ABSENT:
             return "not served by this cluster"
         return self.phase
+
+    def error_words(self) -> str:
+        """The last failure in words: a synced watch that timed out went silent (its inactivity timeout)."""
+        error = self.error or ""
+        if error == "timed out" and self.synced and not self.relisting and self.inactivity_timeout:
+            return f"no events on the {self.resource} watch for {self.inactivity_timeout:.0f} s"
+        return error
 
 
 class Sink(Protocol):
@@ -96,11 +111,16 @@ class Gone(Exception):
     pass
 
 
+class Unsupported(Exception):
+    """The server does not do what this list mode asks (WatchList): try the next mode."""
+
+
 class ApiFailure(Exception):
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, retry_after: float | None = None) -> None:
         super().__init__(f"{status}: {message}" if message else str(status))
         self.status = status
         self.message = message
+        self.retry_after = retry_after  # seconds the server asked us to wait (429, 503 with Retry-After)
 
     def line(self) -> str:
         if self.status == 401:
@@ -141,6 +161,12 @@ def list_metadata(body: bytes) -> Obj:
 _ITEMS_KEY = b',"items":['
 YIELD_EVERY = 100  # list items handled between two yields to the event loop
 QUICK_CLOSES = 3  # watches in a row ended at once before that counts as a failure
+WATCHLIST, CACHE, PAGED = "watchlist", "cache", "paged"
+# Tried in this order: the WatchList stream, a list from the watch cache (resourceVersion=0), pages.
+LIST_MODES = (WATCHLIST, CACHE, PAGED)
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+WATCHLIST_FIRST_LINE = 15.0  # seconds a WatchList may take to send its first line
+RETRY_AFTER_MAX = 60.0
 
 
 def _list_head(body: bytes) -> tuple[Obj, int]:
@@ -225,6 +251,7 @@ class Reflector:
         sink: Sink,
         *,
         page_size: int = 500,
+        list_modes: tuple[str, ...] = LIST_MODES,
         watch_seconds: tuple[int, int] = (240, 300),
         inactivity_timeout: float = 90.0,
         connect_timeout: float = 10.0,
@@ -247,10 +274,13 @@ class Reflector:
         self.backoff_max = backoff_max
         self.forbidden_retry = forbidden_retry
         self.on_state = on_state
-        self.state = ResourceState(resource)
+        self.state = ResourceState(resource, inactivity_timeout=inactivity_timeout)
         self.resource_version: str | None = None
         self.settled = asyncio.Event()  # first list applied, or forbidden
         self.lists = 0  # full lists done (1 + relists)
+        self.list_modes = tuple(list_modes)
+        self.list_mode = self.list_modes[0]  # how the next list is read; a server that refuses one moves us on
+        self._consistent = False  # after a 410 or a reset server: the next list must be consistent, not from a cache
         self.events = 0  # watch events applied
         self._quick_closes = 0  # watches in a row that the server ended at once, with no event
         self._server_was_away = False  # a connection failed since the last watch: check continuity first
@@ -312,6 +342,9 @@ class Reflector:
             try:
                 if self.resource_version is not None and self._server_was_away:
                     await self._check_continuity()
+                if self.resource_version is None and self.list_mode == WATCHLIST:
+                    await self._watch_list()  # the list, then the watch, on one stream
+                    continue
                 if self.resource_version is None:
                     await self._list()
                 await self._watch()
@@ -320,6 +353,11 @@ class Reflector:
             except Gone:
                 log.info("%s: resourceVersion %s expired, listing again", self.resource, self.resource_version)
                 self.resource_version = None
+                self._consistent = True
+            except Unsupported as exc:
+                following = self.list_modes[self.list_modes.index(self.list_mode) + 1:]
+                log.info("%s: %s; listing as %s from now on", self.resource, exc, following[0] if following else "pages")
+                self.list_mode = following[0] if following else PAGED
             except ApiFailure as exc:
                 if exc.status == 403:
                     self.state.attempt += 1
@@ -332,6 +370,8 @@ class Reflector:
                     self._set(ABSENT, exc.message or "not found", time.monotonic() + self.forbidden_retry)
                     await asyncio.sleep(self.forbidden_retry)
                     self.resource_version = None
+                elif exc.retry_after is not None:
+                    await self._retry_later(f"server busy: {exc.line()}", delay=exc.retry_after)
                 else:
                     await self._retry_later(exc.line())
             except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
@@ -349,28 +389,34 @@ class Reflector:
                 self.resource_version = None
                 await self._retry_later(f"internal error ({type(exc).__name__}: {str(exc)[:120]}); listing again")
 
-    async def _retry_later(self, error: str) -> None:
+    async def _retry_later(self, error: str, delay: float | None = None) -> None:
+        """delay: the server's Retry-After (bounded), else exponential back-off with jitter."""
         self.state.attempt += 1
-        delay = self._backoff()
+        delay = self._backoff() if delay is None else min(max(delay, 0.1), RETRY_AFTER_MAX)
         log.info("%s: %s; retrying in %.1f s", self.resource, error, delay)
         self._set(RETRYING, error, time.monotonic() + delay)
         await asyncio.sleep(delay)
+
+    def _first_page_params(self) -> dict[str, Any]:
+        """From the watch cache (resourceVersion=0: one answer, no pages) unless the list must be
+        consistent (after a 410, as client-go) or the server is listed in pages."""
+        if self.list_mode == PAGED or self._consistent:
+            return {"limit": self.page_size}
+        return {"resourceVersion": "0"}
 
     async def _fetch_page(self, token: str | None) -> bytes:
         import aiohttp  # noqa: PLC0415
 
         timeout = aiohttp.ClientTimeout(sock_connect=self.connect_timeout, sock_read=self.read_timeout)
-        params: dict[str, Any] = {"limit": self.page_size}
-        if token:
-            params["continue"] = token
+        params: dict[str, Any] = {"limit": self.page_size, "continue": token} if token else self._first_page_params()
         resp = await self.client.get(self.path, params=params, timeout=timeout)
         async with resp:
             body = await resp.read()
         if resp.status != 200:
-            raise self._failure(resp.status, body)
+            raise self._failure(resp.status, body, resp.headers.get("Retry-After"))
         return body
 
-    async def _list(self) -> None:
+    def _listing(self) -> None:
         if not self.state.synced and self.state.phase not in (RETRYING, FORBIDDEN):
             self._set(SYNCING)
         elif self.state.synced and not self.state.relisting:
@@ -378,6 +424,18 @@ class Reflector:
             if self.state.stale_since is None:
                 self.state.stale_since = time.monotonic()
             self._set(self.state.phase, self.state.error, self.state.retry_at)
+
+    def _listed(self, resource_version: str | None) -> None:
+        self.sink.end_list()
+        self.resource_version = resource_version
+        self.lists += 1
+        self._consistent = False
+        self.state.synced = True
+        self.state.relisting = False
+        self._set(LIVE)  # the data is current; a failing watch turns this to retrying
+
+    async def _list(self) -> None:
+        self._listing()
         self.sink.begin_list()
         page: asyncio.Future[bytes] = asyncio.ensure_future(self._fetch_page(None))
         try:
@@ -403,12 +461,7 @@ class Reflector:
         finally:
             if not page.done():
                 page.cancel()
-        self.sink.end_list()
-        self.resource_version = meta.get("resourceVersion")
-        self.lists += 1
-        self.state.synced = True
-        self.state.relisting = False
-        self._set(LIVE)  # the data is current; a failing watch turns this to retrying
+        self._listed(meta.get("resourceVersion"))
 
     async def _page_items(self, body: bytes, items_at: int) -> list[Obj]:
         """A page's items, parsed; with a sink that can tell, only those that may matter."""
@@ -433,39 +486,76 @@ class Reflector:
         return orjson.loads(body).get("items") or []
 
     async def _watch(self) -> None:
+        assert self.resource_version is not None
+        params = {"watch": "true", "resourceVersion": self.resource_version, "allowWatchBookmarks": "true"}
+        await self._stream(params, initial=False)
+
+    async def _watch_list(self) -> None:
+        """WatchList: the initial state as ADDED events up to the bookmark annotated
+        k8s.io/initial-events-end, then the watch goes on on the same stream. Served from the
+        watch cache; a server that refuses it (or ignores it) moves us to the next list mode."""
+        params = {"watch": "true", "sendInitialEvents": "true", "resourceVersionMatch": "NotOlderThan",
+                  "allowWatchBookmarks": "true", "resourceVersion": ""}
+        self._listing()
+        await self._stream(params, initial=True)
+
+    async def _stream(self, params: dict[str, Any], initial: bool) -> None:
         import aiohttp  # noqa: PLC0415
 
-        assert self.resource_version is not None
+        params["timeoutSeconds"] = random.randint(*self.watch_seconds)
         timeout = aiohttp.ClientTimeout(sock_connect=self.connect_timeout, sock_read=self.inactivity_timeout)
         started = time.monotonic()
-        params = {
-            "watch": "true",
-            "resourceVersion": self.resource_version,
-            "allowWatchBookmarks": "true",
-            "timeoutSeconds": random.randint(*self.watch_seconds),
-        }
         resp = await self.client.get(self.path, params=params, timeout=timeout)
         applied = 0
         async with resp:
+            if initial and resp.status in (400, 422):
+                raise Unsupported(f"the server refuses WatchList ({status_message(await resp.read())})")
+            if initial and resp.status == 403:
+                # May list but not watch? The list says so in its own words (and a read-only report needs no watch).
+                raise Unsupported("watching is forbidden; a list may not be")
             if resp.status != 200:
-                raise self._failure(resp.status, await resp.read())
-            self._set(LIVE)
+                raise self._failure(resp.status, await resp.read(), resp.headers.get("Retry-After"))
+            listing = initial
+            if listing:
+                self.sink.begin_list()
+            else:
+                self._set(LIVE)
             stream = resp.content
             pending = bytearray()
-            while True:
-                chunk = await stream.readany()
-                if not chunk:
-                    break
-                pending += chunk
-                if b"\n" not in chunk:
-                    continue
-                lines = pending.split(b"\n")
-                pending = lines.pop()
-                for line in lines:
-                    if line:
-                        applied += self._apply_line(line)
-            if pending.strip():
-                applied += self._apply_line(pending)
+            with gc_paused() if listing else contextlib.nullcontext():
+                while True:
+                    if listing and applied == 0:
+                        try:  # a server that ignores sendInitialEvents sends nothing now
+                            chunk = await asyncio.wait_for(stream.readany(), WATCHLIST_FIRST_LINE)
+                        except asyncio.TimeoutError:
+                            raise Unsupported("no initial events: the server ignores WatchList") from None
+                    else:
+                        chunk = await stream.readany()
+                    if not chunk:
+                        break
+                    pending += chunk
+                    if b"\n" not in chunk:
+                        continue
+                    lines = pending.split(b"\n")
+                    pending = lines.pop()
+                    for n, line in enumerate(lines, 1):
+                        if not line:
+                            continue
+                        if listing:
+                            listing = self._initial_line(line)
+                        else:
+                            self._apply_line(line)
+                        applied += 1
+                        if n % YIELD_EVERY == 0:
+                            await asyncio.sleep(0)
+                if pending.strip():
+                    if listing:
+                        listing = self._initial_line(pending)
+                    else:
+                        self._apply_line(pending)
+                    applied += 1
+            if listing:
+                raise ApiFailure(500, "the stream ended before the initial events did")
         if applied == 0 and time.monotonic() - started < 1.0:
             # Servers close watches now and then (a restart, a load balancer): watch again after a
             # pause. Only a server that closes every watch at once is a failure, and must not make us spin.
@@ -476,6 +566,28 @@ class Reflector:
                 await asyncio.sleep(self._backoff_for(self._quick_closes))
         else:
             self._quick_closes = 0
+
+    def _initial_line(self, line: bytes | bytearray) -> bool:
+        """One line of a WatchList's initial state; False once the initial events have ended."""
+        may_matter = getattr(self.sink, "may_matter", None)
+        if may_matter is not None and line.startswith(b'{"type":"ADDED","object":{'):
+            start, end = len(b'{"type":"ADDED","object":'), len(line.rstrip()) - 1
+            if not _may_matter(may_matter, line, start, end):
+                return True  # certainly not kept: not even parsed
+        event = orjson.loads(line)
+        event_type, obj = event.get("type"), event.get("object") or {}
+        if event_type == "ADDED":
+            self.sink.list_item(obj)
+            return True
+        if event_type == "BOOKMARK":
+            meta = obj.get("metadata") or {}
+            if (meta.get("annotations") or {}).get(INITIAL_EVENTS_END) != "true":
+                raise Unsupported("a bookmark before the initial events' end: the server ignores WatchList")
+            self._listed(meta.get("resourceVersion"))
+            return False
+        if event_type == "ERROR":
+            self._apply_line(line)  # raises
+        raise Unsupported(f"a {event_type} event before the initial state ended: the server ignores WatchList")
 
     def _apply_line(self, line: bytes | bytearray) -> int:
         event = orjson.loads(line)
@@ -499,9 +611,11 @@ class Reflector:
             self.resource_version = rv
         return 1
 
-    def _failure(self, status: int, body: bytes) -> Exception:
+    def _failure(self, status: int, body: bytes, retry_after: str | None = None) -> Exception:
         if status == 410:
             return Gone()
+        if status in (429, 503) and retry_after and retry_after.strip().isdigit():
+            return ApiFailure(status, status_message(body), float(retry_after))
         try:
             if status == 504 and _too_large(orjson.loads(body)):
                 return Gone()

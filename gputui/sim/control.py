@@ -53,7 +53,7 @@ async def apply(sim: "SimCluster", request: dict[str, Any]) -> str:
         if action == "fail":
             resource, code = _text(request, "resource"), request.get("code")
             if not isinstance(code, int) or isinstance(code, bool):
-                raise ControlError("fail needs an integer code (403 or 500)")
+                raise ControlError("fail needs an integer code (403, 429, 500 or 503)")
             faults.fail(resource, code)
             return f"{resource}: every request answers {code}"
         if action == "slow":

@@ -32,6 +32,7 @@ class FaultsDisabled(RuntimeError):
 class Fault:
     code: int | None = None
     delay: float = 0.0
+    retry_after: int = 1  # seconds, the Retry-After of a 429 or 503
 
 
 class Faults:
@@ -64,10 +65,12 @@ class Faults:
     def drop_watches(self) -> int:
         return self._require().store.drop_watches()
 
-    def fail(self, resource_key: str, code: int) -> None:
-        if code not in (403, 500):
-            raise ValueError("fail() answers 403 or 500")
-        self.active.setdefault(self._resource_key(resource_key), Fault()).code = code
+    def fail(self, resource_key: str, code: int, retry_after: int = 1) -> None:
+        """Answer every request for the resource with 403, 500, or 429/503 with Retry-After: retry_after seconds."""
+        if code not in (403, 429, 500, 503):
+            raise ValueError("fail() answers 403, 429, 500 or 503")
+        fault = self.active.setdefault(self._resource_key(resource_key), Fault())
+        fault.code, fault.retry_after = code, retry_after
 
     def slow(self, resource_key: str, seconds: float) -> None:
         self.active.setdefault(self._resource_key(resource_key), Fault()).delay = seconds

@@ -233,6 +233,10 @@ class Store:
         self._watches[key].add(w)
         return w, replay
 
+    def compacted_below(self, key: str) -> int:
+        """resourceVersions below this one are compacted away for this resource (lists from them are gone too)."""
+        return self._floor[key]
+
     def open_watches(self, key: str | None = None) -> int:
         """How many watches are open (for one resource, or all): tests check that none leak."""
         if key is not None:

@@ -148,7 +148,7 @@ async def test_forbidden_pods_degrade_that_part_only(sim):
             async with m:
                 assert await m.wait_synced(5)
                 state = m.states[PODS]
-                assert state.phase == "forbidden" and "cannot list resource \"pods\"" in state.error
+                assert state.phase == "forbidden" and 'cannot list resource "pods"' in state.error
                 assert state.describe().startswith("forbidden: ")
                 assert m.states["nodes"].phase == "live"
                 summaries = {s.name: s for s in m.node_summaries()}

@@ -40,7 +40,11 @@ class Discovery(ApiBase):
 
     # -- discovery -------------------------------------------------------
     async def version(self, request: web.Request) -> web.Response:
-        return json_response(VERSION_INFO)
+        minor = str(getattr(self.cluster, "server_minor", VERSION_INFO["minor"]))
+        if minor == VERSION_INFO["minor"]:
+            return json_response(VERSION_INFO)
+        return json_response({**VERSION_INFO, "minor": minor, "emulationMinor": minor, "minCompatibilityMinor": str(int(minor) - 1),
+                              "gitVersion": f"v1.{minor}.0"})
 
     async def health(self, request: web.Request) -> web.Response:
         return web.Response(text="ok")

@@ -15,7 +15,10 @@ from ..resources import ResourceType
 from ..store import CLOSED, Entry, Gone
 from .base import ApiBase
 from .request import Target, _decode_continue, _encode_continue, _flag, _int_param, _sort_key, _wants_table
-from .responses import JSON, ApiError, bad_request, raw_response, send_large, status_body, too_large_status
+from ..features import ApiCounts
+from .responses import (
+    JSON, ApiError, bad_request, expired_continue, invalid_list_options, raw_response, send_large, status_body, too_large_status,
+)
 
 Obj = dict[str, Any]
 
@@ -23,8 +26,50 @@ Obj = dict[str, Any]
 WATCH_IDLE_CHECK = 5.0
 
 
+NOT_OLDER_THAN = "NotOlderThan"
+
+
+def _option_errors(query: Any, watching: bool, watch_list_enabled: bool) -> list[tuple[str, str, str]]:
+    """apimachinery's ValidateListOptions: what kube-apiserver refuses with 422 before any read."""
+    match = query.get("resourceVersionMatch", "")
+    initial = "sendInitialEvents" in query
+    errors = []
+    if watching:
+        if initial:
+            if match != NOT_OLDER_THAN:
+                errors.append(("FieldValueForbidden", "resourceVersionMatch", f"sendInitialEvents requires setting resourceVersionMatch to {NOT_OLDER_THAN}"))
+            if not _flag(query.get("allowWatchBookmarks")):
+                errors.append(("FieldValueForbidden", "allowWatchBookmarks", "sendInitialEvents requires setting allowWatchBookmarks to true"))
+            if not watch_list_enabled:
+                errors.append(("FieldValueForbidden", "sendInitialEvents", "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled"))
+        if match:
+            if not initial:
+                errors.append(("FieldValueForbidden", "resourceVersionMatch", "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided"))
+            elif match != NOT_OLDER_THAN:
+                errors.append(("FieldValueNotSupported", "resourceVersionMatch", f'"{match}": supported values: "{NOT_OLDER_THAN}"'))
+        return errors
+    if match:
+        if not query.get("resourceVersion"):
+            errors.append(("FieldValueForbidden", "resourceVersionMatch", "resourceVersionMatch is forbidden unless resourceVersion is provided"))
+        if query.get("continue"):
+            errors.append(("FieldValueForbidden", "resourceVersionMatch", "resourceVersionMatch is forbidden when continue is provided"))
+        if match not in ("Exact", NOT_OLDER_THAN):
+            errors.append(("FieldValueNotSupported", "resourceVersionMatch", f'"{match}": supported values: "Exact", "{NOT_OLDER_THAN}"'))
+    if initial:
+        errors.append(("FieldValueForbidden", "sendInitialEvents", "sendInitialEvents is forbidden for list"))
+    return errors
+
+
 class Reading(ApiBase):
     """Api's handlers for get, list and watch."""
+
+    @property
+    def features(self) -> dict[str, bool]:
+        return self.cluster.features
+
+    @property
+    def counts(self) -> ApiCounts:
+        return self.cluster.api_counts
 
     # -- reading ---------------------------------------------------------
     def _table(self, r: ResourceType, entries: list[Entry], request: web.Request, meta: Obj, with_columns: bool = True) -> bytes:
@@ -56,6 +101,10 @@ class Reading(ApiBase):
 
     async def list(self, request: web.Request, t: Target) -> web.StreamResponse:
         r = t.resource
+        self.counts.note("list", r.key, dict(request.query))
+        errors = _option_errors(request.query, watching=False, watch_list_enabled=self.features["WatchList"])
+        if errors:
+            raise invalid_list_options(errors)
         matches = self._selectors(request, r)
         rv_param = request.query.get("resourceVersion", "")
         if rv_param not in ("", "0"):
@@ -71,12 +120,20 @@ class Reading(ApiBase):
                     body = await self._too_large(wanted)
                 if body is not None:
                     raise ApiError(504, "Timeout", body["message"], body["details"])
-        limit = _int_param(request.query, "limit") or 0
         token = request.query.get("continue")
+        # resourceVersion=0: any data, from the watch cache, which ignores limit (one answer, no pages).
+        limit = 0 if rv_param == "0" and not token else (_int_param(request.query, "limit") or 0)
+        from_etcd = self._from_etcd(rv_param, token, request.query.get("resourceVersionMatch", ""))
         rv = self.store.resource_version
         idents = self.store.sorted_idents(r.key)
+        start_after = None
+        if token:
+            token_rv, start_after = _decode_continue(token)
+            if token_rv < self.store.compacted_below(r.key):
+                self.counts.expired_continues += 1
+                raise expired_continue()
         # Pages continue after the last key served, so each page costs its own size, not the list's.
-        lo = bisect.bisect_right(idents, _decode_continue(token)) if token else 0
+        lo = bisect.bisect_right(idents, start_after) if start_after is not None else 0
         hi = len(idents)
         if t.namespace is not None:
             lo = max(lo, bisect.bisect_left(idents, (t.namespace, "")))
@@ -97,17 +154,28 @@ class Reading(ApiBase):
             if not request.query.get("labelSelector") and not request.query.get("fieldSelector"):
                 meta["remainingItemCount"] = hi - index
         if _wants_table(request):
-            return await send_large(request, self._table(r, selected, request, meta))
-        head = orjson.dumps({"kind": r.list_kind, "apiVersion": r.api_version, "metadata": meta})[:-1] + b',"items":['
-        # One join, one copy: the list body is the stored JSON of each object, comma-separated.
-        parts = [head]
-        for e in selected:
-            parts.append(e.raw)
-            parts.append(b",")
-        if selected:
-            parts.pop()
-        parts.append(b"]}")
-        return await send_large(request, b"".join(parts))
+            body = self._table(r, selected, request, meta)
+        else:
+            head = orjson.dumps({"kind": r.list_kind, "apiVersion": r.api_version, "metadata": meta})[:-1] + b',"items":['
+            # One join, one copy: the list body is the stored JSON of each object, comma-separated.
+            parts = [head]
+            for e in selected:
+                parts.append(e.raw)
+                parts.append(b",")
+            if selected:
+                parts.pop()
+            parts.append(b"]}")
+            body = b"".join(parts)
+        self.counts.list(r.key, from_etcd, len(body))
+        return await send_large(request, body)
+
+    def _from_etcd(self, rv: str, token: str | None, match: str) -> bool:
+        """Would kube-apiserver (of the release played) read this list from etcd rather than its watch cache?"""
+        if token:
+            return not self.features["ListFromCacheSnapshot"]  # "watch cache doesn't support continuations"
+        if rv == "":
+            return not self.features["ConsistentListFromCache"]  # a consistent read
+        return match == "Exact"  # resourceVersion=0 or NotOlderThan: the cache
 
     def get(self, request: web.Request, t: Target) -> web.Response:
         entry = self._entry(t)
@@ -118,6 +186,10 @@ class Reading(ApiBase):
     # -- watching --------------------------------------------------------
     async def watch(self, request: web.Request, t: Target) -> web.StreamResponse:
         r, store = t.resource, self.store
+        self.counts.note("watch", r.key, dict(request.query))
+        errors = _option_errors(request.query, watching=True, watch_list_enabled=self.features["WatchList"])
+        if errors:
+            raise invalid_list_options(errors)
         matches = self._selectors(request, r)
         namespace = t.namespace
         as_table = _wants_table(request)
@@ -133,6 +205,7 @@ class Reading(ApiBase):
             except ValueError:
                 raise bad_request(f'invalid resource version "{rv_param}"') from None
 
+        self.counts.watch(r.key, initial_events)
         response = web.StreamResponse(headers={"Content-Type": JSON, "Cache-Control": "no-cache, private"})
         response.enable_chunked_encoding()
         await response.prepare(request)
@@ -150,7 +223,9 @@ class Reading(ApiBase):
             if as_table:
                 raw = self._table(r, [Entry(obj, raw)], request, {"resourceVersion": obj["metadata"].get("resourceVersion", "")}, first_table)
                 first_table = False
-            return b'{"type":"' + kind.encode() + b'","object":' + raw + b"}\n"
+            line = b'{"type":"' + kind.encode() + b'","object":' + raw + b"}\n"
+            self.counts.bytes_sent += len(line)
+            return line
 
         if since is not None and since > store.resource_version:
             failure = await self._too_large(since)

@@ -75,11 +75,12 @@ def _encode_continue(rv: int, key: tuple[str, str]) -> str:
     return base64.urlsafe_b64encode(orjson.dumps({"rv": rv, "start": list(key)})).decode()
 
 
-def _decode_continue(token: str) -> tuple[str, str]:
+def _decode_continue(token: str) -> tuple[int, tuple[str, str]]:
+    """(the resourceVersion of the list it continues, the last key served)."""
     try:
         data = orjson.loads(base64.urlsafe_b64decode(token.encode() + b"=" * (-len(token) % 4)))
         ns, name = data["start"]
-        return str(ns), str(name)
+        return int(data["rv"]), (str(ns), str(name))
     except Exception:  # noqa: BLE001  (any malformed token is the client's error)
         raise bad_request("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)") from None
 

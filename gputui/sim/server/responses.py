@@ -17,9 +17,10 @@ JSON = "application/json"
 class ApiError(Exception):
     """Answered as a `Status` object."""
 
-    def __init__(self, code: int, reason: str, message: str, details: Obj | None = None) -> None:
+    def __init__(self, code: int, reason: str, message: str, details: Obj | None = None, headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.code, self.reason, self.message, self.details = code, reason, message, details
+        self.headers = headers or {}
 
 
 def status_body(code: int, reason: str, message: str, details: Obj | None = None) -> Obj:
@@ -100,3 +101,22 @@ def _invalid(r: ResourceType, e: admission.Invalid) -> ApiError:
         details["group"] = r.group
     details["causes"] = [{"reason": c.reason, "message": c.message, "field": c.field} for c in e.causes]
     return ApiError(422, "Invalid", str(e), details)
+
+
+def invalid_list_options(causes: list[tuple[str, str, str]]) -> ApiError:
+    """kube-apiserver's answer to list or watch options that do not validate (ValidateListOptions):
+    422 Invalid for the kind ListOptions. causes: (reason, field, message), e.g. ("FieldValueForbidden", ...)."""
+    words = {"FieldValueForbidden": "Forbidden", "FieldValueNotSupported": "Unsupported value"}
+    text = ", ".join(f"{fld}: {words.get(reason, reason)}: {message}" for reason, fld, message in causes)
+    message = f'ListOptions.meta.k8s.io "" is invalid: {text}' if len(causes) == 1 else f'ListOptions.meta.k8s.io "" is invalid: [{text}]'
+    details: Obj = {"group": "meta.k8s.io", "kind": "ListOptions",
+                    "causes": [{"reason": reason, "message": f"{words.get(reason, reason)}: {msg}", "field": fld} for reason, fld, msg in causes]}
+    return ApiError(422, "Invalid", message, details)
+
+
+def expired_continue() -> ApiError:
+    """The continue token of a list whose resourceVersion was compacted (etcd's ErrCompacted)."""
+    return ApiError(410, "Expired", "The provided continue parameter is too old to display a consistent list result. You can start a "
+                    "new list without the continue parameter, or use the continue token in this response to retrieve the remainder of "
+                    "the results. Continuing with the provided token results in an inconsistent list - objects that were created, "
+                    "modified, or deleted between the time the first chunk was returned and now may show up in the list.", {})

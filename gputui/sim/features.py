@@ -1,0 +1,59 @@
+"""What kube-apiserver release the simulator plays, as far as lists and watches go, and what it counts.
+
+Feature gates (kube-apiserver's defaults for the release played, 1.34 unless told):
+  WatchList               watch with sendInitialEvents (beta, on in 1.32, off in 1.33, on from 1.34)
+  ConsistentListFromCache a list with no resourceVersion served from the watch cache (on from 1.31)
+  ListFromCacheSnapshot   a list's continue pages served from the watch cache (on from 1.34)
+
+`ApiCounts` tallies what a real server would have done with each read: served
+from the watch cache or from etcd, and the bytes sent, so that benchmarks can
+tell how gentle a client is.
+"""
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+DEFAULT_MINOR = 34
+
+
+def features_for(minor: int = DEFAULT_MINOR) -> dict[str, bool]:
+    return {
+        "WatchList": minor == 32 or minor >= 34,
+        "ConsistentListFromCache": minor >= 31,
+        "ListFromCacheSnapshot": minor >= 34,
+    }
+
+
+@dataclass
+class ApiCounts:
+    lists_from_cache: int = 0
+    lists_from_etcd: int = 0  # what kube-apiserver would have read from etcd (the load that hurts)
+    watches: int = 0
+    watch_lists: int = 0  # watches with sendInitialEvents
+    bytes_sent: int = 0
+    by_resource: dict[str, int] = field(default_factory=dict)  # requests per resource
+    expired_continues: int = 0  # continue tokens refused with 410 (compacted)
+    # The latest reads as (verb, resource, the query's list and watch parameters): tests assert their shapes.
+    recent: deque[tuple[str, str, dict[str, str]]] = field(default_factory=lambda: deque(maxlen=1000))
+
+    def note(self, verb: str, resource: str, query: dict[str, str]) -> None:
+        keep = ("resourceVersion", "resourceVersionMatch", "limit", "continue", "sendInitialEvents", "allowWatchBookmarks", "fieldSelector")
+        self.recent.append((verb, resource, {k: query[k] for k in keep if k in query}))
+
+    def list(self, resource: str, from_etcd: bool, size: int) -> None:
+        if from_etcd:
+            self.lists_from_etcd += 1
+        else:
+            self.lists_from_cache += 1
+        self.bytes_sent += size
+        self.by_resource[resource] = self.by_resource.get(resource, 0) + 1
+
+    def watch(self, resource: str, initial_events: bool) -> None:
+        self.watches += 1
+        self.watch_lists += initial_events
+        self.by_resource[resource] = self.by_resource.get(resource, 0) + 1
+
+    def as_dict(self) -> dict[str, object]:
+        return {"lists_from_cache": self.lists_from_cache, "lists_from_etcd": self.lists_from_etcd, "watches": self.watches,
+                "watch_lists": self.watch_lists, "bytes_sent": self.bytes_sent, "by_resource": dict(self.by_resource)}
