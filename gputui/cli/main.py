@@ -70,6 +70,21 @@ def _parse_app_args(argv: list[str]) -> argparse.Namespace | None:
     return args
 
 
+def _parse_all(argv: list[str]) -> argparse.Namespace:
+    """The full parser. Arguments nobody knows after a subcommand are that subcommand's usage
+    error (`gputui report --bogus` shows report's usage, as `gputui report -o yaml` does)."""
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    if rest:
+        sub = None
+        if args.command is not None:
+            after = argv[argv.index(args.command) + 1:] if args.command in argv else []
+            if all(arg in after for arg in rest):
+                sub = next((a.choices.get(args.command) for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+        (sub or parser).error(f"unrecognized arguments: {' '.join(rest)}")
+    return args
+
+
 def launch_app(args: argparse.Namespace) -> int:
     from . import app  # noqa: PLC0415
 
@@ -82,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = [arg for arg in argv if arg != DEBUG_FLAG]
     if debug:
         _log_to_stderr()
-    args = _parse_app_args(argv) or build_parser().parse_args(argv)
+    args = _parse_app_args(argv) or _parse_all(argv)
     run = args.run if args.command is not None else launch_app
     command = f"gputui {args.command}" if args.command else "gputui"
     try:

@@ -13,6 +13,7 @@ import asyncio
 import sys
 from typing import Any
 
+from gputui.config import ConfigError, load_config
 from gputui.kube.config import ConnectError, add_connection_args
 
 
@@ -31,6 +32,11 @@ def add_parser(subparsers: Any) -> None:
         "--resource", metavar="NAME", action="append", default=[],
         help="count this extended resource as a GPU too (repeatable), e.g. amd.com/gpu",
     )
+    parser.add_argument(  # the app's --config (given before `report`, it is kept)
+        "--config", metavar="PATH", default=argparse.SUPPRESS,
+        help="config file whose [metrics] settings pace the DCGM exporter reads (default: $GPUTUI_CONFIG, "
+        "then $XDG_CONFIG_HOME/gputui/config.toml or ~/.config/gputui/config.toml)",
+    )
     parser.set_defaults(run=run)
 
 
@@ -39,11 +45,19 @@ def run(args: argparse.Namespace) -> int:
         if "/" not in name:
             print(f"gputui report: --resource {name}: expected a domain-prefixed resource name such as amd.com/gpu", file=sys.stderr)
             return 2
+    try:
+        config = load_config(getattr(args, "config", None))
+    except ConfigError as exc:
+        print(f"gputui report: {exc}", file=sys.stderr)
+        return 2
     from gputui.report.contract import collect, has_problems  # noqa: PLC0415  (the model loads once the flags are good)
     from gputui.report.formats import write_json, write_table, write_tsv  # noqa: PLC0415
 
     try:
-        data, created = asyncio.run(collect(args.kubeconfig, args.context, args.namespace, frozenset(args.resource)))
+        data, created = asyncio.run(collect(
+            args.kubeconfig, args.context, args.namespace, frozenset(args.resource),
+            metrics=config.metrics.model_options(), exec_timeout=config.exec_timeout,
+        ))
     except ConnectError as exc:
         print(f"gputui report: {exc}", file=sys.stderr)
         return 2

@@ -232,7 +232,8 @@ def daemonset_targets(ds: DaemonSet, node: Node) -> tuple[bool, str | None]:
     labels = node.labels
     for key, value in ds.node_selector.items():
         if labels.get(key) != value:
-            return False, f"its nodeSelector wants {key}={value}"
+            has = f"; the node has {key}={labels[key]}" if key in labels else ""
+            return False, f"its nodeSelector wants {key}={value}{has}"
     required = (ds.affinity.get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or {}
     terms = required.get("nodeSelectorTerms") or []
     if terms and not any(_term_matches(t, node) for t in terms):
@@ -342,11 +343,22 @@ def mig_config(node: Node) -> MigConfig:
 
 def _deploy_switch(node: Node, component: str) -> str | None:
     """The node's nvidia.com/gpu.deploy.* value for the component ("false" also via deploy.operands)."""
+    switch = _deploy_label(node, component)
+    return switch.partition("=")[2] if switch else None
+
+
+def _deploy_label(node: Node, component: str) -> str | None:
+    """The nvidia.com/gpu.deploy.* label that decides the component on the node, as the node has it
+    (`nvidia.com/gpu.deploy.operands=false` when that switches every operand off), or None."""
     labels = node.labels
-    if labels.get(DEPLOY_LABEL_PREFIX + "operands") == "false":
-        return "false"
     key = _DEPLOY_LABELS.get(component)
-    return labels.get(DEPLOY_LABEL_PREFIX + key) if key else None
+    own = DEPLOY_LABEL_PREFIX + key if key else None
+    if own is not None and labels.get(own) == "false":
+        return f"{own}=false"
+    operands = DEPLOY_LABEL_PREFIX + "operands"
+    if labels.get(operands) == "false":
+        return f"{operands}=false"
+    return f"{own}={labels[own]}" if own is not None and own in labels else None
 
 
 PodsByDaemonSet = dict[tuple[str, str], list[Pod]]  # (namespace, DaemonSet name) -> its pods on one node
@@ -372,7 +384,7 @@ def _component(stack: Stack, node: Node, component: str, pods_here: PodsByDaemon
         live.sort(key=lambda p: p.deleted is not None)
         targets, why = daemonset_targets(ds.daemonset, node)
         if ds.install == "operator" and _deploy_switch(node, component) == "false":
-            targets, why = False, f"{DEPLOY_LABEL_PREFIX}{_DEPLOY_LABELS[component]}=false"
+            targets, why = False, f"the node has {_deploy_label(node, component)}"
         if live or targets:
             candidates.append((ds, live[0] if live else None))
         else:
@@ -387,7 +399,8 @@ def _component(stack: Stack, node: Node, component: str, pods_here: PodsByDaemon
         return max(states, key=lambda s: _SEVERITY[s.state])
     if stack.kind == "gpu-operator" and component in _POLICY_KEYS:
         if component in stack.disabled:
-            return ComponentState(component, NOT_EXPECTED, "disabled in the ClusterPolicy")
+            policy = stack.cluster_policy.name if stack.cluster_policy is not None else "?"
+            return ComponentState(component, NOT_EXPECTED, f"disabled in ClusterPolicy {policy}: spec.{_POLICY_KEYS[component]}.enabled=false")
         if _deploy_switch(node, component) == "true":
             label = DEPLOY_LABEL_PREFIX + _DEPLOY_LABELS[component]
             return ComponentState(component, MISSING, f"no DaemonSet runs it here though {label}=true")

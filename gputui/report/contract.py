@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from typing import Any
+from typing import Any, Mapping
 
 from gputui.kube import gpu
 from gputui.kube.config import ConnectError, Forbidden, check, connect
@@ -53,12 +53,16 @@ def cluster_problems(data: dict[str, Any]) -> list[dict[str, str]]:
 
 
 async def collect(
-    kubeconfig: str | None, context: str | None, namespace: str | None, extra: frozenset[str] = frozenset()
+    kubeconfig: str | None, context: str | None, namespace: str | None, extra: frozenset[str] = frozenset(),
+    *, metrics: Mapping[str, Any] | None = None, exec_timeout: float = 60.0,
 ) -> tuple[dict[str, Any], PodTimes]:
-    """Connect, sync once; return the report as the JSON contract's dict, and the pods' creation times."""
-    async with await connect(kubeconfig, context) as conn:
+    """Connect, sync once; return the report as the JSON contract's dict, and the pods' creation times.
+    metrics: ClusterModel's metrics_* options (the config file's [metrics]: see read_exporters)."""
+    async with await connect(kubeconfig, context, exec_timeout=exec_timeout) as conn:
         await check(conn)
-        model = ClusterModel(conn.api, resources=gpu.GpuResources(extra))
+        for notice in conn.warnings:  # insecure-skip-tls-verify: said once
+            print(f"gputui report: warning: {notice}", file=sys.stderr)
+        model = ClusterModel(conn.api, resources=gpu.GpuResources(extra), **(metrics or {}))
         async with model:
             synced = await settle(model, REQUIRED, SYNC_TIMEOUT)
             for kind in REQUIRED:
@@ -70,7 +74,7 @@ async def collect(
                     raise ConnectError(f"cannot list {kind} from {conn.server}: {why}")
             # The rest (events, the GPU stack's kinds) only adds detail: wait for it a little longer at most.
             await settle(model, OPTIONAL, EXTRA_SYNC_TIMEOUT)
-            await model.metrics.poll_once()
+            await read_exporters(model)
             data = as_contract(model, conn.context, namespace)
             data["missing"] = missing_parts(model)
             for part in data["missing"]:
@@ -81,6 +85,35 @@ async def collect(
                 print(f"gputui report: warning: {printable(unreadable_line(skipped))} (left out of the figures)", file=sys.stderr)
             created = {(g.pod.namespace, g.pod.name): g.pod.created for g in model.gpu_pods(namespace=namespace)}
             return data, created
+
+
+async def read_exporters(model: ClusterModel) -> None:
+    """Read each GPU node's DCGM exporter once, as the config file's [metrics] allows: at most
+    `concurrency` reads at once (the model's poller) and `reads_per_minute` a minute (a token
+    bucket holding `concurrency` reads, as the app's background reads). `interval` does not
+    apply: the report reads once."""
+    poller = model.metrics
+    targets = poller.targets()
+    readable = sorted(node for node, e in targets.items() if e.unavailable is None and e.pod is not None)
+    others = [node for node in targets if node not in set(readable)]
+    if others:
+        await poller.poll_once(others)  # no request: their state says why there is nothing to read
+    loop = asyncio.get_running_loop()
+    rate = poller.reads_per_minute / 60.0
+    capacity = float(max(1, min(poller.concurrency, poller.reads_per_minute)))
+    tokens, filled_at = capacity, loop.time()
+    reads = []
+    for node in readable:
+        while True:
+            now = loop.time()
+            tokens, filled_at = min(capacity, tokens + (now - filled_at) * rate), now
+            if tokens >= 1.0:
+                break
+            await asyncio.sleep((1.0 - tokens) / rate)
+        tokens -= 1.0
+        reads.append(asyncio.create_task(poller.poll_once([node]), name=f"gputui-report-dcgm-{node}"))
+    if reads:
+        await asyncio.gather(*reads)
 
 
 def gave_up(state: ResourceState, now: float) -> bool:

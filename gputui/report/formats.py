@@ -10,11 +10,13 @@ from typing import Any, TextIO
 
 import orjson
 
+from gputui.kube import duration
 from gputui.sanitize import printable
 
 from .contract import PodTimes, cluster_problems
 
 WIDTH = 100
+COUNT_TITLES = ("CAPACITY", "ALLOCATABLE", "ALLOCATED", "FREE")  # the contract's capacity, allocatable, allocated, free
 
 
 def write_json(data: dict[str, Any], out: TextIO, created: PodTimes | None = None) -> None:
@@ -61,25 +63,37 @@ def _fit(text: str, width: int, middle: bool = False) -> str:
 
 
 def age(created: float | None, now: float) -> str:
-    if created is None:
-        return "?"
-    seconds = max(0, int(now - created))
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size * (2 if unit != "m" else 1):
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"
+    """kubectl's AGE: HumanDuration (`5m30s`, `3d4h`), `<unknown>` without a time; the app's too."""
+    return duration.age(created, now)
 
 
-def _columns(rows: list[list[str]], widths: list[int], numeric: set[int] = frozenset(), names: set[int] = frozenset()) -> list[str]:
-    """Align rows; widths are maxima, shrunk to the widest cell; longer cells are cut."""
+NAME_FLOOR = 16  # a name column gives way down to this before the last column is cut
+
+
+def _columns(
+    rows: list[list[str]], widths: list[int], numeric: set[int] = frozenset(), names: set[int] = frozenset(),
+    total: int | None = None, tight: set[int] = frozenset(),
+) -> list[str]:
+    """Align rows; widths are maxima, shrunk to the widest cell; longer cells are cut.
+    total: the lines' width at most; beyond it the first column gives way (to NAME_FLOOR), then the last.
+    tight: columns one space after the one before (right-aligned numbers), not two."""
     actual = [min(w, max(len(printable(r[i])) for r in rows)) for i, w in enumerate(widths)]
+    seps = ["" if i == 0 else (" " if i in tight else "  ") for i in range(len(widths))]
+    if total is not None:
+        over = sum(actual) + sum(map(len, seps)) - total
+        if over > 0 and actual[0] > NAME_FLOOR:
+            given = min(over, actual[0] - NAME_FLOOR)
+            actual[0] -= given
+            over -= given
+        if over > 0:
+            actual[-1] = max(len(printable(rows[0][-1])), actual[-1] - over)
     lines = []
     for row in rows:
         cells = []
         for i, cell in enumerate(row):
             cell = _fit(cell, actual[i], middle=i in names)
-            cells.append(cell.rjust(actual[i]) if i in numeric else cell.ljust(actual[i]))
-        lines.append("  ".join(cells).rstrip())
+            cells.append(seps[i] + (cell.rjust(actual[i]) if i in numeric else cell.ljust(actual[i])))
+        lines.append("".join(cells).rstrip())
     return lines
 
 
@@ -122,7 +136,8 @@ def write_table(data: dict[str, Any], out: TextIO, created: PodTimes | None = No
 
     # One row per GPU resource or problem code, whichever a node has more of;
     # not-ready and cordoned are problem codes, so there is no status column.
-    rows = [["NODE", "GPU MODEL", "RESOURCE", "CAP", "ALLOC", "USED", "FREE", "PROBLEMS"]]
+    # kubectl's words (kubectl describe node: Capacity, Allocatable, Allocated resources), as in the app.
+    rows = [["NODE", "GPU MODEL", "RESOURCE", *COUNT_TITLES, "PROBLEMS"]]
     for n in nodes:
         resources = list(n["gpu"].items())
         codes = [p["code"] for p in n["problems"]] or ["ok"]
@@ -136,7 +151,7 @@ def write_table(data: dict[str, Any], out: TextIO, created: PodTimes | None = No
                 *counts,
                 codes[i] if i < len(codes) else "",
             ])
-    for line in _columns(rows, [20, 16, 12, 4, 5, 4, 4, 21], numeric={3, 4, 5, 6}, names={0}):
+    for line in _columns(rows, [24, 14, 12, 8, 11, 9, 4, 21], numeric={3, 4, 5, 6}, names={0}, total=WIDTH, tight={4, 5, 6}):
         out.write(_fit(line, WIDTH) + "\n")
 
     problems = [("cluster", p) for p in cluster_problems(data)] + [(n["name"], p) for n in nodes for p in n["problems"]]
@@ -155,7 +170,7 @@ def write_table(data: dict[str, Any], out: TextIO, created: PodTimes | None = No
             gpus = ",".join(f"{short_resource(r)}={n}" for r, n in p["gpu"].items())
             rows.append([f"{p['namespace']}/{p['name']}", p["node"] or "<none>", p["phase"], gpus, age(created.get((p["namespace"], p["name"])), now)])
         reasons = {i + 1: p["reason"] for i, p in enumerate(data["pods"]) if p["reason"]}
-        for i, line in enumerate(_columns(rows, [42, 20, 9, 14, 5], names={0, 1})):
+        for i, line in enumerate(_columns(rows, [42, 20, 9, 14, 9], names={0, 1}, total=WIDTH - 2)):
             out.write(_fit("  " + line, WIDTH) + "\n")
             if i in reasons:
                 out.write(textwrap.fill(printable(reasons[i]), WIDTH, initial_indent="      why: ", subsequent_indent="           ") + "\n")
@@ -164,8 +179,8 @@ def write_table(data: dict[str, Any], out: TextIO, created: PodTimes | None = No
     if not data["totals"]:
         out.write("  no GPU resources\n")
     else:
-        rows = [["RESOURCE", "CAP", "ALLOC", "USED", "FREE"]]
+        rows = [["RESOURCE", *COUNT_TITLES]]
         for name, u in data["totals"].items():
             rows.append([short_resource(name), *(str(u[k]) for k in ("capacity", "allocatable", "allocated", "free"))])
-        for line in _columns(rows, [30, 6, 6, 6, 6], numeric={1, 2, 3, 4}):
+        for line in _columns(rows, [30, 8, 11, 9, 6], numeric={1, 2, 3, 4}, tight={2, 3, 4}):
             out.write("  " + line + "\n")

@@ -10,9 +10,10 @@ from typing import Callable, Iterable, Mapping
 
 from rich.text import Text
 
+from gputui.kube import duration
 from gputui.kube.gpu import GPU, GpuPod, NodeSummary, Problem, Usage
 from gputui.kube.metrics import NodeMetrics
-from gputui.kube.records import Event, Node, Pod
+from gputui.kube.records import Event, Node, Pod, format_quantity
 from gputui.kube.watch import ABSENT, LIVE, SYNCING, ResourceState
 
 from gputui.sanitize import clean
@@ -74,32 +75,14 @@ def short_resource(name: str) -> str:
 
 
 def age(created: float | None, now: float) -> str:
-    """Compact age in the spirit of kubectl's: 45s, 3m, 5h, 12d, 2y."""
-    if created is None:
-        return "-"
-    seconds = max(0, int(now - created))
-    if seconds < 120:
-        return f"{seconds}s"
-    minutes = seconds // 60
-    if minutes < 10:
-        return _two(minutes, "m", seconds % 60, "s")
-    if minutes < 180:
-        return f"{minutes}m"
-    hours = minutes // 60
-    if hours < 8:
-        return _two(hours, "h", minutes % 60, "m")
-    if hours < 48:
-        return f"{hours}h"
-    days = hours // 24
-    if days < 8:
-        return _two(days, "d", hours % 24, "h")
-    if days < 730:
-        return f"{days}d"
-    return f"{days // 365}y"
+    """An age exactly as kubectl prints it (45s, 5m30s, 3h5m, 3d4h, 2y10d; `<unknown>` without a time):
+    gputui.kube.duration, the report's too."""
+    return duration.age(created, now)
 
 
-def _two(big: int, big_unit: str, small: int, small_unit: str) -> str:
-    return f"{big}{big_unit}{small}{small_unit}" if small else f"{big}{big_unit}"
+def quantity(value: str | None, limit: int = 13) -> str:
+    """A resource quantity as kubectl prints it (`2Ti`, not `2147483648Ki`); `-` when there is none."""
+    return clean(format_quantity(value), limit) if value else "-"
 
 
 def bar(used: int, total: int, width: int = 6) -> Text:

@@ -231,7 +231,8 @@ def metrics_section(out: Text, summary: NodeSummary, metrics: NodeMetrics | None
         return
     readings = metrics.readings if metrics is not None else ()
     models = sorted({(r.model or "?").removeprefix("NVIDIA ") for r in readings})
-    _section(out, "GPU metrics (DCGM exporter)" + (f" · {', '.join(models)}" if models else ""))
+    as_of = f" · as of {render.age(metrics.at, now)}" if metrics is not None and metrics.at is not None else ""
+    _section(out, "GPU metrics (DCGM exporter)" + (f" · {', '.join(models)}" if models else "") + as_of)
     if metrics is None:
         exporter = summary.components.get("dcgm-exporter")
         if exporter is not None and exporter.state == stack.NOT_EXPECTED:

@@ -226,7 +226,7 @@ def test_managed_cluster_with_driver_disabled_is_normal():
                 [running(c["name"]) for c in d["spec"]["template"]["spec"]["containers"]]) for d in sets]
     stack, matrix = run(sets, [n], pods, [cluster_policy(spec={"driver": {"enabled": False}})])
     row = matrix["s4124-0073"]
-    assert row["driver"].state == NOT_EXPECTED and row["driver"].detail == "disabled in the ClusterPolicy"
+    assert row["driver"].state == NOT_EXPECTED and row["driver"].detail == "disabled in ClusterPolicy cluster-policy: spec.driver.enabled=false"
     assert all(row[c].state == RUNNING for c in COMPONENTS if c != "driver")
     assert node_problems(n, row) == []
 
