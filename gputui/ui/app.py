@@ -25,8 +25,9 @@ from gputui.kube.config import Connection, ConnectError, check
 from gputui.kube.model import ClusterModel
 
 from . import render
+from .colour import few_colours, use_readable_monochrome
 from .commands import GpuCommands
-from .panes import node_columns, pod_columns
+from .panes import node_columns, pod_columns, widths
 from .plugin_pane import DevicePluginPane
 from .refresh import AGE_INTERVAL, CoalescedRefresh
 from gputui.sanitize import clean
@@ -56,12 +57,14 @@ def stylesheet() -> Path:
 class MainScreen(Screen[None]):
     """Header, the three panes, the filter bar and the footer. Its keys act on the app."""
 
+    ESCAPE_TO_MINIMIZE = False  # esc goes to app.back, which minimises and gives focus back to the pane `l` left
+
     BINDINGS = [
         Binding("slash", "app.filter", "Filter"),
-        Binding("a", "app.toggle_all_pods", "All/node pods"),
+        Binding("a", "app.toggle_all_pods", "Node/all"),
         Binding("l", "app.logs_full", "Logs"),
         Binding("escape", "app.back", "Back", show=False),
-        Binding("v", "app.verify", "Verify", show=False),
+        Binding("v", "app.verify", "Verify"),
         Binding("V", "app.verify_all", "Verify all", show=False),
         Binding("s", "app.stack", "Stack"),
         Binding("g", "app.local_gpus", "Local GPUs", show=False),
@@ -90,8 +93,10 @@ class GpuTuiApp(StackActions, VerifyActions, CoalescedRefresh, DevicePluginPane,
     COMMANDS = App.COMMANDS | {GpuCommands}
     BINDINGS = [
         Binding("q", "quit", "Quit"),
+        Binding("ctrl+c", "quit", "Quit", show=False),  # as in k9s; a running verification's screen cancels it first
         Binding("question_mark", "help", "Help"),
         Binding("ctrl+p", "command_palette", "Palette", show=False),
+        Binding("colon", "command_palette", "Palette", show=False),
     ]
 
     def __init__(
@@ -106,6 +111,8 @@ class GpuTuiApp(StackActions, VerifyActions, CoalescedRefresh, DevicePluginPane,
         verify: VerifySettings = VerifySettings(),
     ) -> None:
         super().__init__()
+        if self.no_color:
+            use_readable_monochrome(self)  # problem words keep the contrast of normal text at least
         self.connector = connector
         self.context = context
         self.list_contexts = contexts
@@ -124,7 +131,11 @@ class GpuTuiApp(StackActions, VerifyActions, CoalescedRefresh, DevicePluginPane,
         self._unsubscribe: Callable[[], None] | None = None
         self._filter_target: KeyedTable | None = None
         self._narrow: bool | None = None
+        self._layout: tuple[bool, int] | None = None  # (narrow, width) the columns were laid out for
+        self.node_widths: dict[str, int] = widths(node_columns(False))
+        self.pod_widths: dict[str, int] = widths(pod_columns(False))
         self._main_ready = False
+        self._focus_before_logs: Widget | None = None
 
     # -- layout ------------------------------------------------------------------
     def get_default_screen(self) -> Screen:
@@ -149,6 +160,8 @@ class GpuTuiApp(StackActions, VerifyActions, CoalescedRefresh, DevicePluginPane,
     def main_screen_ready(self) -> None:
         """The panes exist: start connecting."""
         self._main_ready = True
+        if few_colours(self) and not self.is_headless:
+            self.add_class("-ansi16")  # focus in a calm colour: the accent would be bright red
         self.nodes_table.focus()
         self._apply_layout(self.size.width)
         self._main("#header", ClusterHeader).update(Text("connecting…", style="dim"))
@@ -163,12 +176,15 @@ class GpuTuiApp(StackActions, VerifyActions, CoalescedRefresh, DevicePluginPane,
 
     def _apply_layout(self, width: int) -> None:
         narrow = width < NARROW_WIDTH
-        if narrow == self._narrow:
+        if (narrow, width) == self._layout:
             return
+        self._layout = (narrow, width)
         self._narrow = narrow
         self.screen_stack[0].set_class(narrow, "-narrow")
-        self.nodes_table.set_columns(node_columns(narrow))
-        self.pods_table.set_columns(pod_columns(narrow))
+        node_cols, pod_cols = node_columns(narrow, width), pod_columns(narrow, width)
+        self.node_widths, self.pod_widths = widths(node_cols), widths(pod_cols)
+        self.nodes_table.set_columns(node_cols)
+        self.pods_table.set_columns(pod_cols)
         self._node_cells.clear()
         self._stale_pods = None
         self._refresh_views()
@@ -188,6 +204,8 @@ class GpuTuiApp(StackActions, VerifyActions, CoalescedRefresh, DevicePluginPane,
             self.exit(return_code=2)
             return
         self.context = self.conn.context
+        for warning in self.conn.warnings:  # e.g. insecure-skip-tls-verify: said once, on connecting
+            self.notify(clean(warning, 300), title="connection", severity="warning", timeout=15, markup=False)
         self.model = ClusterModel(self.conn.api, resources=self.resources, **self.model_options)
         self._unsubscribe = self.model.subscribe(self._on_change)
         await self.model.start()
@@ -240,15 +258,34 @@ class GpuTuiApp(StackActions, VerifyActions, CoalescedRefresh, DevicePluginPane,
     @on(DataTable.RowHighlighted, "#nodes-table")
     def _node_highlighted(self, event: DataTable.RowHighlighted) -> None:
         name = event.row_key.value
-        if name is None or name == self.selected_node:
-            return
+        if name is None or name == self.selected_node or name != self.nodes_table.cursor_key:
+            return  # a stale highlight: the cursor has moved on (a filter, a re-order)
         first_selection = self.selected_node is None
-        self.selected_node = name
+        self._select_node(name)
         if not first_selection:
             self.pods_all_nodes = False  # choosing a node narrows the pods to it
+
+    def follow_node_cursor(self) -> None:
+        """The selected node is the Nodes pane's visible cursor row: after a filter hides the
+        row it was on, or the rows change, the other panes (and `v`, `enter`) follow the cursor."""
+        if not self._main_ready:
+            return
+        table = self.nodes_table
+        key = table.cursor_key
+        if key is None and not table.filter_text:
+            return  # no rows yet (connecting, a context switch): nothing to follow
+        if key != self.selected_node:
+            self._select_node(key)
+
+    def _select_node(self, name: str | None) -> None:
+        self.selected_node = name
         self._plugin_identity = None
         self._plugin_info = None
-        self._follow_plugin_logs(name)
+        if name is None:
+            self.workers.cancel_group(self, "plugin-log")
+            self.plugin_log.clear()
+        else:
+            self._follow_plugin_logs(name)
         # The cursor moves now; the narrowed pods and the plugin pane follow within
         # REFRESH_INTERVAL, once however fast the keys come.
         self._request("pods", "plugin")
@@ -274,7 +311,10 @@ class GpuTuiApp(StackActions, VerifyActions, CoalescedRefresh, DevicePluginPane,
         if shown is not None and shown[0].reason:
             body.append("\n\n")
             body.append_text(render.text(shown[0].reason, limit=10_000))
-        for event_record in model.events_for("Pod", namespace, name)[:10]:
+        events = model.events_for("Pod", namespace, name)[:10]
+        if not events:
+            body.append("\nno events", style="dim")
+        for event_record in events:
             body.append("\n")
             body.append_text(render.event_line(event_record, self.clock()))
         self.push_screen(TextScreen("GPU pod", body))
@@ -288,7 +328,8 @@ class GpuTuiApp(StackActions, VerifyActions, CoalescedRefresh, DevicePluginPane,
         if model is None or summary is None:
             return None
         pods = [(pod, self.resources.of(pod.requests)) for pod in model.pods_on_node(name) if not pod.finished]
-        return NodeDetails(summary, pods, model.events_for("Node", "", name)[:20], model.node_metrics(name), model.metrics.series)
+        unknown, _ = render.allocation_basis(model.states, time.monotonic())  # as the Nodes pane: `…` or `?` until pods are listed
+        return NodeDetails(summary, pods, model.events_for("Node", "", name)[:20], model.node_metrics(name), model.metrics.series, unknown)
 
     def jump_to_node(self, name: str) -> None:
         table = self.nodes_table
@@ -305,10 +346,18 @@ class GpuTuiApp(StackActions, VerifyActions, CoalescedRefresh, DevicePluginPane,
 
     def action_logs_full(self) -> None:
         if self.screen.maximized is not None:
-            self.screen.minimize()
+            self._minimize()
         else:
+            self._focus_before_logs = self.focused
             self.screen.maximize(self.plugin_log)
             self.plugin_log.focus()
+
+    def _minimize(self) -> None:
+        """Back from the full-screen log: focus returns to the pane it left."""
+        self.screen.minimize()
+        before, self._focus_before_logs = self._focus_before_logs, None
+        if before is not None and before.is_attached and before.focusable:
+            before.focus()
 
     def action_back(self) -> None:
         bar = self._main(FilterBar)
@@ -317,11 +366,12 @@ class GpuTuiApp(StackActions, VerifyActions, CoalescedRefresh, DevicePluginPane,
             self._close_filter()
             return
         if self.screen.maximized is not None:
-            self.screen.minimize()
+            self._minimize()
             return
         focused = self.focused
         if isinstance(focused, KeyedTable) and focused.filter_text:
-            focused.set_filter("")
+            focused.set_filter("")  # the cursor stays on its row
+            self.follow_node_cursor()
             self._refresh_views(("nodes", "pods"))
 
     def toggle_pane(self, pane_id: str) -> None:
@@ -362,6 +412,7 @@ class GpuTuiApp(StackActions, VerifyActions, CoalescedRefresh, DevicePluginPane,
         target = self._filter_target
         if target is not None:
             target.set_filter(event.value)
+            self.follow_node_cursor()
             self._refresh_views(("nodes", "pods"))
 
     @on(Input.Submitted, "#filter")

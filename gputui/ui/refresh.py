@@ -21,7 +21,7 @@ from textual import work
 from gputui.kube import gpu
 from gputui.kube.model import DRA_KINDS, EVENTS, PODS, ClusterModel
 from gputui.kube.tables import Change, unreadable_line
-from gputui.kube.watch import ABSENT, LIVE, SYNCING
+from gputui.kube.watch import ABSENT, LIVE, RETRYING, SYNCING
 
 from . import render
 from .panes import node_row, pod_row
@@ -72,6 +72,8 @@ class CoalescedRefresh:
     pods_all_nodes: bool
     _narrow: bool | None
     _main_ready: bool
+    node_widths: dict[str, int]
+    pod_widths: dict[str, int]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -281,6 +283,14 @@ class CoalescedRefresh:
             out.append("restarting", style=render.WARN_STYLE)  # a watch ended; the model's watchdog starts it again
         else:
             parts = []
+            retrying = [(kind, state) for kind, state in troubled if state.phase == RETRYING and state.error]
+            errors = {state.error_words() for _, state in retrying}
+            if len(retrying) > 1 and len(errors) == 1:
+                # The connection is down: every watch fails alike. Said once, with the soonest try.
+                waits = [w for _, state in retrying if (w := state.retry_in()) is not None]
+                words = f"reconnecting: {errors.pop()}" + (f", next try in {min(waits):.0f} s" if waits and min(waits) >= 1 else "")
+                parts.append(render.text(words, style=render.BAD_STYLE, limit=120))
+                troubled = [(kind, state) for kind, state in troubled if (kind, state) not in retrying]
             for kind, state in troubled:
                 style = render.WARN_STYLE if state.phase == SYNCING else render.BAD_STYLE
                 parts.append(Text(f"{kind} ", end="") + render.text(state.describe(), style=style, limit=80))
@@ -303,7 +313,7 @@ class CoalescedRefresh:
                 cells = cached[2]
             else:
                 facts = _node_facts(summary)
-                cells = cached[2] if cached is not None and cached[1] == facts else node_row(summary, narrow, mark)
+                cells = cached[2] if cached is not None and cached[1] == facts else node_row(summary, narrow, mark, self.node_widths)
                 cache[summary.name] = (summary, facts, cells)
             rows.append((summary.name, self.with_mark(summary.name, cells)))
         if len(cache) > len(rows):
@@ -311,6 +321,9 @@ class CoalescedRefresh:
             for name in [n for n in cache if n not in names]:
                 del cache[name]
         self.nodes_table.show(rows)
+        follow = getattr(self, "follow_node_cursor", None)  # the app's: the other panes follow the visible cursor
+        if follow is not None:
+            follow()
         pane = self._main("#nodes", Pane)
         pane.set_status(self._pane_status("nodes", self.nodes_table, basis))
 
@@ -353,7 +366,7 @@ class CoalescedRefresh:
             if shown is not None and shown[1] == age_text and _row_facts(shown[0]) == _row_facts(entry):
                 view[key] = (entry, age_text, shown[2])  # changed, but nothing the row shows
             else:
-                changed[key] = cells = pod_row(entry, age_text, narrow)
+                changed[key] = cells = pod_row(entry, age_text, narrow, self.pod_widths)
                 view[key] = (entry, age_text, cells)
         else:
             self._pods_filling = False
@@ -401,5 +414,16 @@ class CoalescedRefresh:
             if state is not None and state.phase not in WATCH_OK:
                 parts.append(state.describe())
         if table.filter_text:
-            parts.append(f"filter: {clean(table.filter_text, 40)}")
+            if table.row_count == 0 and table.wanted_count:
+                noun = "node" if kind == "nodes" else "pod"
+                parts.append(f"no {noun} matches '{clean(table.filter_text, 40)}'")
+            else:
+                parts.append(f"filter: {clean(table.filter_text, 40)}")
+        elif kind == PODS and table.row_count == 0 and self.model is not None and self.model.pods_known:
+            if self.pods_all_nodes:
+                parts.append("no GPU pods" + (" in this namespace" if self.namespace else ""))
+            elif self.selected_node:
+                parts.append("no GPU pods on this node" + (" in this namespace" if self.namespace else ""))
+            else:
+                parts.append("no node selected")
         return " · ".join(parts)

@@ -12,7 +12,6 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Static
 
 from . import render
-from gputui.sanitize import clean
 from .stack_render import components_section, dra_section, metrics_section
 
 if TYPE_CHECKING:
@@ -24,6 +23,8 @@ if TYPE_CHECKING:
 
 KEYS_HELP: tuple[tuple[str, str], ...] = (
     ("↑ ↓  j k", "move in the focused table"),
+    ("← →", "scroll a table sideways · GPU stack: the previous / next component"),
+    ("PgUp PgDn", "a page up / down in a table, a log, details or this help"),
     ("tab  shift+tab", "next / previous pane"),
     ("enter", "node details (Nodes) · whole pending reason (GPU pods)"),
     ("a", "GPU pods: all nodes / the selected node"),
@@ -33,15 +34,19 @@ KEYS_HELP: tuple[tuple[str, str], ...] = (
     ("g", "this host's GPUs through NVML (one line when it has none)"),
     ("v", "verify the selected node (or the marked ones): nvidia-smi in a pod, then deleted"),
     ("space  V", "Nodes: mark a node for v · verify every GPU node"),
-    ("ctrl+p", "command palette: context, namespace, jump to node, panes, stack, local GPUs"),
+    ("ctrl+p  :", "command palette: context, namespace, jump to node, panes, stack, local GPUs"),
     ("esc", "back"),
-    ("?", "this help"),
-    ("q", "quit"),
+    ("?", "this help (↑ ↓ PgUp PgDn scroll it)"),
+    ("q  ctrl+c", "quit (running verification pods are deleted first)"),
 )
 
 
 class HelpScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close")]
+    BINDINGS = [
+        Binding("escape,q,question_mark", "dismiss", "Close"),
+        Binding("j", "scroll(1)", show=False),
+        Binding("k", "scroll(-1)", show=False),
+    ]
 
     def compose(self) -> ComposeResult:
         table = Table.grid(padding=(0, 2))
@@ -60,6 +65,12 @@ class HelpScreen(ModalScreen[None]):
                     style="dim",
                 )
             )
+
+    def on_mount(self) -> None:
+        self.query_one(VerticalScroll).focus()  # ↑ ↓ PgUp PgDn scroll it on a short terminal
+
+    def action_scroll(self, lines: int) -> None:
+        self.query_one(VerticalScroll).scroll_relative(y=lines, animate=False)
 
     def action_dismiss(self, result: None = None) -> None:  # type: ignore[override]
         self.dismiss(result)
@@ -147,17 +158,19 @@ class NodeDetailsScreen(Screen[None]):
 class NodeDetails:
     """What the details screen shows, gathered by the app from the model."""
 
-    __slots__ = ("summary", "pods", "events", "metrics", "series")
+    __slots__ = ("summary", "pods", "events", "metrics", "series", "unknown")
 
     def __init__(
         self, summary: "NodeSummary", pods: "list[tuple[Pod, dict[str, int]]]", events: "list[Event]",
         metrics: "NodeMetrics | None" = None, series: "Callable[[GpuReading], list[float]]" = lambda reading: [],
+        unknown: str | None = None,
     ) -> None:
         self.summary = summary
         self.pods = pods
         self.events = events
         self.metrics = metrics  # DCGM readings or why there are none; None before the first poll
         self.series = series  # a GPU's utilisation history
+        self.unknown = unknown  # allocated and free not known (`…` listing, `?` unreadable): render.allocation_basis
 
 
 def _section(out: Text, title: str) -> None:
@@ -214,12 +227,16 @@ def details_text(details: NodeDetails, now: float, width: int = 120) -> Text:
     _section(out, "Resources")
     out.append(f"  {'RESOURCE':<34}{'CAPACITY':>14}{'ALLOCATABLE':>14}{'ALLOCATED':>11}{'FREE':>6}\n", style="dim")
     names = sorted(set(node.capacity) | set(node.allocatable))
+    unknown = details.unknown  # the pods are not listed: allocated and free are not known, as in the Nodes pane
     for name in names:
         usage = summary.usage.get(name)
         out.append("  ")
         out.append_text(render.text(name.ljust(34), style="bold" if usage else "", limit=60))
-        out.append(f"{_raw(node.capacity.get(name)):>14}{_raw(node.allocatable.get(name)):>14}")
-        if usage is not None:
+        out.append(f"{render.quantity(node.capacity.get(name)):>14}{render.quantity(node.allocatable.get(name)):>14}")
+        if usage is not None and unknown:
+            out.append(f"{unknown:>11}", style=render.mark_style(unknown))
+            out.append(f"{unknown:>6}", style=render.mark_style(unknown))
+        elif usage is not None:
             out.append(f"{usage.allocated:>11}")
             out.append_text(Text(f"{usage.free:>6}", style="bold red" if usage.free < 0 else ""))
         out.append("\n")
@@ -251,7 +268,7 @@ def details_text(details: NodeDetails, now: float, width: int = 120) -> Text:
 
     _section(out, "Pods on this node holding GPUs or running the GPU stack")
     if not details.pods:
-        out.append("  none", style="dim")
+        out.append("  no GPU pods on this node", style="dim")
     claimed: dict[str, list[DraDevice]] = {}  # "namespace/name" -> the DRA devices its claims hold here
     for device in summary.dra_devices:
         for holder in device.pods:
@@ -284,7 +301,7 @@ def details_text(details: NodeDetails, now: float, width: int = 120) -> Text:
 
     _section(out, "Recent events")
     if not details.events:
-        out.append("  none", style="dim")
+        out.append("  no events", style="dim")
     for event in details.events:
         out.append("  ")
         out.append_text(render.event_line(event, now))
@@ -305,6 +322,3 @@ def details_text(details: NodeDetails, now: float, width: int = 120) -> Text:
     out.rstrip()
     return out
 
-
-def _raw(quantity: str | None) -> str:
-    return clean(quantity, 13) if quantity else "-"

@@ -8,8 +8,9 @@ every row; `update_rows(changed)` gives new cells for some of the rows wanted,
 the rows and their order the same, and looks at those only (an event storm
 on a big table): rows out of view get their new cells when they scroll into
 view, since any cell update makes DataTable draw every row in view again. A
-filter (`/`) hides rows whose text does not contain it, without asking the
-model. Cells are `rich.text.Text`, never markup strings.
+filter (`/`) hides rows whose full values do not contain it, without asking the
+model: a `Cell` carries the whole value its text was cut from (`fit`). Cells are
+`rich.text.Text`, never markup strings.
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowKey
 
 Cells = tuple[Text, ...]
+ELLIPSIS = "…"
 REBUILD_AT = 64  # more stale rows than this, and over half the table: start afresh
 
 
@@ -91,6 +93,11 @@ class KeyedTable(DataTable):
         if not self._order or self.cursor_row < 0 or self.cursor_row >= len(self._order):
             return None
         return self._order[self.cursor_row]
+
+    @property
+    def wanted_count(self) -> int:
+        """Rows the owner gave, the filter not applied."""
+        return len(self._wanted)
 
     @property
     def shown_keys(self) -> list[str]:
@@ -244,5 +251,30 @@ class KeyedTable(DataTable):
             self.move_cursor(row=index, animate=False, scroll=False)
 
 
+class Cell(Text):
+    """A cell's Text cut to its column, with the whole value it was cut from: the filter reads `full`."""
+
+    __slots__ = ("full",)
+
+    def __init__(self, text: str = "", style: str = "", *, full: str | None = None) -> None:
+        super().__init__(text, style=style, end="")
+        self.full = text if full is None else full
+
+
+def fit(value: str, width: int, style: str = "", *, full: str | None = None) -> Cell:
+    """Already-clean text cut to `width` terminal cells (wide characters count two) with `…`;
+    the cell keeps `full` (by default the value itself) for the filter."""
+    cell = Cell(value, style, full=value if full is None else full)
+    if cell_len(value) > width:
+        cell.truncate(max(1, width), overflow="ellipsis")
+    return cell
+
+
+def haystack(cell: Text) -> str:
+    """What the filter looks in: the whole value of a cut cell, else its text."""
+    full = getattr(cell, "full", None)
+    return full if full is not None else cell.plain
+
+
 def _matches(cells: Cells, needle: str) -> bool:
-    return any(needle in c.plain.casefold() for c in cells)
+    return any(needle in haystack(c).casefold() for c in cells)

@@ -5,6 +5,7 @@ from collections import deque
 from typing import Iterable
 
 from rich.text import Text
+from textual.binding import Binding
 from textual.containers import Vertical
 from textual.timer import Timer
 from textual.widgets import Input, Log, Static
@@ -60,6 +61,7 @@ class FilterBar(Input):
     FilterBar { display: none; }
     FilterBar.-active { display: block; }
     """
+    BINDINGS = [Binding("ctrl+c", "app.quit", "Quit", show=False)]  # quits here too, rather than copy
 
 
 class Pane(Vertical):

@@ -29,6 +29,7 @@ async def test_xids_and_conditions_on_the_main_screen_without_details(cluster):
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: app.model is not None and app.nodes_table.row_count >= 3, what="nodes")
         await wait_for(pilot, lambda: "XID errors" in row(screen_text(app), "gpu-1"), what="gpu-1's XID verdict", timeout=15)
+        await wait_for(pilot, lambda: "XID errors" in row(screen_text(app), "gpu-2"), what="gpu-2's XID verdict", timeout=15)
         assert not app.model.metrics.wanted  # no details screen asked for metrics
         text = screen_text(app)
         assert "✗ XID errors" in row(text, "gpu-1")

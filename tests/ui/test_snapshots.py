@@ -55,3 +55,10 @@ def test_node_details(cluster, snap_compare):
         await pilot.pause(0.2)
 
     assert snap_compare(app_on(cluster), terminal_size=(120, 40), run_before=open_details)
+
+
+def test_main_screen_80x24_no_color(cluster, snap_compare, monkeypatch):
+    # NO_COLOR: the problem words stand out by weight and symbols, the cursor row and the focused pane
+    # by reverse and a heavy border (gputui/ui/colour.py, the :nocolor rules of the stylesheet).
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert snap_compare(app_on(cluster), terminal_size=(80, 24), run_before=settled)

@@ -63,3 +63,21 @@ async def test_an_unreadable_object_is_said_in_the_header_and_the_watch_goes_on(
             cluster.call(cluster.sim.store.mutate, "pods", namespace, name, lambda obj: obj["status"].update(conditions=original["status"]["conditions"]))
             cluster.call(cluster.sim.store.mutate, "nodes", "", "a100-1", lambda n: n["spec"].pop("unschedulable", None))
         await wait_for(pilot, lambda: "unreadable" not in screen_text(app), what="mended, no longer said")
+
+
+async def test_insecure_skip_tls_verify_is_said_once_in_the_app(cluster, tmp_path):
+    import yaml
+
+    from gputui.ui.launch import make_app
+
+    doc = yaml.safe_load(cluster.kubeconfig_path.read_text())
+    entry = doc["clusters"][0]["cluster"]
+    entry.pop("certificate-authority-data", None)
+    entry["insecure-skip-tls-verify"] = True
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(doc))
+    app = make_app(str(path))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: "watches live" in screen_text(app), what="connected without checking the certificate")
+        said = [n.message for n in app._notifications if "not checked" in n.message]
+        assert said == ["the server's TLS certificate is not checked (insecure-skip-tls-verify in context \"gputui-sim\")"]

@@ -13,6 +13,7 @@ from textual.worker import Worker
 from gputui.kube import verify as v
 
 from gputui.sanitize import clean
+from ..table import Cell, haystack
 from .confirm import ConfirmVerifyScreen
 from .leftovers import LeftoversScreen
 from .live import VerifyScreen
@@ -50,7 +51,9 @@ class VerifyActions:
         """A Nodes row as shown: marked nodes get a dot before their name."""
         if name not in self.marked_nodes:
             return cells
-        return (Text(MARK, style="bold", end="") + cells[0], *cells[1:])
+        marked = Cell(MARK, style="bold", full=haystack(cells[0]))
+        marked.append_text(cells[0])
+        return (marked, *cells[1:])
 
     # starting
     def _refused_read_only(self) -> bool:
@@ -62,7 +65,8 @@ class VerifyActions:
         app: Any = self
         if self._refused_read_only():
             return
-        nodes = sorted(self.marked_nodes) or ([app.selected_node] if app.selected_node else [])
+        cursor = app.nodes_table.cursor_key  # the visible cursor row, never a row the filter hides
+        nodes = sorted(self.marked_nodes) or ([cursor] if cursor else [])
         if not nodes:
             app.notify("no node selected: choose one in the Nodes pane", title="verify", markup=False)
             return

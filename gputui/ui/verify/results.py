@@ -16,6 +16,7 @@ from gputui.kube import verify as v
 from .. import render
 from gputui.sanitize import clean
 from ..screens import TextScreen
+from ..panes import clip
 from ..table import Column, KeyedTable
 from ..widgets import Pane
 from .settings import FLUSH_INTERVAL, VERIFY_GROUP
@@ -32,6 +33,22 @@ RESULT_COLUMNS = [
     Column("result", "RESULT", 11),
     Column("detail", "DETAIL"),
 ]
+
+
+def result_columns(width: int) -> list[Column]:
+    """The results table's columns for a terminal `width` wide: every one fits, the reason (DETAIL) keeps
+    at least a third of the row; a node name or a reason longer than its column is cut with `…`."""
+    room = width - 3 - 2 * 5  # the pane's borders and scrollbar, each cell's padding
+    progress = 28 if width >= 120 else 14
+    fixed = progress + 6 + 9
+    node = max(10, min(63, (room - fixed) * 2 // 5))
+    return [
+        Column("node", "NODE", node),
+        Column("progress", "PROGRESS", progress),
+        Column("time", "TIME", 6),
+        Column("result", "RESULT", 9),
+        Column("detail", "DETAIL", max(12, room - fixed - node)),
+    ]
 
 
 class VerifyManyScreen(Screen[None]):
@@ -72,7 +89,8 @@ class VerifyManyScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.title = f"verify {len(self.plans)} nodes"
-        self.table.set_columns(RESULT_COLUMNS)
+        self._widths = {c.key: c.width or 20 for c in result_columns(self.app.size.width)}
+        self.table.set_columns(result_columns(self.app.size.width))
         self._flush()
         self.set_interval(FLUSH_INTERVAL, self._flush)
         self.table.focus()
@@ -130,7 +148,9 @@ class VerifyManyScreen(Screen[None]):
         else:
             progress = Text("queued" if not self.finished else "not started", style="dim", end="")
             result, detail, elapsed = Text("", end=""), Text("", end=""), Text("", end="")
-        return (node, progress, elapsed, result, detail)
+        w = getattr(self, "_widths", None) or {c.key: c.width or 20 for c in result_columns(120)}
+        return (clip(node, w["node"]), clip(progress, w["progress"]), clip(elapsed, w["time"]), clip(result, w["result"]),
+                clip(detail, w["detail"]))
 
     def _head(self) -> Text:
         passed = sum(vd.passed for vd in self.verdicts.values())

@@ -1,0 +1,65 @@
+"""Terminals with few colours, or none: NO_COLOR and 16-colour terminals (TERM=xterm).
+
+Under NO_COLOR, Textual turns every colour into a grey of the same luminance: the
+red of a problem word (`✗ not ready`) becomes a dark grey that nearly vanishes on
+the dark panels, dimmer than the healthy text around it. `ReadableMonochrome`
+keeps Textual's greys, but no bold text (the problem words, the status words
+that matter) is fainter than normal text: it stands out by weight, with the
+contrast of normal text at least; the cursor row and the focused pane are
+marked by reverse and bold (see the `:nocolor` rules in styles/gputui.tcss).
+
+On a 16-colour terminal the theme's accent (orange) becomes bright red: the
+focused pane's border would read as an alarm. The app then has the class
+`-ansi16`, and the stylesheet marks focus in a calm colour.
+"""
+from __future__ import annotations
+
+from rich.color import Color as RichColor
+from rich.segment import Segment
+from rich.style import Style
+from textual.color import Color
+from textual.filter import LineFilter, monochrome_style
+
+
+def _luminance(color: RichColor | None, fallback: float) -> float:
+    if color is None:
+        return fallback
+    return Color.from_rich_color(color).monochrome.brightness
+
+
+class ReadableMonochrome(LineFilter):
+    """Colours to greys (as Textual's Monochrome), no bold text fainter than normal text."""
+
+    def __init__(self, foreground: str = "#e0e0e0", *, enabled: bool = True) -> None:
+        super().__init__(enabled=enabled)
+        self._normal = Color.parse(foreground).monochrome
+        self._normal_rich = self._normal.rich_color
+
+    def apply(self, segments: list[Segment], background: Color) -> list[Segment]:
+        out = []
+        base = background.monochrome.brightness
+        normal = self._normal.brightness
+        for text, style, control in segments:
+            if style is None:
+                out.append(Segment(text, style, control))
+                continue
+            grey = monochrome_style(style)
+            if style.bold and not style.dim and style.color is not None:
+                ground = _luminance(grey.bgcolor, base)
+                if abs(_luminance(grey.color, normal) - ground) < abs(normal - ground):
+                    grey = grey + Style(color=self._normal_rich)  # at least the contrast of normal text
+            out.append(Segment(text, grey, control))
+        return out
+
+
+def use_readable_monochrome(app) -> None:  # noqa: ANN001  (a textual App)
+    """Under NO_COLOR: Textual's Monochrome filter replaced by ReadableMonochrome."""
+    from textual.filter import Monochrome  # noqa: PLC0415
+
+    foreground = app.current_theme.foreground or "#e0e0e0"
+    app._filters = [ReadableMonochrome(foreground) if isinstance(f, Monochrome) else f for f in app._filters]
+
+
+def few_colours(app) -> bool:  # noqa: ANN001
+    """A 16-colour (or 8-colour) terminal."""
+    return app.console.color_system in ("standard", "windows")
