@@ -56,7 +56,7 @@ def _row_facts(entry: gpu.GpuPod) -> tuple:
 
 class CoalescedRefresh:
     """Mixed into GpuTuiApp: consumes the model's change feed (`_on_change`), notes what is
-    stale and redraws it in one coalesced refresh (`_request`, `_flush`, `_refresh_views`):
+    stale and redraws it in one coalesced refresh (`_request`, `_flush_refresh`, `_refresh_views`):
     the header, the Nodes and GPU pods panes, the device-plugin pane's info line (through
     `_refresh_plugin`, see plugin_pane.py) and the top screen's `refresh_from_model()`.
     Uses the app's model, selection, namespace, layout and main-screen widgets."""
@@ -141,9 +141,9 @@ class CoalescedRefresh:
         self._stale.update(parts)
         if self._flush_timer is None:
             delay = FILL_PAUSE if soon else min(MAX_REFRESH_INTERVAL, max(REFRESH_INTERVAL, 3 * self._refresh_cost))
-            self._flush_timer = self.set_timer(delay, self._flush)
+            self._flush_timer = self.set_timer(delay, self._flush_refresh)
 
-    def _flush(self) -> None:
+    def _flush_refresh(self) -> None:
         self._flush_timer = None
         started = time.perf_counter()
         parts, self._stale = self._stale, set()

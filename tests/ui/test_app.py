@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+import sys
 
 import pytest
 from kubernetes_asyncio.client import CoreV1Api
@@ -178,3 +179,15 @@ async def test_pending_reason_in_pods_pane_is_shortened(cluster):
         whole = app.model.gpu_pods(namespace="ml-training")[-1].reason
         width = app.pod_widths["reason"]  # cut to its column, every column on screen
         assert len(whole) > width and cell == whole[: width - 1] + "…"
+
+
+async def test_printing_while_the_app_runs_reaches_textual_not_our_refresh(cluster):
+    """Textual sends print() output inside the app through App._flush(stderr=...): no method of ours may shadow it."""
+    app = app_on(cluster)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.nodes_table.row_count > 0, what="nodes")
+        refreshes = app.refreshes
+        print("a line printed while the app runs", flush=True)
+        print("and one on stderr", file=sys.stderr, flush=True)
+        await pilot.pause()
+        assert app.refreshes >= refreshes  # nothing raised; the refresh machinery ran as before, untouched

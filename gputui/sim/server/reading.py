@@ -263,11 +263,13 @@ class Reading(ApiBase):
                 if bookmarks:
                     wait = min(wait, max(0.0, next_bookmark - now))
                 try:
-                    item = await asyncio.wait_for(w.queue.get(), timeout=wait)
+                    # Events already queued go first: a bookmark must never get ahead of them (its
+                    # resourceVersion is the store's, later than theirs).
+                    item = w.queue.get_nowait() if not w.queue.empty() else await asyncio.wait_for(w.queue.get(), timeout=wait)
                 except asyncio.TimeoutError:
                     if request.transport is None or request.transport.is_closing():
                         break
-                    if bookmarks and time.monotonic() >= next_bookmark:
+                    if bookmarks and time.monotonic() >= next_bookmark and w.queue.empty():
                         await response.write(self._bookmark(r))
                         next_bookmark = time.monotonic() + interval
                     continue
