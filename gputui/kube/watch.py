@@ -536,8 +536,8 @@ class Reflector:
                     pending += chunk
                     if b"\n" not in chunk:
                         continue
-                    lines = pending.split(b"\n")
-                    pending = lines.pop()
+                    lines = bytes(pending).split(b"\n")  # bytes, not bytearrays: raw judgements key caches by them
+                    pending = bytearray(lines.pop())
                     for n, line in enumerate(lines, 1):
                         if not line:
                             continue
@@ -567,7 +567,7 @@ class Reflector:
         else:
             self._quick_closes = 0
 
-    def _initial_line(self, line: bytes | bytearray) -> bool:
+    def _initial_line(self, line: bytes) -> bool:
         """One line of a WatchList's initial state; False once the initial events have ended."""
         may_matter = getattr(self.sink, "may_matter", None)
         if may_matter is not None and line.startswith(b'{"type":"ADDED","object":{'):

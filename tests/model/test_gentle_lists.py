@@ -135,3 +135,22 @@ async def test_an_expired_continue_token_restarts_the_list():
             assert model.pods.records == expected_pods(model, sim.store)
         finally:
             await stop(conn, model)
+
+
+async def test_the_watchlist_stream_parses_only_the_pods_that_may_matter():
+    """The raw pre-filter (tests/model/test_raw_items.py) applies to the stream's lines as to list pages."""
+    async with SimCluster(small_cluster(), run_controllers=False) as sim:
+        conn = await connect(str(sim.kubeconfig_path))
+        model = ClusterModel(conn.api, kinds=(PODS,), **FAST)
+        handed: list[str] = []
+        keep = model.pods.list_item
+        model.pods.list_item = lambda obj: (handed.append(obj["metadata"]["name"]), keep(obj))[1]  # type: ignore[method-assign]
+        await model.start()
+        try:
+            assert await model.wait_synced(10)
+            assert model.reflectors[PODS].list_mode == WATCHLIST
+            everything = [p["metadata"]["name"] for p in sim.store.objects("pods")]
+            assert "frontend" in everything and "frontend" not in handed  # a web pod: never parsed
+            assert set(handed) >= {name for _, name in model.pods.records}
+        finally:
+            await stop(conn, model)

@@ -24,6 +24,7 @@ Obj = dict[str, Any]
 
 # How often a quiet watch checks that its client is still there.
 WATCH_IDLE_CHECK = 5.0
+WATCH_CHUNK = 256 * 1024  # bytes of a watch's backlog sent in one write
 
 
 NOT_OLDER_THAN = "NotOlderThan"
@@ -246,10 +247,21 @@ class Reading(ApiBase):
                 backlog = [("ADDED", e.raw, e.obj) for e in initial if visible(e.obj)]
             else:
                 backlog = [ev for ev in (self._translate(e, visible) for e in replay) if ev]
+            # The backlog (the initial state, or the events replayed) goes out in chunks, as a server's
+            # buffered writer sends it, not one write per event.
+            chunk: list[bytes] = []
+            size = 0
             for kind, raw, obj in backlog:
-                await response.write(encode(kind, raw, obj))
+                line = encode(kind, raw, obj)
+                chunk.append(line)
+                size += len(line)
+                if size >= WATCH_CHUNK:
+                    await response.write(b"".join(chunk))
+                    chunk, size = [], 0
             if initial_events:
-                await response.write(self._bookmark(r, {"k8s.io/initial-events-end": "true"}))
+                chunk.append(self._bookmark(r, {"k8s.io/initial-events-end": "true"}))
+            if chunk:
+                await response.write(b"".join(chunk))
             deadline = time.monotonic() + timeout if timeout else None
             interval = self.cluster.bookmark_interval
             next_bookmark = time.monotonic() + interval
