@@ -81,7 +81,11 @@ async def forever(ctx: Context, every: float = 0.0, line: Callable[[], str] | No
 
 # -- nvidia-smi ------------------------------------------------------------
 
+NVIDIA_SMI_SECONDS = 0.8  # simulated seconds nvidia-smi takes (it initialises the driver first), as on a real node
+
+
 async def nvidia_smi(ctx: Context) -> int:
+    await ctx.sleep(NVIDIA_SMI_SECONDS)
     if "driver-broken" in ctx.faults:
         ctx.log(DRIVER_FAILURE)
         return DRIVER_FAILURE_EXIT_CODE

@@ -277,7 +277,11 @@ class Reading(ApiBase):
                 try:
                     # Events already queued go first: a bookmark must never get ahead of them (its
                     # resourceVersion is the store's, later than theirs).
-                    item = w.queue.get_nowait() if not w.queue.empty() else await asyncio.wait_for(w.queue.get(), timeout=wait)
+                    if w.queue.empty():
+                        item = await asyncio.wait_for(w.queue.get(), timeout=wait)
+                    else:
+                        item = w.queue.get_nowait()
+                        await asyncio.sleep(0)  # one event at a time, the others' turn between, as before
                 except asyncio.TimeoutError:
                     if request.transport is None or request.transport.is_closing():
                         break
