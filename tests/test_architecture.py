@@ -216,3 +216,9 @@ def test_a_headless_run_loads_no_textual(demo_kubeconfig):
             f"assert status == {status}, status"
         )
         assert _loaded_after(code) == [], argv
+
+
+def test_version_loads_nothing_of_the_model():
+    probe = "import sys\nfrom gputui.cli.main import main\nmain(['--version'])\nprint(sorted(m for m in sys.modules if m.startswith('gputui.kube')))"
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert result.stdout.splitlines() == ["gputui 0.1.0", "[]"], result

@@ -93,6 +93,9 @@ def launch_app(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    if argv == ["--version"]:
+        print(f"gputui {__version__}")  # before any parser: those import the connection and config modules
+        return 0
     debug = DEBUG_FLAG in argv  # anywhere on the line, for every command
     argv = [arg for arg in argv if arg != DEBUG_FLAG]
     if debug:
