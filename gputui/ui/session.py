@@ -26,7 +26,7 @@ from typing import Any
 
 QUIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 HANGUP_CHECK_INTERVAL = 1.0  # seconds between looks at the terminal
-EXIT_GRACE = 3.0  # seconds Textual's shutdown may take once our cleanup is done
+EXIT_GRACE = 1.0  # seconds Textual's shutdown may take once our cleanup is done (it restores a live terminal in well under that)
 HANGUP_EXIT_STATUS = 128 + signal.SIGHUP
 _GONE = select.POLLHUP | select.POLLERR | select.POLLNVAL
 
