@@ -2,7 +2,9 @@
 naming where it happened (the traceback only with --debug); output to a closed pipe ends quietly."""
 from __future__ import annotations
 
+import asyncio
 import base64
+import json
 import os
 import subprocess
 import sys
@@ -123,3 +125,24 @@ def test_debug_lets_the_traceback_through(demo_kubeconfig):
     result = gputui("report", "--debug", "--kubeconfig", str(demo_kubeconfig), code=UNEXPECTED)
     assert result.returncode != 0
     assert "Traceback (most recent call last)" in result.stderr and "ValueError: a bug in the table" in result.stderr
+
+
+def test_broken_json_bodies_are_read_again_not_a_traceback(tmp_path):
+    """The simulator cuts the next responses' bodies in half: the report retries and ends normally."""
+    from gputui.sim import builders as b
+    from gputui.sim.cluster import SimCluster
+
+    async def scenario() -> subprocess.CompletedProcess[str]:
+        async with SimCluster([b.node("gpu-1", 1, extra_resources={"nvidia.com/gpu": (2, 2)})], faults=True) as sim:
+            sim.faults.corrupt_next(8)
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "gputui", "report", "-o", "json", "--kubeconfig", str(sim.kubeconfig_path),
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT)})
+            out, err = await asyncio.wait_for(proc.communicate(), 60)
+            assert sim.faults.corrupt < 8  # some answers were cut
+            return subprocess.CompletedProcess([], proc.returncode, out.decode(), err.decode())
+
+    result = asyncio.run(scenario())
+    assert result.returncode in (0, 1), result.stderr
+    assert "Traceback" not in result.stderr
+    assert [n["name"] for n in json.loads(result.stdout)["nodes"]] == ["gpu-1"]

@@ -24,7 +24,7 @@ import threading
 import time
 from typing import Any
 
-QUIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+QUIT_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)  # SIGINT: kill -INT (ctrl+c is a key in the app)
 HANGUP_CHECK_INTERVAL = 1.0  # seconds between looks at the terminal
 EXIT_GRACE = 1.0  # seconds Textual's shutdown may take once our cleanup is done (it restores a live terminal in well under that)
 HANGUP_EXIT_STATUS = 128 + signal.SIGHUP

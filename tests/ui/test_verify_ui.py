@@ -198,19 +198,20 @@ async def test_quitting_mid_run_deletes_the_pod_before_exit(cluster, created, ke
     assert verification_pods(cluster) == []  # deleted before the app was gone, not after
 
 
-async def test_sigterm_mid_run_quits_after_deleting_the_pod(cluster, created):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+async def test_a_signal_mid_run_quits_after_deleting_the_pod(cluster, created, sig):
     cluster.sim.speed = 1
     app = app_for(cluster, seed=6)
     async with app.run_test(size=(120, 40)) as pilot:
         await confirmed(app, pilot, "gpu-shared")
         await wait_for(pilot, lambda: verification_pods(cluster), what="the pod created")
         name = verification_pods(cluster)[0]
-        assert signal.SIGTERM in asyncio.get_running_loop()._signal_handlers  # else the signal would end pytest
-        os.kill(os.getpid(), signal.SIGTERM)
+        assert sig in asyncio.get_running_loop()._signal_handlers  # else the signal would end pytest
+        os.kill(os.getpid(), sig)
         await wait_for(pilot, lambda: not app.is_running, timeout=15, what="the app to quit")
     assert name in created
     assert verification_pods(cluster) == []
-    assert signal.SIGTERM not in asyncio.get_running_loop()._signal_handlers
+    assert sig not in asyncio.get_running_loop()._signal_handlers
 
 
 async def test_a_crash_of_the_view_still_deletes_the_pod(cluster, created, monkeypatch):
