@@ -27,6 +27,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from . import builders as b
+from .selectors import node_selector_matches
 from .store import NotFound
 
 if TYPE_CHECKING:
@@ -190,33 +191,6 @@ def claim_name(pod: Obj, entry: Obj) -> tuple[str | None, str | None]:
     return None, None
 
 
-def _node_selector_matches(selector: Obj | None, node: Obj) -> bool:
-    """A v1 NodeSelector (terms ORed; within one, matchExpressions on labels and matchFields on metadata.name ANDed)."""
-    if not selector:
-        return True
-    labels = (node.get("metadata") or {}).get("labels") or {}
-    fields = {"metadata.name": node["metadata"]["name"]}
-
-    def holds(expr: Obj, value: str | None) -> bool:
-        op, values = expr.get("operator"), expr.get("values") or []
-        if op == "In":
-            return value is not None and value in values
-        if op == "NotIn":
-            return value is None or value not in values
-        if op == "Exists":
-            return value is not None
-        if op == "DoesNotExist":
-            return value is None
-        return False  # Gt/Lt: not used for devices' nodes here
-
-    for term in selector.get("nodeSelectorTerms") or []:
-        exprs, field_exprs = term.get("matchExpressions") or [], term.get("matchFields") or []
-        if (exprs or field_exprs) and all(holds(e, labels.get(e.get("key", ""))) for e in exprs) \
-                and all(holds(e, fields.get(e.get("key", ""))) for e in field_exprs):
-            return True
-    return False
-
-
 class ClaimAllocator:
     """The DynamicResources plugin of the simulated scheduler."""
 
@@ -257,7 +231,7 @@ class ClaimAllocator:
             if spec.get("nodeName"):
                 if spec["nodeName"] != name:
                     continue
-            elif not spec.get("allNodes") and not (spec.get("nodeSelector") and _node_selector_matches(spec["nodeSelector"], node)):
+            elif not spec.get("allNodes") and not (spec.get("nodeSelector") and node_selector_matches(spec["nodeSelector"], node)):
                 continue
             for device in spec.get("devices") or []:
                 out.append((spec.get("driver", ""), (spec.get("pool") or {}).get("name", ""), device))
@@ -268,7 +242,7 @@ class ClaimAllocator:
         pending = [c for c in claims if not (c.get("status") or {}).get("allocation")]
         for claim in claims:
             allocation = (claim.get("status") or {}).get("allocation")
-            if allocation and not _node_selector_matches(allocation.get("nodeSelector"), node):
+            if allocation and not node_selector_matches(allocation.get("nodeSelector"), node):
                 return NOT_ON_NODE, {}
         if not pending:
             return None, {}

@@ -16,6 +16,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from . import builders as b
+from .selectors import node_selector_matches
 from .dra import DRA_KEYS, ClaimAllocator
 from .store import Event, NotFound
 
@@ -57,25 +58,6 @@ def effective_taints(node: Obj) -> list[Obj]:
     return taints
 
 
-def _match_expression(expr: Obj, value: str | None) -> bool:
-    op, values = expr.get("operator"), expr.get("values") or []
-    if op == "In":
-        return value is not None and value in values
-    if op == "NotIn":
-        return value is None or value not in values
-    if op == "Exists":
-        return value is not None
-    if op == "DoesNotExist":
-        return value is None
-    if op in ("Gt", "Lt") and value is not None and values:
-        try:
-            left, right = int(value), int(values[0])
-        except ValueError:
-            return False
-        return left > right if op == "Gt" else left < right
-    return False
-
-
 def matches_affinity(pod: Obj, node: Obj) -> bool:
     spec = pod.get("spec") or {}
     labels = (node.get("metadata") or {}).get("labels") or {}
@@ -84,18 +66,9 @@ def matches_affinity(pod: Obj, node: Obj) -> bool:
             return False
     required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
                 .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
-    terms = required.get("nodeSelectorTerms")
-    if terms is None:
+    if required.get("nodeSelectorTerms") is None:
         return True
-    fields = {"metadata.name": node["metadata"]["name"]}
-    for term in terms:
-        exprs, field_exprs = term.get("matchExpressions") or [], term.get("matchFields") or []
-        if not exprs and not field_exprs:
-            continue  # an empty term matches nothing
-        if all(_match_expression(e, labels.get(e.get("key", ""))) for e in exprs) and \
-           all(_match_expression(e, fields.get(e.get("key", ""))) for e in field_exprs):
-            return True
-    return False
+    return node_selector_matches(required, node)
 
 
 def fit_error(total_nodes: int, reasons: dict[str, int], preemption: dict[str, int] | None) -> str:

@@ -212,3 +212,37 @@ def both(*predicates: Predicate) -> Predicate:
     if len(active) == 1:
         return active[0]
     return lambda obj: all(p(obj) for p in active)
+
+
+def _match_expression(expr: dict[str, Any], value: str | None) -> bool:
+    op, values = expr.get("operator"), expr.get("values") or []
+    if op == "In":
+        return value is not None and value in values
+    if op == "NotIn":
+        return value is None or value not in values
+    if op == "Exists":
+        return value is not None
+    if op == "DoesNotExist":
+        return value is None
+    if op in ("Gt", "Lt") and value is not None and values:
+        try:
+            left, right = int(value), int(values[0])
+        except ValueError:
+            return False
+        return left > right if op == "Gt" else left < right
+    return False
+
+
+def node_selector_matches(selector: dict[str, Any] | None, node: dict[str, Any]) -> bool:
+    """A v1 NodeSelector: terms ORed (an empty term matches nothing); within one, matchExpressions on
+    the node's labels and matchFields on metadata.name ANDed. No selector matches every node."""
+    if not selector:
+        return True
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    fields = {"metadata.name": node["metadata"]["name"]}
+    for term in selector.get("nodeSelectorTerms") or []:
+        exprs, field_exprs = term.get("matchExpressions") or [], term.get("matchFields") or []
+        if (exprs or field_exprs) and all(_match_expression(e, labels.get(e.get("key", ""))) for e in exprs) \
+                and all(_match_expression(e, fields.get(e.get("key", ""))) for e in field_exprs):
+            return True
+    return False
