@@ -46,3 +46,41 @@ async def test_bookmarks_never_overtake_queued_events():
             await task
         assert events > 500 and bookmarks >= 1
         assert overtaken == []
+
+
+async def test_a_watchlist_continues_after_its_bookmark_never_before_it():
+    """The initial-events-end bookmark carries the snapshot's resourceVersion: the changes made while the
+    initial state was being sent follow it, each later than it."""
+    async with SimCluster(nodes=20, pods=3000, run_controllers=False) as sim:
+        pods = [(p["metadata"]["namespace"], p["metadata"]["name"]) for p in sim.store.objects("pods")][:50]
+        stop = asyncio.Event()
+
+        async def churn() -> None:
+            i = 0
+            while not stop.is_set():
+                namespace, name = pods[i % len(pods)]
+                i += 1
+                sim.store.mutate("pods", namespace, name, lambda o, i=i: o["metadata"].setdefault("annotations", {}).update(t=str(i)))
+                await asyncio.sleep(0)
+
+        task = asyncio.create_task(churn())
+        end, after, older = None, 0, []
+        try:
+            async with sim.http_session() as http:
+                params = {"watch": "true", "sendInitialEvents": "true", "resourceVersionMatch": "NotOlderThan",
+                          "allowWatchBookmarks": "true", "resourceVersion": "", "timeoutSeconds": "2"}
+                async with http.get(f"{sim.url}/api/v1/pods", params=params) as resp:
+                    async for line in resp.content:
+                        event = orjson.loads(line)
+                        meta = event["object"]["metadata"]
+                        if event["type"] == "BOOKMARK" and (meta.get("annotations") or {}).get("k8s.io/initial-events-end"):
+                            end = int(meta["resourceVersion"])
+                        elif end is not None and event["type"] != "BOOKMARK":
+                            after += 1
+                            if int(meta["resourceVersion"]) < end:
+                                older.append(int(meta["resourceVersion"]))
+        finally:
+            stop.set()
+            await task
+        assert end is not None and after > 100
+        assert older == []

@@ -237,6 +237,7 @@ class Reading(ApiBase):
                 return response
         try:
             w, replay = store.watch(r.key, since)
+            snapshot_rv = store.resource_version  # the initial state below is the store's at this point
         except Gone as e:
             await response.write(b'{"type":"ERROR","object":' + orjson.dumps(status_body(410, "Expired", str(e))) + b"}\n")
             await response.write_eof()
@@ -259,7 +260,9 @@ class Reading(ApiBase):
                     await response.write(b"".join(chunk))
                     chunk, size = [], 0
             if initial_events:
-                chunk.append(self._bookmark(r, {"k8s.io/initial-events-end": "true"}))
+                # At the snapshot's resourceVersion: what changed since is queued on the watch and follows,
+                # each event later than the bookmark, as kube-apiserver's watch cache sends them.
+                chunk.append(self._bookmark(r, {"k8s.io/initial-events-end": "true"}, rv=snapshot_rv))
             if chunk:
                 await response.write(b"".join(chunk))
             deadline = time.monotonic() + timeout if timeout else None
@@ -317,8 +320,8 @@ class Reading(ApiBase):
             return ("DELETED", orjson.dumps(old), old)
         return None
 
-    def _bookmark(self, r: ResourceType, annotations: dict[str, str] | None = None) -> bytes:
-        meta: Obj = {"resourceVersion": str(self.store.resource_version)}
+    def _bookmark(self, r: ResourceType, annotations: dict[str, str] | None = None, rv: int | None = None) -> bytes:
+        meta: Obj = {"resourceVersion": str(self.store.resource_version if rv is None else rv)}
         if annotations:
             meta["annotations"] = annotations
         return orjson.dumps({"type": "BOOKMARK", "object": {"kind": r.kind, "apiVersion": r.api_version, "metadata": meta}}) + b"\n"
