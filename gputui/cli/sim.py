@@ -8,6 +8,8 @@ import signal
 import sys
 from pathlib import Path
 
+from gputui.cli.arguments import whole_number
+
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -107,21 +109,8 @@ def run_fault(args: argparse.Namespace) -> int:
     return 0
 
 
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative: {text}")
-    return value
-
-
-def _port(text: str) -> int:
-    value = _count(text)
-    if value > 65535:
-        raise argparse.ArgumentTypeError(f"not a port number: {text}")
-    return value
+_count = whole_number(0)
+_port = whole_number(0, 65535, "a port number")
 
 
 def _fail(message: str) -> int:

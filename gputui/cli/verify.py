@@ -16,6 +16,7 @@ import time
 from collections.abc import Sequence
 from typing import TextIO
 
+from gputui.cli.arguments import whole_number
 from gputui.config import ConfigError, add_config_args, load_config
 from gputui.kube import verify as v
 from gputui.kube.config import ConnectError, Connection, add_connection_args, check, connect, describe_network_error
@@ -31,14 +32,7 @@ class UsageError(Exception):
     """Stops the command with exit status 2 and this one-line message."""
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {text}")
-    return value
+_positive_int = whole_number(1)
 
 
 def _positive_seconds(text: str) -> float:
