@@ -127,7 +127,7 @@ class GpuTuiApp(StackActions, VerifyActions, CoalescedRefresh, DevicePluginPane,
         self.server_version = ""
         self.namespace: str | None = None  # None: all namespaces
         self.selected_node: str | None = None
-        self.pods_all_nodes = True
+        self.pods_all_nodes = False  # the pods pane follows the Nodes cursor; `a` shows every node's
         self._unsubscribe: Callable[[], None] | None = None
         self._filter_target: KeyedTable | None = None
         self._narrow: bool | None = None

@@ -10,7 +10,7 @@ from kubernetes_asyncio.config import new_client_from_config
 
 from gputui.ui.screens import HelpScreen, NodeDetailsScreen, TextScreen
 
-from ui_helpers import app_on, screen_text, start_cluster, wait_for
+from ui_helpers import app_on, screen_text, show_all_pods, start_cluster, wait_for
 from ui_scenario import PLUGIN_CONTAINER, PLUGIN_NS, gpu_cluster, plugin_pod_name
 
 NODES = ["a100-1", "a100-2", "h100-mig-1", "t4-shared-1", "cpu-1"]
@@ -23,7 +23,8 @@ def cluster():
 
 
 async def started(app, pilot):
-    await wait_for(pilot, lambda: app.nodes_table.row_count == len(NODES) and app.pods_table.row_count == 6, what="panes to fill")
+    await wait_for(pilot, lambda: app.nodes_table.row_count == len(NODES), what="the nodes")
+    await show_all_pods(pilot, 6)
 
 
 def pod_keys(app) -> list[str]:
@@ -78,14 +79,20 @@ async def test_pod_created_changed_and_deleted_through_the_api(cluster):
         assert app.refreshes < 200  # coalesced: not one refresh per event
 
 
-async def test_selecting_a_node_narrows_pods_and_switches_the_log_stream(cluster):
+async def test_at_start_the_panes_agree_and_selecting_a_node_switches_them(cluster):
     for node in ("a100-1", "h100-mig-1"):
         cluster.call(cluster.sim.logs.append, PLUGIN_NS, plugin_pod_name(node), PLUGIN_CONTAINER, f"hello from the plugin on {node}")
     app = app_on(cluster)
     async with app.run_test(size=(120, 40)) as pilot:
-        await started(app, pilot)
+        await wait_for(pilot, lambda: app.nodes_table.row_count == len(NODES), what="the nodes")
+        # At start the cursor is on a100-1, and both the pods pane and the plugin pane show a100-1.
+        await wait_for(pilot, lambda: pod_keys(app) == ["ml-training/finetune-a100-0"], what="a100-1's GPU pods")
+        assert app.nodes_table.cursor_key == app.selected_node == "a100-1"
         await wait_for(pilot, lambda: any("plugin on a100-1" in line for line in app.plugin_log.lines), what="a100-1's plugin log")
-        assert len(pod_keys(app)) == 6  # all nodes until a node is chosen
+        assert "GPU pods · node a100-1" in screen_text(app)
+        await pilot.press("a")
+        await wait_for(pilot, lambda: len(pod_keys(app)) == 6, what="every node's pods")
+        assert "GPU pods · all nodes" in screen_text(app)
 
         await pilot.press("j", "j")  # a100-1 -> a100-2 -> h100-mig-1
         await wait_for(pilot, lambda: app.selected_node == "h100-mig-1", what="selection")

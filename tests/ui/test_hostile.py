@@ -5,7 +5,7 @@ import pytest
 
 from gputui.ui.screens import NodeDetailsScreen, TextScreen
 
-from ui_helpers import app_on, screen_text, start_cluster, wait_for
+from ui_helpers import app_on, screen_text, show_all_pods, start_cluster, wait_for
 from ui_scenario import HOSTILE, HOSTILE_LOG_LINES, PLUGIN_CONTAINER, PLUGIN_NS, hostile_cluster, plugin_pod_name
 
 
@@ -19,7 +19,7 @@ async def test_hostile_text_renders_literally(cluster):
         cluster.call(cluster.sim.logs.append, PLUGIN_NS, plugin_pod_name("a100-1"), PLUGIN_CONTAINER, raw)
     app = app_on(cluster)
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: app.pods_table.row_count == 6, what="pods")
+        await show_all_pods(pilot, 6)
         await wait_for(pilot, lambda: any("bidi" in line for line in app.plugin_log.lines), what="the hostile log lines")
         await pilot.pause(0.2)
         text = screen_text(app)

@@ -9,7 +9,7 @@ import pytest
 from gputui.ui.panes import node_columns, pod_columns
 from gputui.ui.stack import StackScreen
 
-from ui_helpers import app_on, screen_text, start_cluster, wait_for
+from ui_helpers import app_on, screen_text, show_all_pods, start_cluster, wait_for
 from ui_scenario import gpu_cluster
 
 
@@ -25,7 +25,8 @@ def column_keys(columns) -> tuple[str, ...]:
 async def test_resize_across_the_narrow_layout_and_back(cluster):
     app = app_on(cluster)
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: app.nodes_table.row_count == 5 and app.pods_table.row_count == 6, what="rows")
+        await wait_for(pilot, lambda: app.nodes_table.row_count == 5, what="the nodes")
+        await show_all_pods(pilot, 6)
         app.pods_table.focus()
         app.pods_table.move_cursor(row=app.pods_table.row_index("research/notebook-alice-0"))
         for width, height, narrow in ((80, 24, True), (120, 40, False), (80, 24, True), (120, 40, False)):

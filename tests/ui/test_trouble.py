@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from ui_helpers import app_on, screen_text, start_cluster, wait_for
+from ui_helpers import app_on, screen_text, show_all_pods, start_cluster, wait_for
 from ui_scenario import PLUGIN_CONTAINER, PLUGIN_NS, gpu_cluster, plugin_pod_name
 
 
@@ -50,6 +50,7 @@ async def test_an_unreadable_object_is_said_in_the_header_and_the_watch_goes_on(
     app = app_on(cluster)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: "watches live" in screen_text(app), what="watches live")
+        await show_all_pods(pilot, 6)
         victim = next(key for key in app.pods_table.shown_keys if not key.startswith("kube-system/"))
         namespace, name = victim.split("/")
         original = cluster.call(cluster.sim.store.get, "pods", namespace, name)

@@ -45,3 +45,12 @@ def screen_text(app: Any) -> str:
     console = Console(width=width, height=height, file=io.StringIO(), force_terminal=True, record=True, legacy_windows=False)
     console.print(app.screen._compositor.render_update(full=True, screen_stack=app._background_screens))
     return console.export_text()
+
+
+async def show_all_pods(pilot: Any, count: int) -> None:
+    """Press `a` once the first node is selected (the pods pane starts on the selected node's pods),
+    and wait for every node's `count` GPU pods."""
+    app = pilot.app
+    await wait_for(pilot, lambda: app.selected_node and app.model is not None and app.model.pods_known, what="the first node")
+    await pilot.press("a")
+    await wait_for(pilot, lambda: app.pods_all_nodes and app.pods_table.row_count == count, what=f"all {count} GPU pods")
