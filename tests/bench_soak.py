@@ -531,6 +531,8 @@ async def soak(args: argparse.Namespace, sim: Simulator) -> dict:
         if not await wait_until(lambda: watches_ok(app), 300):
             raise SystemExit(f"bench: the app did not sync: {app.model.states if app.model else 'no model'}")
         figures["synced_s"] = time.monotonic() - t0
+        await wait_until(lambda: app.selected_node is not None, 60)
+        await pilot.press("a")  # every node's GPU pods (the pane starts on the cursor node's): the whole table is checked
         await wait_until(lambda: not (app._pods_filling or app._freeze_when_filled), 60)
         await pilot.pause(1.0)
         model = app.model
