@@ -166,6 +166,17 @@ def test_the_headless_commands_import_no_textual(imports):
         assert violations(imports, command, (*UI_TOOLKITS, "gputui.ui")) == [], command
 
 
+def test_the_simulator_loads_only_where_a_command_serves_one(imports):
+    """The report's contract never imports the simulator; a command (cli/) only inside the function that
+    serves a dump (--from) or the demo, so that a plain `gputui report` loads none (run below)."""
+    assert violations(imports, "gputui.report", ("gputui.sim",)) == []
+    for path in sorted((PACKAGE / "cli").glob("*.py")):
+        top = [node for node in ast.parse(path.read_text(encoding="utf-8")).body if isinstance(node, (ast.Import, ast.ImportFrom))]
+        names = [alias.name for node in top if isinstance(node, ast.Import) for alias in node.names]
+        names += [node.module or "" for node in top if isinstance(node, ast.ImportFrom) and not node.level]
+        assert not [name for name in names if within(name, "gputui.sim")], path
+
+
 def test_no_import_cycles(imports):
     assert cycles(imports) == []
 
@@ -222,3 +233,19 @@ def test_version_loads_nothing_of_the_model():
     probe = "import sys\nfrom gputui.cli.main import main\nmain(['--version'])\nprint(sorted(m for m in sys.modules if m.startswith('gputui.kube')))"
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert result.stdout.splitlines() == ["gputui 0.1.0", "[]"], result
+
+
+def test_the_product_speaks_http_with_its_own_client(imports):
+    """aiohttp serves the simulator only; everything else talks HTTP through kube/http.py."""
+    assert violations(imports, "gputui", ("aiohttp",), allowed_importers=("gputui.sim",)) == []
+
+
+def test_a_report_loads_neither_the_app_nor_verification_nor_aiohttp(demo_kubeconfig):
+    code = (
+        "import contextlib, io, sys\nfrom gputui.cli.main import main\n"
+        f"with contextlib.redirect_stdout(io.StringIO()):\n    main(['report', '-o', 'json', '--kubeconfig', {demo_kubeconfig!r}])\n"
+        "print(sorted(m for m in sys.modules if m in ('aiohttp', 'gputui.cli.app') or m.startswith('gputui.kube.verify')))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=90, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "[]"

@@ -14,14 +14,15 @@ import signal
 import sys
 import time
 from collections.abc import Sequence
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from gputui.cli.arguments import whole_number
-from gputui.config import ConfigError, add_config_args, load_config
-from gputui.kube import verify as v
+from gputui.config import DEFAULT_VERIFY_IMAGE, ConfigError, add_config_args, load_config
 from gputui.kube.config import ConnectError, Connection, add_connection_args, check, connect, describe_network_error
-from gputui.kube.records import parse_time
 from gputui.sanitize import clean, log_line
+
+if TYPE_CHECKING:
+    from gputui.kube import verify as v
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # SIGHUP: the terminal closed
@@ -58,7 +59,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("nodes", nargs="*", metavar="NODE", help="node to verify")
     p.add_argument("--all", action="store_true", help="verify every GPU node")
     p.add_argument("-y", "--yes", action="store_true", help="create the pods without asking")
-    p.add_argument("--image", help=f"container image with nvidia-smi (default: the config file's, else {v.DEFAULT_IMAGE})")
+    p.add_argument("--image", help=f"container image with nvidia-smi (default: the config file's, else {DEFAULT_VERIFY_IMAGE})")
     p.add_argument("-n", "--namespace", help="namespace of the pods (default: the config file's, else the context's namespace)")
     p.add_argument("--resource", help="GPU resource to ask for (default: nvidia.com/gpu, else nvidia.com/gpu.shared, else the smallest free MIG slice)")
     p.add_argument("--count", type=_positive_int, default=1, help="units of the resource (default: 1)")
@@ -121,7 +122,8 @@ class _Command:
             pass
 
     def run(self) -> int:
-        import aiohttp  # noqa: PLC0415  (with the connection: building the parser does not load it)
+        from gputui.kube import verify as v  # noqa: PLC0415  (with the connection: building the parser does not load it)
+        from gputui.kube.http import HttpError  # noqa: PLC0415
 
         try:
             self.conn = self.runner.run(self._connect())
@@ -132,7 +134,7 @@ class _Command:
         except v.VerifyError as e:
             self.say(f"gputui verify: {clean(str(e))}")
             return EXIT_USAGE
-        except (OSError, aiohttp.ClientError) as e:
+        except (OSError, HttpError) as e:
             self.say(f"gputui verify: lost the connection to the cluster: {describe_network_error(e)}")
             return EXIT_USAGE
         except KeyboardInterrupt:
@@ -152,6 +154,8 @@ class _Command:
         return conn
 
     def _run_connected(self) -> int:
+        from gputui.kube import verify as v  # noqa: PLC0415
+
         assert self.conn is not None
         namespace = self.args.namespace or self.conn.namespace
         leftovers = self.runner.run(self._leftovers(namespace))
@@ -177,12 +181,14 @@ class _Command:
     # -- before creating anything -------------------------------------------
 
     async def _leftovers(self, namespace: str) -> list[v.Leftover]:
-        import aiohttp  # noqa: PLC0415
+        from gputui.kube import verify as v  # noqa: PLC0415
+        from gputui.kube.http import HttpError  # noqa: PLC0415
+        from gputui.kube.records import parse_time  # noqa: PLC0415
 
         assert self.conn is not None
         try:
             found = await v.find_leftovers(self.conn.api, namespace)
-        except (v.ApiError, OSError, aiohttp.ClientError) as e:
+        except (v.ApiError, OSError, HttpError) as e:
             self.say(f"gputui verify: could not look for leftover verification pods: {clean(str(e) or type(e).__name__)}")
             return []
         if not found:
@@ -203,6 +209,8 @@ class _Command:
         return found
 
     async def _plans(self, namespace: str) -> list[v.Plan]:
+        from gputui.kube import verify as v  # noqa: PLC0415
+
         assert self.conn is not None
         names = self.args.nodes or await v.gpu_node_names(self.conn.api)
         # Unknown nodes are a usage error, found before anything is created.
@@ -224,6 +232,8 @@ class _Command:
 
     async def _execute(self, plans: Sequence[v.Plan]) -> tuple[list[v.Verdict], bool]:
         """Run every plan; the first SIGINT/SIGTERM cancels them (their pods get deleted), later ones only remind."""
+        from gputui.kube import verify as v  # noqa: PLC0415
+
         assert self.conn is not None
         finals: dict[str, v.Verdict] = {}
         show_logs = len(plans) == 1 and self.args.output == "text"
@@ -260,6 +270,8 @@ class _Command:
         return verdicts, interrupted
 
     def _print_update(self, update: v.Update, show_logs: bool) -> None:
+        from gputui.kube import verify as v  # noqa: PLC0415
+
         head = f"{clean(update.node)} {update.elapsed:6.1f}s"
         if update.stage == v.CREATING:
             self.say(f"{head}  creating pod {clean(update.pod or '')}")

@@ -6,27 +6,29 @@
     node = await client.json("GET", "/api/v1/nodes/gpu-1")   # ApiError on a status >= 300
     await client.close()
 
-The aiohttp session is made on the first request, in the running loop. Every
-request carries the credentials' Authorization header and TLS settings; an
-exec plugin's token is renewed before it expires, and once more after a 401.
+HTTP itself is `http.py` (HTTP/1.1 over asyncio streams, a pool of keep-alive
+connections); its pool is made on the first request, in the running loop.
+Every request carries the credentials' Authorization header and TLS settings;
+an exec plugin's token is renewed before it expires, and once more after a 401.
 Paths are built with `path()` so that names are quoted once, in one place.
 """
 from __future__ import annotations
 
+import asyncio
+import ssl
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import orjson
 
-if TYPE_CHECKING:
-    import aiohttp
+from .http import Pool, Response, Timeout
 
+if TYPE_CHECKING:
     from .credentials import Credentials
 
 JSON = "application/json"
 CONNECTIONS = 64  # watches (one per kind), log streams and exporter reads share them
-CONNECT_TIMEOUT = 10.0
 CALL_TIMEOUT = 60.0  # a one-shot call (json()) that takes longer has failed
 
 
@@ -69,21 +71,29 @@ class Client:
     def __init__(self, server: str, credentials: Credentials | None = None) -> None:
         self.server = server.rstrip("/")
         self.credentials = credentials
-        self._session: aiohttp.ClientSession | None = None
+        self._pool: Pool | None = None
 
     def __repr__(self) -> str:
         return f"Client({self.server!r})"
 
-    def _session_now(self) -> aiohttp.ClientSession:
-        import aiohttp  # noqa: PLC0415  (loaded on connecting: the app draws its first frame before)
+    def _pool_now(self) -> Pool:
+        """The connection pool, made in the running loop (a pool of another loop is dropped)."""
+        if self._pool is None or self._pool.loop is not asyncio.get_running_loop():
+            creds = self.credentials
+            self._pool = Pool(self.server, tls=self._tls() if self.server.startswith("https:") else None, limit=CONNECTIONS,
+                              server_hostname=creds.server_hostname if creds else None, proxy=creds.proxy if creds else None)
+        return self._pool
 
-        if self._session is None or self._session.closed:
-            ssl = self.credentials.ssl if self.credentials is not None else True
-            connector = aiohttp.TCPConnector(limit=CONNECTIONS, ssl=ssl)
-            # No total limit by default: watches and followed logs last; callers give their own.
-            timeout = aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT)
-            self._session = aiohttp.ClientSession(connector=connector, timeout=timeout, trust_env=False)
-        return self._session
+    def _tls(self) -> ssl.SSLContext:
+        context = self.credentials.ssl if self.credentials is not None else True
+        if isinstance(context, ssl.SSLContext):
+            return context
+        if context is False:  # insecure-skip-tls-verify
+            unchecked = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            unchecked.check_hostname = False
+            unchecked.verify_mode = ssl.CERT_NONE
+            return unchecked
+        return ssl.create_default_context()
 
     async def request(
         self,
@@ -93,29 +103,22 @@ class Client:
         params: Mapping[str, str | int] | None = None,
         body: Any = None,
         content_type: str = JSON,
-        timeout: aiohttp.ClientTimeout | None = None,
+        timeout: Timeout | None = None,
         accept: str = JSON,
-    ) -> aiohttp.ClientResponse:
-        """The response, its body unread: use it as `async with`. `body` is sent as JSON unless bytes."""
-        session = self._session_now()
+    ) -> Response:
+        """The response, its body unread: use it as `async with`. `body` is sent as JSON unless bytes.
+        No timeout given: only connecting is bounded (watches and followed logs last)."""
+        pool = self._pool_now()
         creds = self.credentials
         headers = {"Accept": accept, "User-Agent": "gputui"}
         data = None
         if body is not None:
             data = body if isinstance(body, bytes) else orjson.dumps(body)
             headers["Content-Type"] = content_type
-        query = {k: str(v) for k, v in (params or {}).items()}
-        options: dict[str, Any] = {"params": query, "data": data}
-        if timeout is not None:
-            options["timeout"] = timeout
-        if creds is not None:
-            if creds.proxy:
-                options["proxy"] = creds.proxy
-            if creds.server_hostname:
-                options["server_hostname"] = creds.server_hostname
+        target = url_path + ("?" + urlencode({k: str(v) for k, v in params.items()}) if params else "")
         for attempt in (1, 2):
             auth = await creds.headers() if creds is not None else {}
-            resp = await session.request(method, self.server + url_path, headers={**headers, **auth}, **options)
+            resp = await pool.request(method, target, {**headers, **auth}, data, timeout or Timeout())
             if resp.status == 401 and attempt == 1 and creds is not None and creds.plugin is not None:
                 resp.release()
                 await creds.renew()  # as kubectl does: the plugin may have a fresh token
@@ -124,17 +127,13 @@ class Client:
         raise AssertionError("unreachable")
 
     async def get(self, url_path: str, *, params: Mapping[str, str | int] | None = None,
-                  timeout: aiohttp.ClientTimeout | None = None) -> aiohttp.ClientResponse:
+                  timeout: Timeout | None = None) -> Response:
         return await self.request("GET", url_path, params=params, timeout=timeout)
 
     async def json(self, method: str, url_path: str, *, params: Mapping[str, str | int] | None = None, body: Any = None,
-                   timeout: aiohttp.ClientTimeout | None = None) -> dict[str, Any]:
+                   timeout: Timeout | None = None) -> dict[str, Any]:
         """The parsed answer; ApiError for a status of 300 or more."""
-        if timeout is None:
-            import aiohttp  # noqa: PLC0415
-
-            timeout = aiohttp.ClientTimeout(total=CALL_TIMEOUT, sock_connect=CONNECT_TIMEOUT)
-        resp = await self.request(method, url_path, params=params, body=body, timeout=timeout)
+        resp = await self.request(method, url_path, params=params, body=body, timeout=timeout or Timeout(total=CALL_TIMEOUT))
         async with resp:
             data = await resp.read()
         if resp.status >= 300:
@@ -142,6 +141,6 @@ class Client:
         return orjson.loads(data)
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            await pool.close()

@@ -6,7 +6,7 @@ message ever contains a credential.
 `resolve()` reads the kubeconfig and picks the context without the network:
 the app calls it before drawing anything. `connect()` then loads the
 credentials (`credentials.py`: TLS, tokens, client certificates, exec
-plugins) and makes the HTTP client (`client.py`). aiohttp and PyYAML are
+plugins) and makes the HTTP client (`client.py`). The client and PyYAML are
 imported by the functions that use them, so that importing this module (the
 app does, before its first frame) is cheap.
 """
@@ -297,22 +297,24 @@ def http_error(status: int, body: bytes, conn: Connection | None = None) -> Conn
 
 def describe_network_error(exc: BaseException) -> str:
     """A short human phrase for a failed connection: 'connection refused', 'timed out'..."""
-    import aiohttp  # noqa: PLC0415
+    from . import http  # noqa: PLC0415
 
-    if isinstance(exc, (TimeoutError, aiohttp.ServerTimeoutError)):
+    if isinstance(exc, TimeoutError):
         return "timed out"
-    if isinstance(exc, aiohttp.ClientConnectorCertificateError):
-        return _certificate_problem(exc.certificate_error)
-    if isinstance(exc, aiohttp.ClientSSLError):
-        return "TLS handshake failed: " + _first_line(exc.os_error if getattr(exc, "os_error", None) else exc).lower()
-    if isinstance(exc, aiohttp.ClientConnectorError):
+    if isinstance(exc, http.CertificateError):
+        return _certificate_problem(exc.verify_code)
+    if isinstance(exc, http.TlsError):
+        return "TLS handshake failed: " + _first_line(exc.os_error or exc).lower()
+    if isinstance(exc, http.ConnectFailed):
         os_error = exc.os_error
+        if os_error is None:
+            return _first_line(exc)
         if isinstance(os_error, ConnectionRefusedError):
             return "connection refused"
         return (os_error.strerror if getattr(os_error, "strerror", None) else _first_line(os_error)).lower()
-    if isinstance(exc, aiohttp.ServerDisconnectedError):
+    if isinstance(exc, http.Disconnected):
         return "server closed the connection"
-    if isinstance(exc, aiohttp.ClientPayloadError):
+    if isinstance(exc, http.PayloadError):
         return "response cut short"
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror.lower()
@@ -327,24 +329,22 @@ _CERT_VERIFY_WORDS = {
 }
 
 
-def _certificate_problem(error: BaseException) -> str:
-    code = getattr(error, "verify_code", None)
+def _certificate_problem(code: int | None) -> str:  # OpenSSL's verify code
     return _CERT_VERIFY_WORDS.get(code, "TLS certificate not trusted (unknown authority)")
 
 
 async def check(conn: Connection, timeout: float = 10.0) -> str:
     """Ask the server its version (proves it is reachable and takes our credentials)."""
-    import aiohttp  # noqa: PLC0415
-
     from .credentials import CredentialError  # noqa: PLC0415
+    from .http import HttpError, Timeout  # noqa: PLC0415
 
     try:
-        resp = await conn.api.get("/version", timeout=aiohttp.ClientTimeout(total=timeout))
+        resp = await conn.api.get("/version", timeout=Timeout(total=timeout))
         async with resp:
             body = await resp.read()
     except CredentialError as exc:
         raise KubeconfigError(f'context "{conn.context}": {exc}') from None
-    except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+    except (HttpError, TimeoutError, OSError) as exc:
         raise Unreachable(f"cannot reach {conn.server}: {describe_network_error(exc)}") from None
     if resp.status != 200:
         raise http_error(resp.status, body, conn)

@@ -264,20 +264,24 @@ def tls_context(cluster: Mapping[str, Any], user: Mapping[str, Any], base_dir_cl
         if cluster.get("certificate-authority-data"):
             raise CredentialError("certificate-authority and certificate-authority-data are both given: keep one "
                                   "(kubectl refuses both too)")
-    context = ssl.create_default_context()
+    # As kubectl: only the kubeconfig's authority is trusted where it names one, else the system's
+    # (whose store takes some 40 ms to load, so it is not loaded when unused).
     if insecure:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
     elif cluster.get("certificate-authority-data"):
         try:
-            context.load_verify_locations(cadata=_decode(cluster, "certificate-authority-data").decode("ascii", "replace"))
+            context = ssl.create_default_context(cadata=_decode(cluster, "certificate-authority-data").decode("ascii", "replace"))
         except ssl.SSLError:
             raise CredentialError("certificate-authority-data is not a PEM certificate") from None
     elif cluster.get("certificate-authority"):
         try:
-            context.load_verify_locations(cafile=str(_file(cluster, "certificate-authority", base_dir_cluster)))
+            context = ssl.create_default_context(cafile=str(_file(cluster, "certificate-authority", base_dir_cluster)))
         except ssl.SSLError:
             raise CredentialError(f"certificate-authority {cluster['certificate-authority']}: not a PEM certificate") from None
+    else:
+        context = ssl.create_default_context()
     cert = key = None
     if exec_status and exec_status.get("clientCertificateData"):
         cert = str(exec_status["clientCertificateData"]).encode()

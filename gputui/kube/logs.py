@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, AsyncIterator
 
 from .client import path
 from .config import describe_network_error, status_message
+from .http import Disconnected, HttpError, PayloadError
 
 if TYPE_CHECKING:
     from .client import Client
@@ -35,8 +36,6 @@ async def stream_logs(
     previous: bool = False,
     max_line: int = MAX_LINE_BYTES,
 ) -> AsyncIterator[bytes]:
-    import aiohttp  # noqa: PLC0415  (loaded when first used: the app draws before)
-
     from .credentials import CredentialError  # noqa: PLC0415
 
     params: dict = {}
@@ -51,11 +50,11 @@ async def stream_logs(
     try:
         resp = await api.request(
             "GET", path("v1", "pods", pod, namespace=namespace, sub="log"), params=params,
-            timeout=aiohttp.ClientTimeout(sock_connect=10), accept="*/*",
+            accept="*/*",
         )
     except CredentialError as exc:
         raise LogError(f"cannot read logs of {namespace}/{pod}: {exc}") from None
-    except (aiohttp.ClientError, OSError) as exc:
+    except (HttpError, OSError) as exc:
         raise LogError(f"cannot read logs of {namespace}/{pod}: {describe_network_error(exc)}") from None
     async with resp:
         if resp.status != 200:
@@ -64,7 +63,7 @@ async def stream_logs(
         pending = bytearray()
         try:
             while True:
-                chunk = await resp.content.readany()
+                chunk = await resp.read_some()
                 if not chunk:
                     break
                 pending += chunk
@@ -76,7 +75,7 @@ async def stream_logs(
                 while len(pending) > max_line:
                     yield bytes(pending[:max_line])
                     del pending[:max_line]
-        except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError):
+        except (PayloadError, Disconnected):
             pass  # the stream was cut: what was read is all there is
         if pending:
             yield bytes(pending)

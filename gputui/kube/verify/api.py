@@ -1,7 +1,4 @@
-"""The API calls: raw JSON and watches, reading nodes and pods, planning from them, deleting a pod.
-
-aiohttp is imported inside the functions that use it (start-up time).
-"""
+"""The API calls: raw JSON and watches, reading nodes and pods, planning from them, deleting a pod."""
 from __future__ import annotations
 
 import asyncio
@@ -13,6 +10,7 @@ import orjson
 
 from ..client import path
 from ..gpu import GpuResources, is_gpu_node, node_usage
+from ..http import HttpError
 from ..records import node_from
 from .options import DELETE_CONFIRM_TIMEOUT, ApiError, VerifyError, VerifyOptions
 from .plan import CLAIMS_API, DRA_DEVICE_CLASS, DraGpus, Plan, dra_gpus, gpu_usage, plan_for
@@ -43,7 +41,7 @@ async def _lines(api: Client, url_path: str, params: dict[str, Any]) -> AsyncIte
         if resp.status >= 300:
             raise ApiError.from_body(resp.status, await resp.read())
         pending = b""
-        async for chunk in resp.content.iter_any():
+        async for chunk in resp:
             *complete, pending = (pending + chunk).split(b"\n")
             for line in complete:
                 yield line
@@ -59,8 +57,6 @@ RETRY_PAUSE = 0.2  # seconds between reconnects; callers bound the whole wait wi
 async def _watch(api: Client, collection: str, field_selector: str, since: str) -> AsyncIterator[tuple[str, dict[str, Any]]]:
     """(type, object) from a watch that resumes where it ended, reconnects after connection
     errors (an API server restart) and lists again after a 410. Runs until the caller stops it."""
-    import aiohttp  # noqa: PLC0415
-
     while True:
         expired = False
         try:
@@ -85,7 +81,7 @@ async def _watch(api: Client, collection: str, field_selector: str, since: str) 
                 for obj in listed.get("items") or []:
                     yield "ADDED", obj
                 since = listed["metadata"]["resourceVersion"]
-        except (OSError, aiohttp.ClientError):
+        except (OSError, HttpError):
             await asyncio.sleep(RETRY_PAUSE)
 
 
@@ -172,14 +168,12 @@ async def delete_claim(api: Client, namespace: str, name: str, confirm_timeout: 
 
 
 async def _delete_confirmed(api: Client, group_version: str, resource: str, namespace: str, name: str, confirm_timeout: float) -> bool:
-    import aiohttp  # noqa: PLC0415
-
     try:
         async with asyncio.timeout(confirm_timeout):
             while True:
                 try:
                     return await _delete_and_wait(api, namespace, name, group_version, resource)
-                except (OSError, aiohttp.ClientError):
+                except (OSError, HttpError):
                     await asyncio.sleep(RETRY_PAUSE)  # the API server may be restarting: try again
     except (TimeoutError, ApiError, ValueError):
         return False

@@ -14,6 +14,7 @@ from ..config import describe_network_error
 from ..logs import LogError, stream_logs
 from ..client import path
 from ..gpu import GPU
+from ..http import HttpError
 from .api import _delete_shielded, _json, _watch, create_denied_message, plan_verification
 from .judging import (
     API_ERROR,
@@ -95,8 +96,6 @@ class _Run:
         return verdict
 
     async def _create_and_follow(self) -> Verdict:
-        import aiohttp  # noqa: PLC0415
-
         plan = self.plan
         self.emit(CREATING)
         if plan.claim is not None:
@@ -109,7 +108,7 @@ class _Run:
                     return self.verdict(FORBIDDEN, f"forbidden: you may not create resourceclaims in namespace {plan.namespace} "
                                                    f"(RBAC: create resourceclaims.resource.k8s.io in namespace {plan.namespace}): {e}")
                 return self.verdict(API_ERROR, f"could not create the ResourceClaim: {e}")
-            except (OSError, TimeoutError, aiohttp.ClientError) as e:
+            except (OSError, TimeoutError, HttpError) as e:
                 return self.verdict(API_ERROR, f"could not create the ResourceClaim: {describe_network_error(e)}")
         self.may_exist = True  # from here on, even if the call below never returns
         try:
@@ -119,14 +118,14 @@ class _Run:
             if e.status == 403:
                 return self.verdict(FORBIDDEN, create_denied_message(e, plan.namespace))
             return self.verdict(API_ERROR, f"could not create the pod: {e}")
-        except (OSError, TimeoutError, aiohttp.ClientError) as e:
+        except (OSError, TimeoutError, HttpError) as e:
             return self.verdict(API_ERROR, f"could not create the pod: {describe_network_error(e)}")
         self.emit(WAITING)
         try:
             return await self._follow()
         except VerifyError as e:
             return self.verdict(API_ERROR, f"lost track of the pod: {e}")
-        except (OSError, aiohttp.ClientError) as e:
+        except (OSError, HttpError) as e:
             return self.verdict(API_ERROR, f"lost track of the pod: {describe_network_error(e)}")
 
     async def _clean_up(self, verdict: Verdict | None) -> Verdict:

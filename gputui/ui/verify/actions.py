@@ -11,6 +11,7 @@ from textual import work
 from textual.worker import Worker
 
 from gputui.kube import verify as v
+from gputui.kube.http import HttpError
 
 from gputui.sanitize import clean
 from ..table import Cell, haystack
@@ -143,8 +144,6 @@ class VerifyActions:
     @work(group="verify-leftovers", exclusive=True)
     async def check_leftovers(self) -> None:
         """Verification pods an earlier run left behind (found by label), offered for deletion."""
-        import aiohttp  # noqa: PLC0415
-
         app: Any = self
         conn = app.conn
         if conn is None:
@@ -155,7 +154,7 @@ class VerifyActions:
             if error.status != 403:  # not allowed to list pods: the panes already say so
                 app.notify(f"could not look for leftover verification pods: {clean(str(error), 300)}", severity="warning", markup=False)
             return
-        except (OSError, aiohttp.ClientError) as error:
+        except (OSError, HttpError) as error:
             app.notify(f"could not look for leftover verification pods: {clean(_error_text(error), 300)}", severity="warning", markup=False)
             return
         if found:

@@ -12,6 +12,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from gputui.kube import verify as v
+from gputui.kube.http import HttpError
 from gputui.kube.records import parse_time
 
 from .. import render
@@ -82,11 +83,9 @@ class LeftoversScreen(ModalScreen[None]):
 
     @work(group="verify-leftovers", exit_on_error=False)
     async def _delete(self) -> None:
-        import aiohttp  # noqa: PLC0415
-
         try:
             not_gone = await v.delete_leftovers(self.api, self.leftovers)
-        except (OSError, aiohttp.ClientError) as error:
+        except (OSError, HttpError) as error:
             self.app.notify(f"could not delete the leftover pods: {clean(_error_text(error), 300)}", severity="error", markup=False)
             self.deleting = False
             self.query_one("#leftovers-body", Static).update(self.body())

@@ -6,6 +6,7 @@ from rich.text import Text
 
 from gputui.kube import verify as v
 from gputui.kube.config import describe_network_error
+from gputui.kube.http import HttpError
 
 from .. import render
 from gputui.sanitize import clean
@@ -31,9 +32,7 @@ CODE_WORDS = {
 
 
 def _error_text(error: BaseException) -> str:
-    import aiohttp  # noqa: PLC0415  (loaded by then: connecting imports it; the app starts without)
-
-    if isinstance(error, (OSError, aiohttp.ClientError)):
+    if isinstance(error, (OSError, HttpError)):
         return describe_network_error(error)
     return str(error) or type(error).__name__
 
