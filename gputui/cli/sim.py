@@ -22,7 +22,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     source = parser.add_mutually_exclusive_group()
-    source.add_argument("--scenario", metavar="FILE", help='a Kubernetes List (YAML or JSON) of objects, "demo" for the built-in GPU cluster, '
+    source.add_argument("--scenario", metavar="FILE", help='a Kubernetes List (YAML or JSON) of objects, a directory of such files (a dump), "demo" for the built-in GPU cluster, '
                         "or the name of a built-in GPU stack scenario (a wrong name lists them)")
     source.add_argument("--nodes", type=_count, metavar="N", help="generate a synthetic cluster of N nodes (with --pods)")
     parser.add_argument("--pods", type=_count, metavar="M", help="pods of the synthetic cluster (with --nodes)")

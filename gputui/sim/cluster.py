@@ -46,9 +46,10 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
-def kubeconfig_for(url: str, namespace: str = "default", *, ca: bytes | None = None, token: str = ADMIN_TOKEN) -> dict[str, Any]:
+def kubeconfig_for(url: str, namespace: str = "default", *, ca: bytes | None = None, token: str = ADMIN_TOKEN,
+                   context: str = CONTEXT_NAME) -> dict[str, Any]:
     """A kubeconfig for a simulator at `url`: the admin token, and for https:// the CA (by default the
-    process's, which every simulated cluster of the process uses)."""
+    process's, which every simulated cluster of the process uses); its one context is named `context`."""
     cluster: dict[str, Any] = {"server": url}
     if url.startswith("https://"):
         if ca is None:
@@ -61,10 +62,22 @@ def kubeconfig_for(url: str, namespace: str = "default", *, ca: bytes | None = N
         "kind": "Config",
         "clusters": [{"name": CONTEXT_NAME, "cluster": cluster}],
         "users": [{"name": CONTEXT_NAME, "user": {"token": token}}],
-        "contexts": [{"name": CONTEXT_NAME, "context": {"cluster": CONTEXT_NAME, "user": CONTEXT_NAME, "namespace": namespace}}],
-        "current-context": CONTEXT_NAME,
+        "contexts": [{"name": context, "context": {"cluster": CONTEXT_NAME, "user": CONTEXT_NAME, "namespace": namespace}}],
+        "current-context": context,
         "preferences": {},
     }
+
+
+def merged_kubeconfig(docs: dict[str, dict[str, Any]], current: str | None = None) -> dict[str, Any]:
+    """One kubeconfig holding the first context of each of `docs` (kubeconfig_for's), named by its key:
+    a fleet of simulated clusters, as an operator's kubeconfig holds many."""
+    merged: dict[str, Any] = {"apiVersion": "v1", "kind": "Config", "clusters": [], "users": [], "contexts": [],
+                              "current-context": current or next(iter(docs), ""), "preferences": {}}
+    for name, doc in docs.items():
+        merged["clusters"].append({"name": name, "cluster": doc["clusters"][0]["cluster"]})
+        merged["users"].append({"name": name, "user": doc["users"][0]["user"]})
+        merged["contexts"].append({"name": name, "context": {"cluster": name, "user": name}})
+    return merged
 
 
 def _add_context(doc: dict[str, Any], name: str, user: dict[str, Any], namespace: str = "default") -> None:
@@ -75,7 +88,7 @@ def _add_context(doc: dict[str, Any], name: str, user: dict[str, Any], namespace
 class SimCluster:
     def __init__(
         self,
-        scenario: str | Path | list[dict[str, Any]] | None = None,
+        scenario: Any = None,  # what scenarios.load takes: a name, paths, objects, or a Loaded dump
         *,
         host: str = "127.0.0.1",
         port: int = 0,
@@ -92,6 +105,9 @@ class SimCluster:
         all_credentials: bool = False,
         cert_hosts: Iterable[str] | None = None,
         server_minor: int = DEFAULT_MINOR,
+        exporters: bool = True,
+        context: str = CONTEXT_NAME,
+        version_unknown: bool = False,
     ) -> None:
         from .faults import Faults  # noqa: PLC0415  (kept local: small import graph for the CLI)
 
@@ -119,6 +135,10 @@ class SimCluster:
         self.controllers = None
         # False: a static cluster (no scheduler, no kubelets), for tests of the HTTP layer alone.
         self._run_controllers = run_controllers
+        # False: nothing listens behind the pod and service proxy (a dump: no DCGM exporter is running).
+        self.exporters = exporters
+        self.context = context  # the kubeconfig's context name
+        self.version_unknown = version_unknown  # True: /version answers empty strings (a dump does not say)
         self.url = ""
         self.kubeconfig_path: Path | None = None
         from .auth import MASTERS, Authenticator, Authorizer, User  # noqa: PLC0415
@@ -163,8 +183,7 @@ class SimCluster:
             objects = []
         from .auth import Authorizer  # noqa: PLC0415
 
-        policy, objects = scenarios.split_policy(objects)
-        self.authorizer = Authorizer(policy)
+        self.authorizer = Authorizer(scenarios.policy_of(objects))
         scenarios.populate(self.store, objects)
 
     async def _serve(self) -> None:
@@ -214,7 +233,7 @@ class SimCluster:
                 self._tmpdir = tempfile.TemporaryDirectory(prefix="gputui-sim-")
             path = Path(self._tmpdir.name) / "kubeconfig"
         path.parent.mkdir(parents=True, exist_ok=True)
-        doc = kubeconfig_for(self.url)
+        doc = kubeconfig_for(self.url, context=self.context)
         if self._all_credentials:
             if self.tls:
                 from .auth import MASTERS  # noqa: PLC0415

@@ -94,15 +94,29 @@ Listener = Callable[[Event], None]
 class Store:
     def __init__(self, history_limit: int = 10_000, resources: Iterable[ResourceType] = RESOURCES) -> None:
         self._rv = 1
-        self.resources = {r.key: r for r in resources}
-        self._objects: dict[str, dict[tuple[str, str], Entry]] = {k: {} for k in self.resources}
-        self._history: dict[str, deque[Event]] = {k: deque(maxlen=history_limit) for k in self.resources}
+        self._history_limit = history_limit
+        self.resources: dict[str, ResourceType] = {}
+        self._objects: dict[str, dict[tuple[str, str], Entry]] = {}
+        self._history: dict[str, deque[Event]] = {}
         # Watches that start before this resourceVersion cannot be served: 410 Gone.
-        self._floor: dict[str, int] = {k: 0 for k in self.resources}
-        self._watches: dict[str, set[Watch]] = {k: set() for k in self.resources}
+        self._floor: dict[str, int] = {}
+        self._watches: dict[str, set[Watch]] = {}
         self._listeners: list[Listener] = []
         # (namespace, name) of each resource's objects in list order; rebuilt lazily after a create or delete.
-        self._sorted: dict[str, list[tuple[str, str]] | None] = {k: None for k in self.resources}
+        self._sorted: dict[str, list[tuple[str, str]] | None] = {}
+        for r in resources:
+            self.add_resource(r)
+
+    def add_resource(self, r: ResourceType) -> None:
+        """Serve one more kind (a scenario's custom resource); a kind already known stays as it is."""
+        if r.key in self.resources:
+            return
+        self.resources[r.key] = r
+        self._objects[r.key] = {}
+        self._history[r.key] = deque(maxlen=self._history_limit)
+        self._floor[r.key] = 0
+        self._watches[r.key] = set()
+        self._sorted[r.key] = None
 
     # -- reading ---------------------------------------------------------
     @property
@@ -111,6 +125,11 @@ class Store:
 
     def resource(self, key: str) -> ResourceType:
         return self.resources[key]
+
+    def resource_at(self, group: str, version: str, plural: str) -> ResourceType | None:
+        """The kind served at /apis/GROUP/VERSION/PLURAL (/api/v1/PLURAL for the core group)."""
+        r = self.resources.get(f"{plural}.{group}" if group else plural)
+        return r if r is not None and r.version == version else None
 
     def entries(self, key: str, namespace: str | None = None) -> list[Entry]:
         objs = self._objects[key]

@@ -115,6 +115,8 @@ def pod_status(pod: Obj, now: datetime) -> tuple[str, int, int, str]:
     last_restart: datetime | None = None
     phase = status.get("phase") or ""
     reason = status.get("reason") or phase
+    if any(c.get("type") == "PodScheduled" and c.get("reason") == "SchedulingGated" for c in status.get("conditions") or []):
+        reason = "SchedulingGated"
 
     def note_restart(cs: Obj) -> None:
         nonlocal restarts, last_restart
@@ -368,6 +370,32 @@ def _resource_claim_cells(claim: Obj, now: datetime) -> list[Any]:
 @printer("Namespace", [("Name", "string", 0), ("Status", "string", 0), ("Age", "string", 0)])
 def _namespace_cells(ns: Obj, now: datetime) -> list[Any]:
     return [_meta(ns).get("name", ""), (ns.get("status") or {}).get("phase", ""), _age(ns, now)]
+
+
+# -- kinds kept as given (resources.py): the common ones of a dump -----------
+@printer("ConfigMap", [("Name", "string", 0), ("Data", "integer", 0), ("Age", "string", 0)])
+def _config_map_cells(cm: Obj, now: datetime) -> list[Any]:
+    return [_meta(cm).get("name", ""), len(cm.get("data") or {}) + len(cm.get("binaryData") or {}), _age(cm, now)]
+
+
+@printer("Secret", [("Name", "string", 0), ("Type", "string", 0), ("Data", "integer", 0), ("Age", "string", 0)])
+def _secret_cells(secret: Obj, now: datetime) -> list[Any]:
+    return [_meta(secret).get("name", ""), secret.get("type", ""), len(secret.get("data") or {}), _age(secret, now)]
+
+
+@printer("Deployment", [
+    ("Name", "string", 0), ("Ready", "string", 0), ("Up-to-date", "integer", 0), ("Available", "integer", 0),
+    ("Age", "string", 0), ("Containers", "string", 1), ("Images", "string", 1), ("Selector", "string", 1),
+])
+def _deployment_cells(deployment: Obj, now: datetime) -> list[Any]:
+    spec, status = deployment.get("spec") or {}, deployment.get("status") or {}
+    containers = ((spec.get("template") or {}).get("spec") or {}).get("containers") or []
+    return [
+        _meta(deployment).get("name", ""), f"{status.get('readyReplicas', 0)}/{spec.get('replicas', 1)}",
+        status.get("updatedReplicas", 0), status.get("availableReplicas", 0), _age(deployment, now),
+        ",".join(c.get("name", "") for c in containers), ",".join(c.get("image", "") for c in containers),
+        format_label_selector(spec.get("selector")),
+    ]
 
 
 _GENERIC: Printer = ([("Name", "string", 0), ("Age", "string", 0)], lambda o, now: [_meta(o).get("name", ""), _age(o, now)])

@@ -1,8 +1,9 @@
-"""`gputui --demo`: the simulated cluster in a thread of its own.
+"""`gputui --demo` and `gputui --from`: the simulated cluster in a thread of its own.
 
 The simulator gets its own event loop in a daemon thread, so its scheduler,
 kubelets and HTTP server never stall the UI's loop; the app reaches it over
-loopback through the same client code as a real cluster.
+loopback through the same client code as a real cluster. `dump_app` serves a
+dump (gputui.sim.dump) the same way, as it was dumped.
 """
 from __future__ import annotations
 
@@ -94,3 +95,22 @@ class BackgroundCluster:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def dump_app(dump: Any, config: Any, extra_resources: list[str] | tuple[str, ...] = (), **options: Any) -> tuple[Any, BackgroundCluster]:
+    """The app on a dump (a gputui.sim.dump.Dump) and the cluster serving it, started when the app connects:
+    nothing runs on it, no DCGM metrics are read ("not in the dump"), and the app is read-only (`v` refuses).
+    Stop the cluster once the app has ended. options: make_app's (namespaces...)."""
+    from gputui.sim.dump import NOT_IN_DUMP  # noqa: PLC0415
+
+    from .launch import make_app, verify_settings  # noqa: PLC0415
+
+    served = BackgroundCluster(**dump.cluster_options())
+
+    def started() -> Path:
+        served.begin()
+        return served.wait_ready()
+
+    metrics = {**config.metrics.model_options(), "metrics_unavailable": NOT_IN_DUMP}
+    app = make_app(None, None, extra_resources, kubeconfig_from=started, verify=verify_settings(config, True), metrics=metrics, **options)
+    return app, served

@@ -41,6 +41,16 @@ def test_demo_objects_deserialise_with_the_sync_client_models(demo: list[dict]) 
         assert model.metadata.name == obj["metadata"]["name"]
 
 
+def test_fragmented_objects_deserialise_and_hold_a_gated_pod() -> None:
+    objects = scenarios.load("fragmented")
+    api = k8s.ApiClient()
+    for obj in objects:
+        model = api.deserialize(json.dumps(obj), MODEL_OF[obj["kind"]], "application/json")
+        assert model.metadata.name == obj["metadata"]["name"]
+    gated = next(o for o in objects if o["kind"] == "Pod" and o["spec"].get("schedulingGates"))
+    assert api.deserialize(json.dumps(gated), "V1Pod", "application/json").spec.scheduling_gates[0].name == "kueue.x-k8s.io/admission"
+
+
 def test_demo_is_deterministic(demo: list[dict]) -> None:
     again = scenarios.load("demo")
     names = [(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]) for o in demo]
@@ -134,8 +144,8 @@ def test_load_a_kubectl_style_list_file_and_multi_document_yaml(tmp_path: Path) 
     ('{"kind": "List", "items": [', ".json", "not valid JSON"),
     ("kind: List\nitems:\n- kind: Node\n  metadata: {name: a}\n- metadata: {name: b}\n", ".yaml", "item 1: no kind"),
     ("kind: List\nitems:\n- kind: Node\n  metadata: {labels: {}}\n", ".yaml", "item 0: Node without metadata.name"),
-    ("kind: List\nitems:\n- kind: Node\n  metadata: {name: a}\n- apiVersion: v1\n  kind: Secret\n  metadata: {name: s}\n", ".yaml",
-     "item 1: unknown kind v1 Secret"),
+    ("kind: List\nitems:\n- kind: Node\n  metadata: {name: a}\n- apiVersion: v1\n  kind: Widget\n  metadata: {name: s}\n", ".yaml",
+     "item 1: unknown kind v1 Widget"),
     ("- just a string\n", ".yaml", "item 0: not an object"),
 ])
 def test_bad_scenarios_name_the_file_the_item_and_the_reason(tmp_path: Path, text: str, suffix: str, words: str) -> None:

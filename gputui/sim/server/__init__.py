@@ -1,7 +1,7 @@
 """The simulated kube-apiserver's HTTP layer (aiohttp).
 
-Everything in resources.RESOURCES is served generically by one catch-all
-route: `/api/v1/...` and `/apis/{group}/{version}/...`, namespaced and
+Every kind of the cluster's store (resources.RESOURCES, and the custom
+resources of a scenario's CRDs) is served generically by one catch-all route: `/api/v1/...` and `/apis/{group}/{version}/...`, namespaced and
 cluster-scoped, with subresources (status, log, binding, proxy: proxy.py). A
 custom resource is served only while its CustomResourceDefinition exists.
 Lists are built by

@@ -25,14 +25,14 @@ class ApiBase:
     def __init__(self, cluster: "SimCluster") -> None:
         self.cluster = cluster
         self.store = cluster.store
-        self.proxy = Proxy(cluster.store)
+        self.proxy = Proxy(cluster.store, listening=getattr(cluster, "exporters", True))
 
     def served(self, r: ResourceType) -> bool:
         """A built-in kind always; a custom one while its CustomResourceDefinition exists."""
         return not r.custom or self.store.find(CRD_KEY, "", r.key) is not None
 
     def _groups(self) -> dict[str, list[str]]:
-        return groups(self.served)
+        return groups(self.served, self.store.resources.values())
 
     def _selectors(self, request: web.Request, r: ResourceType) -> Callable[[Obj], bool]:
         labels = request.query.get("labelSelector", "")

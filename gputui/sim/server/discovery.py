@@ -5,7 +5,6 @@ from typing import Any
 
 from aiohttp import web
 
-from ..resources import RESOURCES
 from .base import ApiBase
 from .responses import json_response
 
@@ -40,6 +39,8 @@ class Discovery(ApiBase):
 
     # -- discovery -------------------------------------------------------
     async def version(self, request: web.Request) -> web.Response:
+        if getattr(self.cluster, "version_unknown", False):  # a dump: which release served it is not in it
+            return json_response({key: "" for key in VERSION_INFO})
         minor = str(getattr(self.cluster, "server_minor", VERSION_INFO["minor"]))
         if minor == VERSION_INFO["minor"]:
             return json_response(VERSION_INFO)
@@ -65,7 +66,7 @@ class Discovery(ApiBase):
         return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [self._group(g, vs) for g, vs in self._groups().items()]}
 
     def _resource_list(self, group: str, version: str) -> Obj | None:
-        served = [r for r in RESOURCES if r.group == group and r.version == version and self.served(r)]
+        served = [r for r in self.store.resources.values() if r.group == group and r.version == version and self.served(r)]
         if not served:
             return None
         entries: list[Obj] = []
@@ -75,12 +76,12 @@ class Discovery(ApiBase):
                 "singularName": r.singular or r.kind.lower(),
                 "namespaced": r.namespaced,
                 "kind": r.kind,
-                "verbs": sorted(set(r.verbs) | {"deletecollection"}),
+                "verbs": sorted(set(r.verbs) | ({"deletecollection"} if "delete" in r.verbs else set())),
             }
             if r.short_names:
                 entry["shortNames"] = list(r.short_names)
-            if r.kind in ("Pod", "DaemonSet"):
-                entry["categories"] = ["all"]
+            if r.categories:
+                entry["categories"] = list(r.categories)
             entries.append(entry)
             for sub in r.subresources:
                 kind = SUBRESOURCE_KINDS.get(sub, r.kind) or f"{r.kind}{sub.capitalize()}Options"

@@ -24,18 +24,20 @@ class Target:
     proxy_path: str = "/"  # the path after `/proxy`
 
 
-def parse_resource_path(segments: list[str], served: Callable[[ResourceType], bool] = lambda r: True) -> Target:
-    """Resolve `/api/v1/...` or `/apis/g/v/...` (split, without the prefix) to a Target."""
+def parse_resource_path(segments: list[str], served: Callable[[ResourceType], bool] = lambda r: True,
+                        lookup: Callable[[str, str, str], ResourceType | None] = find) -> Target:
+    """Resolve `/api/v1/...` or `/apis/g/v/...` (split, without the prefix) to a Target; lookup(group, version,
+    plural) names the kinds there are (by default the built-in ones; a cluster's store adds its custom ones)."""
     if segments[0] == "api":
         group, version, rest = "", segments[1], segments[2:]
     else:
         group, version, rest = segments[1], segments[2], segments[3:]
     namespace = None
     if len(rest) >= 3 and rest[0] == "namespaces":
-        r = find(group, version, rest[2])
+        r = lookup(group, version, rest[2])
         if r is not None and r.namespaced:
             namespace, rest = rest[1], rest[2:]
-    r = find(group, version, rest[0])
+    r = lookup(group, version, rest[0])
     if r is None or not served(r) or (len(rest) > 3 and rest[2] != "proxy"):
         raise PATH_NOT_FOUND
     name = rest[1] if len(rest) > 1 else None
