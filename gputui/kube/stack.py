@@ -4,20 +4,24 @@ Pure functions over the model's records (`records.Node`, `Pod`, `DaemonSet`)
 and raw ClusterPolicy objects (`nvidia.com/v1`, as the API returns them).
 
 - `detect_stack(daemonsets, cluster_policies)`: GPU Operator, standalone device
-  plugin (static manifest, Helm, GKE), several at once, or none.
+  plugin (static manifest, Helm, GKE, or any DaemonSet mounting the kubelet's
+  device-plugin directory: install "other"), several at once, or none.
 - `component_matrix(stack, nodes, pods)`: per GPU node, the state of each
-  component: running / not-ready / crash-looping / missing / not-expected
-  (`node_components` for one node).
+  component: running / not-ready / crash-looping / missing / not-expected, and
+  for validation pods succeeded / failed (`node_components` for one node;
+  `node_stack` adds every device plugin there and the GPU plugins' pods).
 - `cluster_problems(stack)` and `node_problems(node, components)`: the
   verdicts `operator-not-ready`, `component-failing`, `several-plugins`.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass, field, replace
 from typing import Iterable
 
-from .gpu import OPERATOR_APPS, Problem, has_nvidia_gpus
-from .records import ContainerStatus, DaemonSet, Node, Pod, Taint
+from .gpu import OPERATOR_APPS, GpuResources, Problem, advertises_nvidia_gpus, has_nvidia_gpus, is_nvidia_resource, is_operator_driver_app
+from .placement import daemonset_targets
+from .records import ContainerStatus, DaemonSet, Node, Pod
 
 COMPONENTS = ("driver", "container-toolkit", "device-plugin", "gfd", "dcgm-exporter", "mig-manager", "validator", "nfd-worker")
 
@@ -26,8 +30,13 @@ NOT_READY = "not-ready"
 CRASH_LOOPING = "crash-looping"
 MISSING = "missing"
 NOT_EXPECTED = "not-expected"
-_SEVERITY = {CRASH_LOOPING: 4, MISSING: 3, NOT_READY: 2, RUNNING: 1, NOT_EXPECTED: 0}
-FAILING_STATES = (CRASH_LOOPING, NOT_READY, MISSING)
+SUCCEEDED = "succeeded"  # a validation pod that ran to completion
+FAILED = "failed"  # a validation pod that failed
+_SEVERITY = {FAILED: 5, CRASH_LOOPING: 5, MISSING: 4, NOT_READY: 3, RUNNING: 2, SUCCEEDED: 1, NOT_EXPECTED: 0}
+FAILING_STATES = (CRASH_LOOPING, NOT_READY, MISSING, FAILED)
+# The operator's validation pods, by their `app` label: the validator's (1.7 on) and those before it (1.0 to 1.6).
+VALIDATION_APPS = ("nvidia-cuda-validator", "nvidia-device-plugin-validator", "nvidia-driver-validation",
+                   "nvidia-device-plugin-validation")
 
 # Component → its switch under ClusterPolicy.spec and its nvidia.com/gpu.deploy.* label.
 _POLICY_KEYS = {
@@ -41,14 +50,6 @@ _DEPLOY_LABELS = {
 }
 DEPLOY_LABEL_PREFIX = "nvidia.com/gpu.deploy."
 
-# Tolerations the DaemonSet controller adds to every DaemonSet pod.
-_DAEMONSET_TOLERATED = {
-    ("node.kubernetes.io/not-ready", "NoExecute"), ("node.kubernetes.io/unreachable", "NoExecute"),
-    ("node.kubernetes.io/disk-pressure", "NoSchedule"), ("node.kubernetes.io/memory-pressure", "NoSchedule"),
-    ("node.kubernetes.io/pid-pressure", "NoSchedule"), ("node.kubernetes.io/unschedulable", "NoSchedule"),
-}
-
-
 # -- DaemonSets ------------------------------------------------------------
 
 
@@ -59,11 +60,13 @@ def _meta(obj: dict) -> dict:
 def classify_daemonset(ds: DaemonSet) -> tuple[str, str] | None:
     """(component, install) for a DaemonSet of the GPU stack, else None.
 
-    install is "operator", "static", "helm", "gke" or "standalone".
+    install is "operator", "static", "helm", "gke", "standalone", or "other" for a
+    device plugin gputui does not know by name (its pods mount the kubelet's
+    device-plugin directory).
     """
     labels = {**ds.labels, **ds.selector, **ds.pod_labels}
     name = ds.name
-    if labels.get("app.kubernetes.io/component") == "nvidia-driver":
+    if labels.get("app.kubernetes.io/component") == "nvidia-driver" or is_operator_driver_app(labels.get("app")):
         return ("driver", "operator")
     if OPERATOR_APPS.get(labels.get("app", "")) in _POLICY_KEYS:
         return (OPERATOR_APPS[labels["app"]], "operator")
@@ -85,7 +88,45 @@ def classify_daemonset(ds: DaemonSet) -> tuple[str, str] | None:
         return ("dcgm-exporter", "standalone")
     if (app_name == "node-feature-discovery" and labels.get("role") == "worker") or labels.get("app") == "nfd-worker" or name.endswith("node-feature-discovery-worker"):
         return ("nfd-worker", "standalone")
+    if ds.plugin_dir:
+        return ("device-plugin", "other")
     return None
+
+
+# A resource name (domain/name), as a flag or an environment variable gives it.
+_RESOURCE_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.+]*[A-Za-z0-9])?")
+# NVIDIA's GPU resources anywhere in an argument or a value (not a label such as nvidia.com/gpu.product).
+_NVIDIA_GPU_IN_TEXT = re.compile(r"(?<![\w./-])nvidia\.com/(?:gpu\.shared|gpu|mig-[0-9a-z.+]+)(?![\w.+-])")
+
+
+def _option(key: str) -> str:
+    """A flag's or an environment variable's name, normalised: `--resource-name`, `RESOURCE_NAME` -> `resource-name`."""
+    return key.lstrip("-").lower().replace("_", "-")
+
+
+def advertised_resources(ds: DaemonSet, resources: GpuResources = GpuResources()) -> tuple[str, ...]:
+    """The extended resources a device plugin's DaemonSet advertises, as its containers' args or env name
+    them: a `--resource-name` (or `--resource`) flag or a `*RESOURCE_NAME` variable (with a resource prefix
+    when the name has no domain), else a GPU resource named anywhere in them; () when none is named."""
+    args = ds.plugin_args
+    pairs = [(k, v) for k, eq, v in (a.partition("=") for a in args) if eq and k.startswith("-")]
+    pairs += [(a, args[i + 1]) for i, a in enumerate(args[:-1]) if a.startswith("-") and "=" not in a]
+    pairs += list(ds.plugin_env)
+    prefix = next((v.strip("/") for k, v in pairs if _option(k).endswith("resource-prefix")), "")
+    named: list[str] = []
+    for key, value in pairs:
+        option = _option(key)
+        if option.endswith("resource-name") or option == "resource":
+            value = value if "/" in value or not prefix else f"{prefix}/{value}"
+            if _RESOURCE_NAME.fullmatch(value) and value not in named:
+                named.append(value)
+    if named:
+        return tuple(named)
+    found: list[str] = []
+    for text in [*args, *(v for _, v in ds.plugin_env)]:
+        found += _NVIDIA_GPU_IN_TEXT.findall(text)
+        found += [r for r in sorted(resources.extra) if re.search(rf"(?<![\w./-]){re.escape(r)}(?![\w.+-])", text)]
+    return tuple(dict.fromkeys(found))
 
 
 @dataclass(frozen=True)
@@ -95,10 +136,17 @@ class StackDaemonSet:
     component: str
     install: str
     daemonset: DaemonSet = field(compare=False, repr=False)
+    resources: tuple[str, ...] = ()  # device plugins: what it advertises, as its args or env name it
+    gpu: bool | None = None  # device plugins: advertises a GPU resource (NVIDIA's installs do), or not; None: unknown
 
     @property
     def ref(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def nvidia(self) -> bool:
+        """A device plugin known to advertise NVIDIA GPUs: one of NVIDIA's installs, or it names one of their resources."""
+        return self.component == "device-plugin" and (self.install != "other" or any(is_nvidia_resource(r) for r in self.resources))
 
 
 @dataclass(frozen=True)
@@ -156,13 +204,20 @@ def _disabled_components(policy: dict) -> frozenset[str]:
     )
 
 
-def detect_stack(daemonsets: Iterable[DaemonSet], cluster_policies: Iterable[dict] = ()) -> Stack:
+def detect_stack(daemonsets: Iterable[DaemonSet], cluster_policies: Iterable[dict] = (),
+                 resources: GpuResources = GpuResources()) -> Stack:
+    """`resources`: the GPU resources (an unknown device plugin naming one of them advertises GPUs)."""
     found = []
     for ds in daemonsets:
         classified = classify_daemonset(ds)
-        if classified:
-            found.append(StackDaemonSet(ds.namespace, ds.name, *classified, daemonset=ds))
-    found.sort(key=lambda d: (COMPONENTS.index(d.component), d.namespace, d.name))
+        if not classified:
+            continue
+        named = advertised_resources(ds, resources) if classified[0] == "device-plugin" else ()
+        gpu = None if classified[0] != "device-plugin" else True if classified[1] != "other" else (
+            any(r in resources for r in named) if named else None)
+        found.append(StackDaemonSet(ds.namespace, ds.name, *classified, daemonset=ds, resources=named, gpu=gpu))
+    # NVIDIA's installs before other device plugins, then by namespace and name.
+    found.sort(key=lambda d: (COMPONENTS.index(d.component), d.install == "other", d.namespace, d.name))
     policies = sorted(cluster_policies, key=lambda p: _meta(p).get("name", ""))
     # Several ClusterPolicies: the operator reconciles one and marks the others "ignored".
     active = next((p for p in policies if (p.get("status") or {}).get("state") != "ignored"), policies[0] if policies else None)
@@ -174,74 +229,10 @@ def detect_stack(daemonsets: Iterable[DaemonSet], cluster_policies: Iterable[dic
             cluster_policy_status(active) if active is not None else None,
             tuple(found), _disabled_components(active) if active is not None else frozenset(),
         )
-    plugins = [d for d in found if d.component == "device-plugin"]
+    plugins = [d for d in found if d.nvidia]
     if plugins:
         return Stack("device-plugin", plugins[0].install, plugins[0].namespace, None, tuple(found))
     return Stack("none", None, None, None, tuple(found))
-
-
-# -- scheduling: where a DaemonSet should run -----------------------------
-
-
-def _expression_matches(expr: dict, value: str | None) -> bool:
-    operator, values = expr.get("operator"), expr.get("values") or []
-    if operator == "In":
-        return value is not None and value in values
-    if operator == "NotIn":
-        return value is None or value not in values
-    if operator == "Exists":
-        return value is not None
-    if operator == "DoesNotExist":
-        return value is None
-    if operator in ("Gt", "Lt") and value is not None and values:
-        try:
-            return int(value) > int(values[0]) if operator == "Gt" else int(value) < int(values[0])
-        except ValueError:
-            return False
-    return False
-
-
-def _term_matches(term: dict, node: Node) -> bool:
-    fields = {"metadata.name": node.name}
-    return all(_expression_matches(e, node.labels.get(e.get("key"))) for e in term.get("matchExpressions") or []) and all(
-        _expression_matches(e, fields.get(e.get("key"))) for e in term.get("matchFields") or []
-    )
-
-
-def _tolerates(tolerations: Iterable[dict], taint: Taint) -> bool:
-    if (taint.key, taint.effect) in _DAEMONSET_TOLERATED:
-        return True
-    for t in tolerations:
-        if t.get("effect") and t.get("effect") != taint.effect:
-            continue
-        if t.get("operator") == "Exists" and not t.get("key"):
-            return True
-        if t.get("key") != taint.key:
-            continue
-        if t.get("operator") == "Exists" or t.get("value", "") == taint.value:
-            return True
-    return False
-
-
-def daemonset_targets(ds: DaemonSet, node: Node) -> tuple[bool, str | None]:
-    """Whether the DaemonSet should run a pod on the node, and if not, why.
-
-    The node record keeps only NVIDIA's NFD labels (pci-10de): a selector on
-    another feature.node.kubernetes.io label does not match here.
-    """
-    labels = node.labels
-    for key, value in ds.node_selector.items():
-        if labels.get(key) != value:
-            has = f"; the node has {key}={labels[key]}" if key in labels else ""
-            return False, f"its nodeSelector wants {key}={value}{has}"
-    required = (ds.affinity.get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or {}
-    terms = required.get("nodeSelectorTerms") or []
-    if terms and not any(_term_matches(t, node) for t in terms):
-        return False, "its node affinity excludes the node"
-    for taint in node.taints:
-        if taint.effect in ("NoSchedule", "NoExecute") and not _tolerates(ds.tolerations, taint):
-            return False, f"the node's taint {taint.key}:{taint.effect} is not tolerated"
-    return True, None
 
 
 # -- pods ------------------------------------------------------------------
@@ -250,7 +241,7 @@ def daemonset_targets(ds: DaemonSet, node: Node) -> tuple[bool, str | None]:
 @dataclass(frozen=True)
 class ComponentState:
     component: str
-    state: str  # RUNNING, NOT_READY, CRASH_LOOPING, MISSING or NOT_EXPECTED
+    state: str  # RUNNING, NOT_READY, CRASH_LOOPING, MISSING, NOT_EXPECTED; SUCCEEDED or FAILED (validation pods)
     detail: str | None = None  # kubectl-like status ("Init:0/1", "CrashLoopBackOff") or why missing / not expected
     pod: str | None = None  # "namespace/name", for logs
     container: str | None = None  # the container worth reading logs from
@@ -258,6 +249,8 @@ class ComponentState:
     restarts: int = 0
     last_termination: str | None = None  # "Error (exit 1)", "OOMKilled"...
     daemonsets: tuple[str, ...] = ()  # "namespace/name" of the DaemonSets that should run here
+    deploy: str | None = None  # not expected because of this nvidia.com/gpu.deploy.* value (pre-installed, paused-for-*, ...)
+    note: str | None = None  # what else a person should know (a device plugin's resource taken from the node's)
 
     def describe(self) -> str:
         """One line for a verdict or a tooltip."""
@@ -361,58 +354,188 @@ def _deploy_label(node: Node, component: str) -> str | None:
     return f"{own}={labels[own]}" if own is not None and own in labels else None
 
 
+# Deploy values other than true/false that others set: the GPU Operator's driver container on a host with
+# its own driver, the MIG manager and the driver manager while they need the GPUs to themselves.
+_PAUSES = {"paused-for-mig-change": "MIG change", "paused-for-driver-upgrade": "driver upgrade"}
+
+
+def _holds_off(value: str | None) -> bool:
+    """A deploy value under which the operator runs no operand here, and that is no problem."""
+    return value == "pre-installed" or (value or "").startswith("paused-for-")
+
+
+def _deploy_words(label: str) -> str:
+    """Why a deploy label keeps the operand off the node: `paused for MIG change (nvidia.com/gpu.deploy.x=paused-for-mig-change)`."""
+    value = label.partition("=")[2]
+    if value == "pre-installed":
+        return f"pre-installed on the host ({label})"
+    if value.startswith("paused-for-"):
+        return f"paused for {_PAUSES.get(value, value.removeprefix('paused-for-').replace('-', ' '))} ({label})"
+    return f"the node has {label}" + ("" if value in ("true", "false") else ", neither true nor false")
+
+
 PodsByDaemonSet = dict[tuple[str, str], list[Pod]]  # (namespace, DaemonSet name) -> its pods on one node
 
 
-def daemonset_pods(pods: Iterable[Pod]) -> PodsByDaemonSet:
-    """The pods owned by a DaemonSet, by (namespace, DaemonSet name)."""
+def daemonset_pods(pods: Iterable[Pod], daemonsets: Iterable[StackDaemonSet] = ()) -> PodsByDaemonSet:
+    """The pods of each DaemonSet, by (namespace, DaemonSet name): those it owns, and those owned by nothing
+    that its selector matches (the DaemonSet controller adopts them)."""
     out: PodsByDaemonSet = {}
+    sets = [ds for ds in daemonsets if ds.daemonset.selector]
     for pod in pods:
-        if pod.owner is not None and pod.owner[0] == "DaemonSet":
-            out.setdefault((pod.namespace, pod.owner[1]), []).append(pod)
+        if pod.owner is not None:
+            if pod.owner[0] == "DaemonSet":
+                out.setdefault((pod.namespace, pod.owner[1]), []).append(pod)
+            continue
+        for ds in sets:
+            if ds.namespace == pod.namespace and all(pod.labels.get(k) == v for k, v in ds.daemonset.selector.items()):
+                out.setdefault((ds.namespace, ds.name), []).append(pod)
+                break
     return out
 
 
-def _component(stack: Stack, node: Node, component: str, pods_here: PodsByDaemonSet) -> ComponentState:
-    candidates = []  # (daemonset, its pod on the node or None)
+def _placed(ds: StackDaemonSet, node: Node, pods_here: PodsByDaemonSet) -> tuple[Pod | None, str | None, bool]:
+    """The DaemonSet's current pod on the node (or None), why it should not run there (None: it should),
+    and whether a deploy label holds it off without that being a problem."""
+    # Newest first, then any terminating pod after the live ones (during a rollout there are two).
+    live = sorted(pods_here.get((ds.namespace, ds.name), []), key=lambda p: p.created or 0.0, reverse=True)
+    live.sort(key=lambda p: p.deleted is not None)
+    targets, why = daemonset_targets(ds.daemonset, node)
+    switch = _deploy_switch(node, ds.component) if ds.install == "operator" else None
+    if switch == "false" or _holds_off(switch):
+        # The operator's DaemonSets select nodes by these labels; they say why, whatever the selector says.
+        targets, why = False, _deploy_words(_deploy_label(node, ds.component) or "")
+    return (live[0] if live else None), (None if targets else why or "not targeted"), _holds_off(switch)
+
+
+def _states(placed: list[tuple[StackDaemonSet, Pod | None]], component: str) -> list[ComponentState]:
+    refs = tuple(ds.ref for ds, _ in placed)
+    return [
+        pod_component_state(component, pod, refs) if pod is not None
+        else ComponentState(component, MISSING, f"no pod of DaemonSet {ds.ref} on this node", daemonsets=refs)
+        for ds, pod in placed
+    ]
+
+
+def _component(stack: Stack, node: Node, component: str, pods_here: PodsByDaemonSet,
+               sets: Iterable[StackDaemonSet] | None = None) -> ComponentState:
+    """The component's state on the node from its DaemonSets (`sets`: these, not every one of the component's)."""
+    candidates: list[tuple[StackDaemonSet, Pod | None]] = []
     excluded = []
-    for ds in stack.daemonsets:
-        if ds.component != component:
-            continue
-        # Newest first, then any terminating pod after the live ones (during a rollout there are two).
-        live = sorted(pods_here.get((ds.namespace, ds.name), []), key=lambda p: p.created or 0.0, reverse=True)
-        live.sort(key=lambda p: p.deleted is not None)
-        targets, why = daemonset_targets(ds.daemonset, node)
-        if ds.install == "operator" and _deploy_switch(node, component) == "false":
-            targets, why = False, f"the node has {_deploy_label(node, component)}"
-        if live or targets:
-            candidates.append((ds, live[0] if live else None))
+    held_off = None
+    for ds in (d for d in stack.daemonsets if d.component == component) if sets is None else sets:
+        pod, why, holds_off = _placed(ds, node, pods_here)
+        if pod is not None or why is None:
+            candidates.append((ds, pod))
+        elif holds_off:
+            held_off = why
         else:
             excluded.append(f"{ds.ref}: {why}")
-    refs = tuple(ds.ref for ds, _ in candidates)
     if candidates:
-        states = [
-            pod_component_state(component, pod, refs) if pod is not None
-            else ComponentState(component, MISSING, f"no pod of DaemonSet {ds.ref} on this node", daemonsets=refs)
-            for ds, pod in candidates
-        ]
-        return max(states, key=lambda s: _SEVERITY[s.state])
+        return max(_states(candidates, component), key=lambda s: _SEVERITY[s.state])
+    switch = _deploy_switch(node, component) if stack.kind == "gpu-operator" else None
     if stack.kind == "gpu-operator" and component in _POLICY_KEYS:
         if component in stack.disabled:
             policy = stack.cluster_policy.name if stack.cluster_policy is not None else "?"
             return ComponentState(component, NOT_EXPECTED, f"disabled in ClusterPolicy {policy}: spec.{_POLICY_KEYS[component]}.enabled=false")
-        if _deploy_switch(node, component) == "true":
+        if switch == "true":
             label = DEPLOY_LABEL_PREFIX + _DEPLOY_LABELS[component]
             return ComponentState(component, MISSING, f"no DaemonSet runs it here though {label}=true")
+        if switch is not None and switch != "false" and (held_off or not excluded):
+            return ComponentState(component, NOT_EXPECTED, held_off or _deploy_words(_deploy_label(node, component) or ""), deploy=switch)
     if excluded:
         return ComponentState(component, NOT_EXPECTED, "; ".join(excluded))
     return ComponentState(component, NOT_EXPECTED, None)
 
 
+def _validation(pods_on_node: Iterable[Pod]) -> ComponentState | None:
+    """The operator's validation pods on the node, the newest of each kind: the worst of them, or None."""
+    newest: dict[str, Pod] = {}
+    for pod in pods_on_node:
+        app = pod.labels.get("app", "")
+        if app in VALIDATION_APPS and (app not in newest or (pod.created or 0.0) > (newest[app].created or 0.0)):
+            newest[app] = pod
+    states = []
+    for pod in newest.values():
+        state = pod_component_state("validator", pod)
+        states.append(replace(state, state=SUCCEEDED) if pod.phase == "Succeeded" else replace(state, state=FAILED)
+                      if pod.phase == "Failed" else state)
+    return max(states, key=lambda s: _SEVERITY[s.state]) if states else None
+
+
+@dataclass(frozen=True)
+class NodePlugin:
+    """A device-plugin DaemonSet that runs, or should run, on one node."""
+
+    daemonset: StackDaemonSet
+    state: ComponentState
+    nvidia: bool | None  # serves the node's NVIDIA GPUs (True, False); None: its resource is unknown
+
+    def to_json(self) -> dict:
+        ds = self.daemonset
+        return {"daemonset": ds.ref, "install": ds.install, "resources": list(ds.resources), "nvidia": self.nvidia,
+                "state": self.state.state}
+
+
+@dataclass(frozen=True)
+class NodeStack:
+    components: dict[str, ComponentState]  # every one of COMPONENTS
+    plugins: tuple[NodePlugin, ...] = ()  # every device plugin here, whatever it advertises
+    plugin_pods: tuple[Pod, ...] = ()  # the current pods of those serving the node's NVIDIA GPUs
+
+
+def _node_plugins(stack: Stack, node: Node, pods_here: PodsByDaemonSet) -> list[tuple[NodePlugin, Pod | None]]:
+    here = []
+    for ds in stack.plugins:
+        pod, why, _ = _placed(ds, node, pods_here)
+        if pod is not None or why is None:
+            here.append((ds, pod))
+    unknown = [ds for ds, _ in here if ds.install == "other" and not ds.resources]
+    # A plugin naming no resource is the node's GPU plugin when the node advertises NVIDIA GPUs and
+    # no other plugin here is known to: the node's resources say what it advertises.
+    guessed = unknown[0] if len(unknown) == 1 and not any(ds.nvidia for ds, _ in here) and advertises_nvidia_gpus(node) else None
+    out = []
+    for ds, pod in here:
+        [state] = _states([(ds, pod)], "device-plugin")
+        if ds is guessed:
+            names = ", ".join(sorted(r for r in node.capacity if is_nvidia_resource(r)))
+            state = replace(state, note=f"{ds.ref} names no resource in its args or env: taken for the plugin of the node's {names}")
+        out.append((NodePlugin(ds, state, True if ds.nvidia or ds is guessed else None if ds in unknown else False), pod))
+    return out
+
+
+def node_stack(stack: Stack, node: Node, pods_on_node: Iterable[Pod]) -> NodeStack:
+    """One GPU node's components (pods: those bound to it), its device plugins, and the current pods of
+    those serving its NVIDIA GPUs (for the plugin verdict and the plugin pane)."""
+    pods_on_node = list(pods_on_node)
+    pods_here = daemonset_pods(pods_on_node, stack.daemonsets)
+    plugins = _node_plugins(stack, node, pods_here)
+    serving = [(p.daemonset, pod) for p, pod in plugins if p.nvidia]
+    components = {}
+    for c in COMPONENTS:
+        if c != "device-plugin":
+            components[c] = _component(stack, node, c, pods_here)
+        elif serving:
+            state = max(_states(serving, c), key=lambda s: _SEVERITY[s.state])
+            note = next((p.state.note for p, _ in plugins if p.state.note), None)
+            components[c] = replace(state, note=note) if note else state
+        else:  # why none is expected here, or which is missing
+            components[c] = _component(stack, node, c, pods_here, [ds for ds in stack.plugins if ds.nvidia])
+    validation = _validation(pods_on_node)
+    if validation is not None and _SEVERITY[validation.state] > _SEVERITY[components["validator"].state]:
+        components["validator"] = validation
+    return NodeStack(components, tuple(p for p, _ in plugins), tuple(pod for _, pod in serving if pod is not None))
+
+
+def plugin_expected(components: dict[str, ComponentState]) -> bool:
+    """False when a deploy label holds the device plugin off the node and that is no problem (paused, pre-installed)."""
+    plugin = components.get("device-plugin")
+    return plugin is None or plugin.state != NOT_EXPECTED or not _holds_off(plugin.deploy)
+
+
 def node_components(stack: Stack, node: Node, pods_on_node: Iterable[Pod]) -> dict[str, ComponentState]:
     """The state of every component in COMPONENTS on one GPU node (pods: those bound to it)."""
-    pods_here = daemonset_pods(pods_on_node)
-    return {c: _component(stack, node, c, pods_here) for c in COMPONENTS}
+    return node_stack(stack, node, pods_on_node).components
 
 
 def component_matrix(stack: Stack, nodes: Iterable[Node], pods: Iterable[Pod]) -> dict[str, dict[str, ComponentState]]:

@@ -15,6 +15,18 @@ with one install style of the NVIDIA stack or one failure of it.
     exporter_missing()           GPU Operator, but the DCGM exporter has no pod on gpu-2 (where it should run)
     xid_injected()               GPU Operator, healthy, XID 79 on GPU 1 of gpu-1 and 31 on GPU 0 of gpu-2
     no_gpu_stack()               GPU nodes (NFD labels, no GPU resources) and no NVIDIA software at all
+    unknown_plugin()             device plugins gputui does not know by name: on gpu-1 a GPU plugin naming
+                                 nvidia.com/gpu, crash-looping, beside the static plugin; on gpu-2 one naming no
+                                 resource; an RDMA plugin on both
+    operator_1x()                an operator 1.x install: operands in gpu-operator-resources (the operator and NFD
+                                 in gpu-operator), a ClusterPolicy whose status has only `state`, no validator
+                                 DaemonSet but validation pods: Succeeded on gpu-1, one Failed on gpu-2
+    openshift_operator()         the operator as OpenShift installs it: namespace nvidia-gpu-operator, the driver
+                                 DaemonSet named after the RHCOS version; the MIG manager has paused gpu-2's
+                                 device plugin, GFD and DCGM exporter (nvidia.com/gpu.deploy.*=paused-for-mig-change)
+    operator_preinstalled_driver()  gpu-2's host has its own driver (nvidia.com/gpu.deploy.driver=pre-installed), and
+                                 gpu-1 has nvidia.com/gpu.deploy.dcgm-exporter=maintenance, a value the operator
+                                 does not know
 
     SCENARIOS                    name -> function, for the above
 
@@ -27,7 +39,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from . import builders as b
-from .cluster_builder import FAULT_ANNOTATION, GPU_TAINT, GPU_TOLERATION, OPERATOR_NS, ClusterBuilder
+from .cluster_builder import DAY, FAULT_ANNOTATION, GPU_TAINT, GPU_TOLERATION, OPERATOR_NS, ClusterBuilder
 from .dcgm import XID_ANNOTATION
 from .proxy import HOSTNAME_LABEL_ANNOTATION
 
@@ -181,6 +193,146 @@ def no_gpu_stack() -> list[Obj]:
     return c.objects(["default", "kube-system", "ml"])
 
 
+# -- clusters gputui does not know by name -------------------------------------
+
+DEVICE_PLUGIN_DIR = {"device-plugin": "/var/lib/kubelet/device-plugins"}
+
+
+def _device_plugin(c: ClusterBuilder, name: str, ns: str, nodes: list[str], image: str, node_selector: dict[str, str],
+                   args: list[str] | None = None, crash_looping: tuple[str, ...] = ()) -> None:
+    """A device plugin DaemonSet of someone else's (labelled app=NAME) on the nodes, mounting the kubelet's device-plugin directory."""
+    labels = {"app": name}
+    example = None
+    for node in nodes:
+        ctr = b.container(name, image, args=args, mounts=[("device-plugin", "/var/lib/kubelet/device-plugins")])
+        example = c.ds_pod(name, ns, node, [ctr], labels, host_volumes=dict(DEVICE_PLUGIN_DIR), tolerations=[GPU_TOLERATION],
+                           age_s=12 * DAY, priority="system-node-critical")
+        if node in crash_looping:
+            c.crash_loop(example, restarts=14)
+    c.daemonset(name, ns, labels, example, node_selector)
+
+
+def unknown_plugin() -> list[Obj]:
+    """gpu-1 runs the static NVIDIA plugin and acme's GPU plugin (both advertise nvidia.com/gpu: several-plugins), acme's
+    crash-looping; gpu-2 has only a vendor plugin whose args name no resource (the node's nvidia.com/gpu says which);
+    an RDMA plugin runs on both (another resource: no part in GPU verdicts)."""
+    c = _small_cluster(lambda node, product: _nfd_only(b.gfd_labels(product, 8)))
+    for node in ("gpu-1", "gpu-2"):
+        status = c.nodes[node]["status"]
+        status["capacity"]["rdma/hca_shared_devices_a"] = status["allocatable"]["rdma/hca_shared_devices_a"] = "63"
+    c.nodes["gpu-1"]["metadata"]["labels"]["gpu-plugin"] = "acme"
+    c.nodes["gpu-2"]["metadata"]["labels"]["gpu-plugin"] = "vendor"
+    c.add_static_plugin(["gpu-1"], {"gpu-plugin": "acme"})
+    _device_plugin(c, "acme-gpu-device-plugin", "acme-gpu", ["gpu-1"], "registry.acme.example/gpu-device-plugin:2.4.1",
+                   {"gpu-plugin": "acme"}, ["--resource-name=nvidia.com/gpu", "--health-check-interval=30s"], crash_looping=("gpu-1",))
+    _device_plugin(c, "vendor-gpu-plugin", "vendor-gpu", ["gpu-2"], "registry.vendor.example/k8s-gpu-plugin:0.9", {"gpu-plugin": "vendor"})
+    _device_plugin(c, "rdma-shared-dp-ds", "network-operator", ["gpu-1", "gpu-2"], "ghcr.io/mellanox/k8s-rdma-shared-dev-plugin:v1.5.1",
+                   {"node-pool": "gpu"}, ["--resource-prefix=rdma", "--resource-name", "hca_shared_devices_a"])
+    _workloads(c)
+    return c.objects(["default", "kube-system", "ml"])
+
+
+OPERATOR_1X_NS = "gpu-operator-resources"
+
+
+def _validation_pod(c: ClusterBuilder, app: str, ns: str, node: str, policy: Obj, exit_code: int) -> None:
+    """A validation pod of the operator's on the node, ended: Succeeded (exit 0) or Failed; owned by the ClusterPolicy."""
+    name = f"{app}-{b.suffix(app, node)}"
+    pod = b.pod(name, ns, [b.container(app, "nvcr.io/nvidia/cloud-native/gpu-operator-validator:v1.11.1", command=["sh", "-c"],
+                                       args=["vectorAdd"], limits={"nvidia.com/gpu": 1})],
+                labels={"app": app}, owner=("nvidia.com/v1", "ClusterPolicy", policy["metadata"]["name"]),
+                restart_policy="OnFailure", tolerations=[GPU_TOLERATION], age_s=3 * DAY, now=c.now)
+    pod["metadata"]["ownerReferences"][0]["uid"] = policy["metadata"]["uid"]
+    c.finish(pod, node, 3 * DAY, 9, exit_code, "Completed" if exit_code == 0 else "Error")
+
+
+def operator_1x() -> list[Obj]:
+    """The operator 1.x way: operands in gpu-operator-resources, the operator and NFD in gpu-operator; validation by plain
+    pods (no validator DaemonSet): both passed on gpu-1, the device-plugin validation failed on gpu-2; ClusterPolicy
+    status {"state": "ready"} only (1.x wrote no namespace and no conditions)."""
+    c = _small_cluster(lambda node, product: b.gfd_labels(product, 8))
+    c.add_operator(["gpu-1", "gpu-2"], ["cpu-1", "gpu-1", "gpu-2"], "cpu-1", [], ns=OPERATOR_1X_NS)
+    c.pods[:] = [p for p in c.pods if (p["metadata"].get("labels") or {}).get("app") != "nvidia-operator-validator"]
+    c.daemonsets[:] = [d for d in c.daemonsets if d["metadata"]["name"] != "nvidia-operator-validator"]
+    for obj in [*c.pods, *c.daemonsets]:  # the operator and NFD run in the release's namespace
+        labels = obj["metadata"].get("labels") or {}
+        if labels.get("app") == "gpu-operator" or labels.get("app.kubernetes.io/name") == "node-feature-discovery":
+            obj["metadata"]["namespace"] = OPERATOR_NS
+    for node in ("gpu-1", "gpu-2"):
+        del c.nodes[node]["metadata"]["labels"]["nvidia.com/gpu.deploy.operator-validator"]
+    policy = c.add_cluster_policy(OPERATOR_1X_NS)
+    policy["status"] = {"state": "ready"}
+    for node, plugin_exit in (("gpu-1", 0), ("gpu-2", 1)):
+        _validation_pod(c, "nvidia-cuda-validator", OPERATOR_1X_NS, node, policy, 0)
+        _validation_pod(c, "nvidia-device-plugin-validator", OPERATOR_1X_NS, node, policy, plugin_exit)
+    c.add_dcgm_service(OPERATOR_1X_NS)
+    _workloads(c)
+    return c.objects(["default", "kube-system", OPERATOR_NS, OPERATOR_1X_NS, "ml"])
+
+
+OPENSHIFT_NS = "nvidia-gpu-operator"
+RHCOS = "414.92.202406251923-0"
+OSTREE_LABEL = "feature.node.kubernetes.io/system-os_release.OSTREE_VERSION"
+# The MIG manager's GPU clients: deploy label -> DaemonSet.
+MIG_PAUSED = {"device-plugin": "nvidia-device-plugin-daemonset", "gpu-feature-discovery": "gpu-feature-discovery",
+              "dcgm-exporter": "nvidia-dcgm-exporter"}
+
+
+def _rename_daemonset(c: ClusterBuilder, old: str, new: str) -> Obj:
+    """Name a DaemonSet and its pods anew, with `app=<new name>` (as the operator names its OpenShift driver DaemonSet)."""
+    ds = next(d for d in c.daemonsets if d["metadata"]["name"] == old)
+    for labels in (ds["metadata"]["labels"], ds["spec"]["selector"]["matchLabels"], ds["spec"]["template"]["metadata"]["labels"]):
+        labels["app"] = new
+    ds["metadata"]["name"] = new
+    for pod in c.pods:
+        meta = pod["metadata"]
+        for ref in meta.get("ownerReferences") or []:
+            if ref.get("kind") == "DaemonSet" and ref.get("name") == old:
+                ref["name"] = new
+                meta["name"] = new + meta["name"][len(old):]
+                meta["generateName"] = f"{new}-"
+                meta["labels"]["app"] = new
+    return ds
+
+
+def openshift_operator() -> list[Obj]:
+    """The operator on OpenShift (namespace nvidia-gpu-operator, the driver DaemonSet nvidia-driver-daemonset-<RHCOS>
+    selecting nodes by their OSTREE version, without app.kubernetes.io/component); gpu-2 is changing its MIG layout: the
+    MIG manager set its GPU clients' deploy labels to paused-for-mig-change and their pods are gone."""
+    def labels(node: str, product: str) -> dict[str, str]:
+        extra = {"nvidia.com/mig.config": "all-1g.10gb", "nvidia.com/mig.config.state": "pending"} if node == "gpu-2" else {}
+        return {**b.gfd_labels(product, 8), OSTREE_LABEL: RHCOS, "feature.node.kubernetes.io/system-os_release.ID": "rhcos", **extra}
+
+    c = _small_cluster(labels)
+    c.add_operator(["gpu-1", "gpu-2"], ["cpu-1", "gpu-1", "gpu-2"], "cpu-1", ["gpu-1"], ns=OPENSHIFT_NS)
+    driver = _rename_daemonset(c, "nvidia-driver-daemonset", f"nvidia-driver-daemonset-{RHCOS}")
+    del driver["metadata"]["labels"]["app.kubernetes.io/component"]
+    del driver["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"]
+    driver["spec"]["template"]["spec"]["nodeSelector"][OSTREE_LABEL] = RHCOS
+    for pod in c.pods:
+        if pod["metadata"]["labels"].get("app") == driver["metadata"]["name"]:
+            del pod["metadata"]["labels"]["app.kubernetes.io/component"]
+    for operand, daemonset in MIG_PAUSED.items():
+        c.nodes["gpu-2"]["metadata"]["labels"][f"nvidia.com/gpu.deploy.{operand}"] = "paused-for-mig-change"
+        c.pods.remove(c.pod_of(daemonset, "gpu-2"))
+    c.add_cluster_policy(OPENSHIFT_NS)
+    c.add_dcgm_service(OPENSHIFT_NS)
+    _workloads(c, ("gpu-1",))
+    return c.objects(["default", "kube-system", OPENSHIFT_NS, "ml"])
+
+
+def operator_preinstalled_driver() -> list[Obj]:
+    """gpu-2's host has its own NVIDIA driver: the operator labelled it nvidia.com/gpu.deploy.driver=pre-installed and runs
+    no driver pod there. gpu-1 carries nvidia.com/gpu.deploy.dcgm-exporter=maintenance (set by hand): no exporter there."""
+    c = _operator_cluster()
+    c.nodes["gpu-2"]["metadata"]["labels"]["nvidia.com/gpu.deploy.driver"] = "pre-installed"
+    c.pods.remove(c.pod_of("nvidia-driver-daemonset", "gpu-2"))
+    c.nodes["gpu-1"]["metadata"]["labels"]["nvidia.com/gpu.deploy.dcgm-exporter"] = "maintenance"
+    c.pods.remove(c.pod_of("nvidia-dcgm-exporter", "gpu-1"))
+    _workloads(c)
+    return c.objects(["default", "kube-system", OPERATOR_NS, "ml"])
+
+
 SCENARIOS: dict[str, Callable[[], list[Obj]]] = {
     "gpu-operator-healthy": gpu_operator_healthy,
     "operator-driver-crashloop": operator_driver_crashloop,
@@ -191,4 +343,8 @@ SCENARIOS: dict[str, Callable[[], list[Obj]]] = {
     "exporter-missing": exporter_missing,
     "xid-injected": xid_injected,
     "no-gpu-stack": no_gpu_stack,
+    "unknown-plugin": unknown_plugin,
+    "operator-1x": operator_1x,
+    "openshift-operator": openshift_operator,
+    "operator-preinstalled-driver": operator_preinstalled_driver,
 }

@@ -45,10 +45,14 @@ STATE_WORDS = {
     stack.CRASH_LOOPING: ("✗CL", "✗ crash", render.BAD_STYLE),
     stack.MISSING: ("✗ miss", "✗ missing", render.BAD_STYLE),
     stack.NOT_EXPECTED: ("n/a", "n/a", render.DIM_STYLE),
+    stack.SUCCEEDED: ("✓ done", "✓ passed", render.OK_STYLE),
+    stack.FAILED: ("✗ fail", "✗ failed", render.BAD_STYLE),
 }
+# Not expected because of a deploy label: (narrow, wide) words in place of "n/a".
+DEPLOY_WORDS = {"pre-installed": ("host", "n/a on host"), "paused": ("paused", "n/a paused")}
 LEGEND = "✓ ok running · ! nrdy not ready · ✗CL n crashing, n restarts · ✗ miss missing"
 STACK_KINDS = {"gpu-operator": "GPU Operator", "device-plugin": "standalone device plugin", "none": "no NVIDIA GPU stack found"}
-INSTALLS = {"static": "static manifest", "helm": "Helm chart", "gke": "GKE manifest"}
+INSTALLS = {"static": "static manifest", "helm": "Helm chart", "gke": "GKE manifest", "other": "not one of NVIDIA's installs"}
 
 
 # -- the matrix ---------------------------------------------------------------
@@ -63,6 +67,9 @@ def state_cell(state: stack.ComponentState | None, wide: bool) -> Text:
     if state is None:
         return Text("?", style=render.DIM_STYLE, end="")
     narrow_word, wide_word, style = STATE_WORDS.get(state.state, (state.state, state.state, render.BAD_STYLE))
+    if state.state == stack.NOT_EXPECTED and state.deploy:
+        deploy = "paused" if state.deploy.startswith("paused-for-") else state.deploy
+        narrow_word, wide_word = DEPLOY_WORDS.get(deploy, (narrow_word, wide_word))
     word = wide_word if wide else narrow_word
     if state.state == stack.CRASH_LOOPING:
         restarts = state.restarts if state.restarts < 1000 else "1k+"
@@ -84,14 +91,17 @@ def state_word(state: str) -> Text:
 
 def state_facts(state: stack.ComponentState) -> str:
     """What is known beyond the state: the pod's status, readiness, restarts, last termination;
-    or why there is no pod."""
+    or why there is no pod; and any note."""
     if not state.pod:
-        return state.detail or ""
-    facts = [] if state.state == stack.RUNNING else [f for f in (state.detail, f"ready {state.ready}" if state.ready else None) if f]
+        return ", ".join(f for f in (state.detail, state.note) if f)
+    waiting = state.state in (stack.NOT_READY, stack.CRASH_LOOPING)  # a pod that ran to its end is ready 0/1 anyway
+    facts = [] if state.state == stack.RUNNING else [f for f in (state.detail, f"ready {state.ready}" if state.ready and waiting else None) if f]
     if state.restarts:
         facts.append(f"{state.restarts} restart{'s' if state.restarts != 1 else ''}")
     if state.last_termination:
         facts.append(f"last {state.last_termination}")
+    if state.note:
+        facts.append(state.note)
     return ", ".join(facts)
 
 
@@ -133,6 +143,10 @@ def stack_summary(summary: stack.Stack, policy_state: str, problems: Sequence[Pr
     if summary.namespace:
         out.append(" · namespace ", style=render.DIM_STYLE)
         out.append_text(render.text(summary.namespace, limit=63))
+    plugins = summary.plugins
+    if any(p.install == "other" for p in plugins):  # NVIDIA's own are named by the verdicts and the matrix
+        out.append("\ndevice plugins: ", style=render.DIM_STYLE)
+        out.append_text(render.text(", ".join(f"{p.ref} ({plugin_words(p)})" for p in plugins), limit=600))
     if summary.kind == "gpu-operator" or summary.cluster_policy is not None:
         out.append("\nClusterPolicy ", style=render.DIM_STYLE)
         policy = summary.cluster_policy
@@ -159,6 +173,15 @@ def stack_summary(summary: stack.Stack, policy_state: str, problems: Sequence[Pr
     else:
         out.append("\n✓ no component failing", style=render.OK_STYLE)
     return out
+
+
+def plugin_words(plugin: stack.StackDaemonSet) -> str:
+    """`Helm chart`, `other: nvidia.com/gpu`, `other: rdma/hca_shared_devices_a, not a GPU`, `other: resource not named`."""
+    if plugin.install != "other":
+        return INSTALLS.get(plugin.install, plugin.install)
+    if not plugin.resources:
+        return "other: resource not named"
+    return "other: " + ", ".join(plugin.resources) + ("" if plugin.gpu else ", not a GPU")
 
 
 # -- node details ----------------------------------------------------------------
@@ -190,6 +213,15 @@ def components_section(out: Text, summary: NodeSummary) -> None:
             if facts:
                 out.append("  ")
         out.append_text(facts)
+        out.append("\n")
+    for plugin in summary.plugins:
+        if plugin.nvidia:
+            continue  # the device-plugin line above
+        out.append(f"  {'other plugin':<18}")
+        word = state_word(plugin.state.state)
+        word.pad_right(16 - word.cell_len)
+        out.append_text(word)
+        out.append_text(render.text(f"{plugin.daemonset.ref} ({plugin_words(plugin.daemonset)})", limit=200))
         out.append("\n")
     out.rstrip()
 
