@@ -135,7 +135,6 @@ async def _churn(kubeconfig: str, per_second: float, seed: int) -> None:
                                 int(status["containerStatuses"][0].get("restartCount", 0))))
         del pods
         namespace = running[0][0] if running else "default"
-        print(json.dumps({"ready": True, "gpu_pods": len(running)}), flush=True)
         restarts = {(ns, name): n for ns, name, _, n in running}
         own: list[str] = []  # our pending GPU pods, oldest first
         creating: set[str] = set()
@@ -196,6 +195,7 @@ async def _churn(kubeconfig: str, per_second: float, seed: int) -> None:
         pause, resume = asyncio.Event(), asyncio.Event()
         loop.add_signal_handler(signal.SIGUSR1, lambda: (resume.clear(), pause.set()))
         loop.add_signal_handler(signal.SIGUSR2, resume.set)
+        print(json.dumps({"ready": True, "gpu_pods": len(running)}), flush=True)  # once SIGUSR1 would not kill it
         tick = 0.1
         asked = 0
         started = time.perf_counter()
@@ -473,7 +473,7 @@ def fresh_rows(app: Any, fresh: Any) -> tuple[list[tuple[str, tuple]], list[tupl
     nodes = [(s.name, app.with_mark(s.name, node_row(s, narrow, mark, *node_widths))) for s in summaries]
     pods = []
     for key in sorted(fresh.pods.records):
-        if app.namespace is not None and key[0] != app.namespace:
+        if app.namespaces and key[0] not in app.namespaces:
             continue
         pod = fresh.pods.records[key]
         entry = fresh.gpu_pod(pod)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Callable, Generic, Hashable, TypeVar
+from typing import Any, Callable, Generic, Hashable, Iterable, TypeVar
 
 from . import gpu
 from .records import DaemonSet, Event, Node, Obj, Pod, PodKey, object_key
@@ -113,28 +113,40 @@ class Table(Generic[R]):
         self._seen = set()
 
     def list_item(self, obj: Obj) -> None:
-        key = self._key(obj)
-        if key is None:
-            return
-        record = self._build(key, obj)
-        if record is None:
-            return  # not kept (most pods): not remembered either
-        assert self._seen is not None
-        self._seen.add(key)
-        if not isinstance(record, _Unreadable):
-            self._put(key, record)
+        key = self.put_listed(obj)
+        if key is not None:
+            assert self._seen is not None
+            self._seen.add(key)
 
     def end_list(self) -> None:
         seen = self._seen or set()
-        for key in [k for k in self.records if k not in seen]:
-            self._drop(key)
-        gone = [k for k in self.unreadable if k not in seen]
-        for key in gone:
-            del self.unreadable[key]
         self._seen = None
-        if gone:
+        self.forget([k for k in self.records if k not in seen] + [k for k in self.unreadable if k not in seen])
+
+    def put_listed(self, obj: Obj) -> Hashable | None:
+        """Keep one listed object's record; its key when kept (or counted unreadable), else None."""
+        key = self._key(obj)
+        if key is None:
+            return None
+        record = self._build(key, obj)
+        if record is None:
+            return None  # not kept (most pods): not remembered either
+        if not isinstance(record, _Unreadable):
+            self._put(key, record)
+        return key
+
+    def forget(self, keys: Iterable[Hashable]) -> None:
+        """A list ended without these keys: drop their records and unreadable entries."""
+        unread = False
+        for key in keys:
+            self._drop(key)
+            unread = self.unreadable.pop(key, None) is not None or unread
+        if unread:
             self.notify(Change(UNREADABLE, self.kind))
         self.notify(Change(self.kind, None))
+
+    def holds(self, key: Hashable) -> bool:
+        return key in self.records or key in self.unreadable
 
     def change_key(self, key: Hashable, record: R) -> Hashable:
         """The key listeners receive for a change of this record."""
@@ -158,6 +170,58 @@ class Table(Generic[R]):
         elif record != old:  # most updates (heartbeats, annotations, timestamps) change nothing kept
             self._put(key, record)
             self.notify(Change(self.kind, self.change_key(key, record)))
+
+
+class Share:
+    """One reflector's share of a table that several reflectors feed (a kind read namespace by
+    namespace, or through several field selectors): a Sink whose lists reconcile only the
+    records it put there. `accepts(obj)`: whether an object is this share's to keep (None: all
+    it is sent), so that two reflectors that both see an object never both hold it."""
+
+    def __init__(self, table: Table[Any], accepts: Callable[[Obj], bool] | None = None) -> None:
+        self.table = table
+        self.accepts = accepts
+        self.keys: set[Hashable] = set()
+        self._seen: set[Hashable] | None = None
+
+    @property
+    def may_matter(self) -> Callable[[bytes, int, int], bool] | None:
+        return self.table.may_matter
+
+    def begin_list(self) -> None:
+        self._seen = set()
+
+    def list_item(self, obj: Obj) -> None:
+        if self.accepts is not None and not self.accepts(obj):
+            return
+        key = self.table.put_listed(obj)
+        if key is not None:
+            assert self._seen is not None
+            self._seen.add(key)
+
+    def end_list(self) -> None:
+        seen = self._seen or set()
+        self._seen = None
+        gone, self.keys = self.keys - seen, seen
+        self.table.forget(gone)
+
+    def apply(self, event_type: str, obj: Obj) -> None:
+        if self.accepts is not None and not self.accepts(obj):
+            return
+        self.table.apply(event_type, obj)
+        key = self.table._key(obj)
+        if key is not None and self.table.holds(key):
+            self.keys.add(key)
+        else:
+            self.keys.discard(key)
+
+    def hand_over(self, other: "Share", namespace: str) -> None:
+        """The records of one namespace become other's (its next list reconciles them)."""
+        mine = {key for key in self.keys if isinstance(key, tuple) and key[0] == namespace}
+        self.keys -= mine
+        if self._seen is not None:
+            self._seen -= mine
+        other.keys |= mine
 
 
 class NodeTable(Table[Node]):

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
 import orjson
 
 from .config import describe_network_error, status_message
+from .http import HttpError, Timeout
 from .records import OBJECT_OPENING
 
 if TYPE_CHECKING:
@@ -260,10 +261,12 @@ class Reflector:
         backoff_max: float = 30.0,
         forbidden_retry: float = 60.0,
         on_state: Callable[[ResourceState], None] | None = None,
+        field_selector: str | None = None,
     ) -> None:
         self.resource = resource
         self.client = client
         self.path = path  # the collection, e.g. /api/v1/pods
+        self.field_selector = field_selector  # on every list, page and watch: the server filters
         self.sink = sink
         self.page_size = page_size
         self.watch_seconds = watch_seconds
@@ -305,10 +308,8 @@ class Reflector:
     async def _check_continuity(self) -> None:
         """After the server was unreachable: is it the same history we hold? A one-item list tells
         its resourceVersion now; one older than ours means it was restored or rebuilt: list again."""
-        import aiohttp  # noqa: PLC0415
-
-        timeout = aiohttp.ClientTimeout(sock_connect=self.connect_timeout, sock_read=self.read_timeout)
-        resp = await self.client.get(self.path, params={"limit": 1}, timeout=timeout)
+        timeout = Timeout(connect=self.connect_timeout, read=self.read_timeout)
+        resp = await self.client.get(self.path, params=self._selecting({"limit": 1}), timeout=timeout)
         async with resp:
             body = await resp.read()
         if resp.status != 200:
@@ -334,8 +335,6 @@ class Reflector:
 
     # -- the loop ------------------------------------------------------------
     async def run(self) -> None:
-        import aiohttp  # noqa: PLC0415  (loaded with the client, not with this module: the app imports it before its first frame)
-
         from .credentials import CredentialError  # noqa: PLC0415
 
         while True:
@@ -374,7 +373,7 @@ class Reflector:
                     await self._retry_later(f"server busy: {exc.line()}", delay=exc.retry_after)
                 else:
                     await self._retry_later(exc.line())
-            except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            except (HttpError, asyncio.TimeoutError, OSError) as exc:
                 self._server_was_away = True
                 await self._retry_later(describe_network_error(exc))
             except CredentialError as exc:  # an exec plugin that failed to renew its token
@@ -405,16 +404,19 @@ class Reflector:
         return {"resourceVersion": "0"}
 
     async def _fetch_page(self, token: str | None) -> bytes:
-        import aiohttp  # noqa: PLC0415
-
-        timeout = aiohttp.ClientTimeout(sock_connect=self.connect_timeout, sock_read=self.read_timeout)
+        timeout = Timeout(connect=self.connect_timeout, read=self.read_timeout)
         params: dict[str, Any] = {"limit": self.page_size, "continue": token} if token else self._first_page_params()
-        resp = await self.client.get(self.path, params=params, timeout=timeout)
+        resp = await self.client.get(self.path, params=self._selecting(params), timeout=timeout)
         async with resp:
             body = await resp.read()
         if resp.status != 200:
             raise self._failure(resp.status, body, resp.headers.get("Retry-After"))
         return body
+
+    def _selecting(self, params: dict[str, Any]) -> dict[str, Any]:
+        if self.field_selector:
+            params["fieldSelector"] = self.field_selector
+        return params
 
     def _listing(self) -> None:
         if not self.state.synced and self.state.phase not in (RETRYING, FORBIDDEN):
@@ -500,12 +502,10 @@ class Reflector:
         await self._stream(params, initial=True)
 
     async def _stream(self, params: dict[str, Any], initial: bool) -> None:
-        import aiohttp  # noqa: PLC0415
-
         params["timeoutSeconds"] = random.randint(*self.watch_seconds)
-        timeout = aiohttp.ClientTimeout(sock_connect=self.connect_timeout, sock_read=self.inactivity_timeout)
+        timeout = Timeout(connect=self.connect_timeout, read=self.inactivity_timeout)
         started = time.monotonic()
-        resp = await self.client.get(self.path, params=params, timeout=timeout)
+        resp = await self.client.get(self.path, params=self._selecting(params), timeout=timeout)
         applied = 0
         async with resp:
             if initial and resp.status in (400, 422):
@@ -520,17 +520,19 @@ class Reflector:
                 self.sink.begin_list()
             else:
                 self._set(LIVE)
-            stream = resp.content
             pending = bytearray()
             with gc_paused() if listing else contextlib.nullcontext():
                 while True:
                     if listing and applied == 0:
                         try:  # a server that ignores sendInitialEvents sends nothing now
-                            chunk = await asyncio.wait_for(stream.readany(), WATCHLIST_FIRST_LINE)
+                            # asyncio.timeout, not wait_for: 3.11's wait_for loses a cancellation that
+                            # meets a finished read, and the model's stop then waits forever
+                            async with asyncio.timeout(WATCHLIST_FIRST_LINE):
+                                chunk = await resp.read_some()
                         except asyncio.TimeoutError:
                             raise Unsupported("no initial events: the server ignores WatchList") from None
                     else:
-                        chunk = await stream.readany()
+                        chunk = await resp.read_some()
                     if not chunk:
                         break
                     pending += chunk

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from gputui.kube.config import connect
-from gputui.kube.model import NODES, PODS, ClusterModel
+from gputui.kube.model import NODES, PODS, UNFINISHED_PODS, ClusterModel
 from gputui.kube.watch import CACHE, PAGED, WATCHLIST
 from gputui.sim.cluster import SimCluster
 from objects import pod
@@ -43,12 +43,12 @@ async def test_a_current_server_streams_the_initial_state_and_nothing_comes_from
             verb, query = reads(sim, "pods")[0]
             assert verb == "watch" and query["sendInitialEvents"] == "true"
             assert query["resourceVersionMatch"] == "NotOlderThan" and query["allowWatchBookmarks"] == "true"
-            assert sim.api_counts.watch_lists == len(KINDS)
+            assert sim.api_counts.watch_lists == len(model.watches.all) == len(KINDS) + 1  # events: two field selectors
             assert sim.api_counts.lists_from_etcd == 0 and sim.api_counts.lists_from_cache == 0
             # the same stream goes on as the watch
             sim.store.create("pods", pod("ml", "after-the-stream", node="gpu-1", gpu={"nvidia.com/gpu": 1}))
             await until(lambda: model.pod("ml", "after-the-stream") is not None)
-            assert sim.api_counts.watches == len(KINDS)
+            assert sim.api_counts.watches == len(model.watches.all)
         finally:
             await stop(conn, model)
 
@@ -61,9 +61,9 @@ async def test_without_watchlist_one_list_from_the_watch_cache():
             assert all(r.list_mode == CACHE for r in model.reflectors.values())
             shapes = reads(sim, "pods")
             assert shapes[0][0] == "watch" and shapes[0][1]["sendInitialEvents"] == "true"  # refused with 422
-            assert shapes[1] == ("list", {"resourceVersion": "0"})  # no limit: one answer, whatever page_size
+            assert shapes[1] == ("list", {"resourceVersion": "0", "fieldSelector": UNFINISHED_PODS})  # no limit: one answer, whatever page_size
             assert sim.api_counts.lists_from_etcd == 0
-            assert sim.api_counts.lists_from_cache == len(KINDS)
+            assert sim.api_counts.lists_from_cache == len(model.watches.all)
         finally:
             await stop(conn, model)
 
@@ -77,7 +77,8 @@ async def test_paged_lists_are_what_an_old_server_reads_from_etcd():
             assert await model.wait_synced(10)
             assert model.pods.records == expected_pods(model, sim.store)
             pages = [query for verb, query in reads(sim, "pods") if verb == "list"]
-            assert pages[0] == {"limit": "3"} and all("continue" in page for page in pages[1:]) and len(pages) >= 4
+            assert pages[0] == {"limit": "3", "fieldSelector": UNFINISHED_PODS} and len(pages) >= 4
+            assert all("continue" in page and page["fieldSelector"] == UNFINISHED_PODS for page in pages[1:])
             # 1.30: a consistent read and every continued page come from etcd
             assert sim.api_counts.lists_from_etcd == len(pages)
         finally:
@@ -143,8 +144,8 @@ async def test_the_watchlist_stream_parses_only_the_pods_that_may_matter():
         conn = await connect(str(sim.kubeconfig_path))
         model = ClusterModel(conn.api, kinds=(PODS,), **FAST)
         handed: list[str] = []
-        keep = model.pods.list_item
-        model.pods.list_item = lambda obj: (handed.append(obj["metadata"]["name"]), keep(obj))[1]  # type: ignore[method-assign]
+        keep = model.pods.put_listed
+        model.pods.put_listed = lambda obj: (handed.append(obj["metadata"]["name"]), keep(obj))[1]  # type: ignore[method-assign]
         await model.start()
         try:
             assert await model.wait_synced(10)

@@ -94,7 +94,7 @@ async def test_a_killed_reflector_is_said_and_started_again(sim, model):
     said: list[tuple[str, str | None]] = []
     model.subscribe(lambda c: said.append((model.states[NODES].phase, model.states[NODES].error)) if c == Change(STATE, NODES) else None)
     assert model.all_running()
-    model._tasks[NODES].cancel()  # as a bug that ends the task would
+    model.watches.tasks[NODES].cancel()  # as a bug that ends the task would
     await until(lambda: any(phase == "retrying" for phase, _ in said), what="the stopped watch said", timeout=5)
     assert any(phase == "retrying" and "nodes watch stopped" in (error or "") for phase, error in said), said
     await until(lambda: model.states[NODES].phase == "live" and model.all_running(), what="started again", timeout=10)

@@ -193,6 +193,9 @@ class _Model:
     def unreadable(self):
         return []
 
+    def partial_scopes(self):
+        return []  # every kind read cluster-wide
+
     def all_running(self):
         return True
 

@@ -10,7 +10,7 @@ from typing import Any, Callable
 import orjson
 from aiohttp import web
 
-from .. import tables
+from .. import custom_columns, tables
 from ..resources import ResourceType
 from ..store import CLOSED, Entry, Gone
 from .base import ApiBase
@@ -78,7 +78,7 @@ class Reading(ApiBase):
         now = datetime.now(timezone.utc)
         rows = []
         for e in entries:
-            row: Obj = {"cells": tables.cells(r.kind, e.obj, now)}
+            row: Obj = {"cells": custom_columns.cells(r, e.obj, now) if r.printer_columns else tables.cells(r.kind, e.obj, now)}
             if include == "Object":
                 row["object"] = orjson.Fragment(e.raw)
             elif include != "None":
@@ -86,7 +86,7 @@ class Reading(ApiBase):
             rows.append(row)
         body: Obj = {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": meta}
         if with_columns:
-            body["columnDefinitions"] = tables.column_definitions(r.kind)
+            body["columnDefinitions"] = custom_columns.column_definitions(r) if r.printer_columns else tables.column_definitions(r.kind)
         body["rows"] = rows
         return orjson.dumps(body)
 
@@ -102,7 +102,7 @@ class Reading(ApiBase):
 
     async def list(self, request: web.Request, t: Target) -> web.StreamResponse:
         r = t.resource
-        self.counts.note("list", r.key, dict(request.query))
+        self.counts.note("list", r.key, dict(request.query), t.namespace)
         errors = _option_errors(request.query, watching=False, watch_list_enabled=self.features["WatchList"])
         if errors:
             raise invalid_list_options(errors)
@@ -187,7 +187,7 @@ class Reading(ApiBase):
     # -- watching --------------------------------------------------------
     async def watch(self, request: web.Request, t: Target) -> web.StreamResponse:
         r, store = t.resource, self.store
-        self.counts.note("watch", r.key, dict(request.query))
+        self.counts.note("watch", r.key, dict(request.query), t.namespace)
         errors = _option_errors(request.query, watching=True, watch_list_enabled=self.features["WatchList"])
         if errors:
             raise invalid_list_options(errors)

@@ -1,0 +1,315 @@
+"""The model's reflectors: which run for each kind, what they cover, their tasks and their states.
+
+Every kind is watched cluster-wide, one reflector per field selector (the model's SELECTORS): the
+server leaves out what no screen shows. A kind may have namespaced reflectors too, each feeding the
+same table through a Share of its own (tables.py), and the cluster-wide ones then leave that
+namespace's objects to them, so that no record is held by two reflectors:
+
+- `read_whole(kind, namespaces)`: namespaces whose objects are read without the selector. The model
+  asks it for the GPU stack's namespaces: the GPU Operator's validator pods and its 1.x validation
+  pods end Succeeded or Failed, and the stack's component states read them, while the cluster-wide
+  pods watch leaves finished pods out (a field selector cannot say "or"). A namespace once read
+  whole stays so: handing it back would take the cluster-wide list again, and the set of the
+  stack's namespaces about never changes.
+- When a kind's cluster-wide list is forbidden (403) and it may be read per namespace (pods,
+  events, DaemonSets), each namespace to try (`namespaces_to_try`) gets its reflectors. What is
+  read then is partial: `scope(kind)` says which namespaces, and a figure computed from it must
+  not pass as complete.
+
+A reflector whose task ends while the model runs is said as retrying and started again (the
+watchdog): the screen never calls a dead watch live.
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
+from urllib.parse import quote
+
+from .tables import Share, Table
+from .watch import ABSENT, FORBIDDEN, LIVE, RETRYING, SYNCING, Reflector, ResourceState
+
+if TYPE_CHECKING:
+    from .client import Client
+
+log = logging.getLogger(__name__)
+
+WATCHDOG_INTERVAL = 1.0  # seconds between looks at the reflectors' tasks
+_WORST = {RETRYING: 3, SYNCING: 2, LIVE: 1, ABSENT: 0}
+
+
+def namespaced(collection: str, namespace: str) -> str:
+    """/api/v1/pods -> /api/v1/namespaces/NS/pods."""
+    root, _, resource = collection.rpartition("/")
+    return f"{root}/namespaces/{quote(namespace, safe='')}/{resource}"
+
+
+def namespaces_to_try(explicit: Iterable[str], context_namespace: str | None, configured: Iterable[str] = ()) -> tuple[str, ...]:
+    """Where to read a kind whose cluster-wide list is forbidden: the `-n` namespaces when given (as
+    with kubectl, they replace the context's), else the context's namespace, then the config file's."""
+    chosen = list(explicit) or [context_namespace or "", *configured]
+    return tuple(dict.fromkeys(n for n in chosen if n))
+
+
+def _namespace_of(obj: dict[str, Any]) -> str:
+    return (obj.get("metadata") or {}).get("namespace") or ""
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What one kind's watches cover."""
+
+    kind: str
+    cluster_wide: bool  # not forbidden cluster-wide: every object of the kind is read
+    namespaces: tuple[str, ...] = ()  # tried one by one, the cluster-wide list being forbidden: listed or forbidden
+    forbidden: tuple[str, ...] = ()  # of those, the ones forbidden too
+
+    @property
+    def readable(self) -> tuple[str, ...]:
+        return tuple(n for n in self.namespaces if n not in self.forbidden)
+
+    @property
+    def partial(self) -> bool:
+        """Some namespaces are read, not the cluster: the others may hold anything."""
+        return not self.cluster_wide and bool(self.readable)
+
+    def words(self) -> str:
+        """'pods in 2 namespaces: ml, research; cluster-wide forbidden; forbidden in kube-system'."""
+        readable = self.readable
+        where = f"namespace {readable[0]}" if len(readable) == 1 else f"{len(readable)} namespaces: {', '.join(readable)}"
+        out = f"{self.kind} in {where}; cluster-wide forbidden"
+        return out + (f"; forbidden in {', '.join(self.forbidden)}" if self.forbidden else "")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"cluster_wide": self.cluster_wide, "namespaces": list(self.readable), "forbidden": list(self.forbidden),
+                "partial": self.partial}
+
+
+def scope_lines(scopes: Iterable[Scope]) -> list[str]:
+    """Scope.words, once for the kinds that cover the same namespaces: 'pods, events in namespace ml; ...'."""
+    groups: dict[tuple[tuple[str, ...], tuple[str, ...]], list[str]] = {}
+    for scope in scopes:
+        groups.setdefault((scope.readable, scope.forbidden), []).append(scope.kind)
+    return [Scope(", ".join(kinds), False, readable + forbidden, forbidden).words() for (readable, forbidden), kinds in groups.items()]
+
+
+@dataclass(eq=False)
+class Watch:
+    kind: str
+    namespace: str | None  # None: cluster-wide
+    reflector: Reflector
+    sink: Share | Table[Any]
+    whole: bool = False  # a namespace read without the kind's selector
+    task: asyncio.Task[None] | None = None
+
+    @property
+    def name(self) -> str:
+        selector = self.reflector.field_selector
+        return self.kind + (f"@{self.namespace}" if self.namespace is not None else "") + (f"[{selector}]" if selector else "")
+
+
+class Watches:
+    def __init__(
+        self,
+        api: Client,
+        tables: Mapping[str, Table[Any]],
+        collections: Mapping[str, str],
+        kinds: Iterable[str],
+        *,
+        selectors: Mapping[str, tuple[str | None, ...]],
+        namespaced_kinds: Iterable[str],
+        namespaces: Iterable[str],
+        on_state: Callable[[ResourceState], None],
+        options: Mapping[str, Any],
+    ) -> None:
+        self.api = api
+        self.tables = tables
+        self.collections = collections
+        self.selectors = selectors
+        self.namespaced_kinds = frozenset(namespaced_kinds)
+        self.namespaces = tuple(namespaces)  # to try when a kind is forbidden cluster-wide
+        self.on_state = on_state
+        self.options = dict(options)
+        self.all: list[Watch] = []
+        self.primary: dict[str, Reflector] = {}  # per kind, its first cluster-wide reflector
+        self._owned: dict[str, set[str]] = {}  # per kind, the namespaces its namespaced reflectors read
+        self._fallen_back: set[str] = set()
+        self._running = False
+        self._watchdog: asyncio.Task[None] | None = None
+        for kind in kinds:
+            shared = kind in self.namespaced_kinds or len(self._selectors(kind)) > 1
+            for selector in self._selectors(kind):
+                watch = self._add(kind, None, selector, shared=shared)
+                self.primary.setdefault(kind, watch.reflector)
+
+    def _selectors(self, kind: str) -> tuple[str | None, ...]:
+        return self.selectors.get(kind) or (None,)
+
+    def _add(self, kind: str, namespace: str | None, selector: str | None, *, shared: bool = True, whole: bool = False) -> Watch:
+        table = self.tables[kind]
+        owned = self._owned.setdefault(kind, set())
+        sink: Share | Table[Any]
+        if namespace is None:
+            sink = Share(table, accepts=lambda obj: not owned or _namespace_of(obj) not in owned) if shared else table
+            path = self.collections[kind]
+        else:
+            owned.add(namespace)
+            sink = Share(table)
+            path = namespaced(self.collections[kind], namespace)
+        watch = Watch(kind, namespace, Reflector(kind, self.api, path, sink, field_selector=selector, **self.options), sink, whole)
+        watch.reflector.on_state = lambda state: self._state_changed(watch, state)
+        if namespace is not None:
+            for other in self.of(kind):
+                if other.namespace is None and isinstance(other.sink, Share):
+                    other.sink.hand_over(sink, namespace)
+        self.all.append(watch)
+        if self._running:
+            self._start(watch)
+        return watch
+
+    def of(self, kind: str) -> list[Watch]:
+        return [w for w in self.all if w.kind == kind]
+
+    # -- namespaces ------------------------------------------------------------------
+    def read_whole(self, kind: str, namespaces: Iterable[str]) -> None:
+        """Read these namespaces' objects of `kind` without its selector, from now on."""
+        for namespace in namespaces:
+            mine = [w for w in self.of(kind) if w.namespace == namespace]
+            if any(w.whole for w in mine) or kind not in self.primary:
+                continue
+            log.info("%s: reading namespace %s whole", kind, namespace)
+            whole = self._add(kind, namespace, None, whole=True)
+            for watch in mine:  # read through the selector, per namespace, until now
+                assert isinstance(watch.sink, Share)
+                watch.sink.hand_over(whole.sink, namespace)  # type: ignore[arg-type]
+                self._remove(watch)
+
+    def _state_changed(self, watch: Watch, state: ResourceState) -> None:
+        kind = watch.kind
+        if (state.phase == FORBIDDEN and watch.reflector is self.primary.get(kind) and kind in self.namespaced_kinds
+                and kind not in self._fallen_back and self.namespaces):
+            self._fallen_back.add(kind)
+            log.info("%s: forbidden cluster-wide; reading namespaces %s", kind, ", ".join(self.namespaces))
+            read = {w.namespace for w in self.of(kind) if w.namespace is not None}
+            for namespace in self.namespaces:
+                if namespace not in read:
+                    for selector in self._selectors(kind):
+                        self._add(kind, namespace, selector)
+        self.on_state(state)
+
+    def scope(self, kind: str) -> Scope:
+        primary = self.primary.get(kind)
+        if primary is None or primary.state.phase != FORBIDDEN:
+            return Scope(kind, cluster_wide=primary is not None)
+        by_namespace: dict[str, list[Watch]] = {}
+        for w in self.of(kind):
+            if w.namespace is not None:
+                by_namespace.setdefault(w.namespace, []).append(w)
+        # A namespace counts once known: listed (readable), or forbidden; one still being tried is neither yet.
+        forbidden = tuple(ns for ns, ws in by_namespace.items() if all(w.reflector.state.phase == FORBIDDEN for w in ws))
+        known = tuple(ns for ns, ws in by_namespace.items()
+                      if ns in forbidden or any(w.reflector.state.synced and w.reflector.state.phase != FORBIDDEN for w in ws))
+        return Scope(kind, False, known, forbidden)
+
+    # -- states ----------------------------------------------------------------------
+    def state(self, kind: str) -> ResourceState:
+        """The kind's state from its reflectors': the worst of those not forbidden, synced once they
+        all are; forbidden when all are (the cluster-wide 403, and the namespaces tried)."""
+        primary = self.primary[kind].state
+        # A namespace read whole counts once listed: until then complete() says the kind is not.
+        states = [w.reflector.state for w in self.of(kind) if not w.whole or w.reflector.state.synced]
+        playing = [s for s in states if s.phase != FORBIDDEN]
+        if not playing:
+            tried = [w.namespace for w in self.of(kind) if w.namespace is not None]
+            if not tried:
+                return primary
+            also = f"; in namespace{'s' if len(tried) > 1 else ''} {', '.join(dict.fromkeys(tried))} too"
+            return dataclasses.replace(primary, error=(primary.error or "forbidden") + also)
+        if len(playing) == 1:
+            return playing[0]
+        worst = max(playing, key=lambda s: _WORST.get(s.phase, 0))
+        stale = [s.stale_since for s in playing if s.stale_since is not None]
+        return dataclasses.replace(worst, synced=all(s.synced for s in playing), relisting=any(s.relisting for s in playing),
+                                   stale_since=min(stale) if stale else None)
+
+    def complete(self, kind: str) -> bool:
+        """Listed cluster-wide (and every namespace read whole), neither forbidden nor unserved."""
+        primary = self.primary.get(kind)
+        if primary is None or not primary.state.synced or primary.state.phase in (FORBIDDEN, ABSENT):
+            return False
+        return all(w.reflector.state.synced for w in self.of(kind) if w.namespace is None or w.whole)
+
+    def settled(self, kinds: Iterable[str]) -> bool:
+        wanted = set(kinds)
+        return all(w.reflector.settled.is_set() for w in self.all if w.kind in wanted)
+
+    async def wait_settled(self, kinds: Iterable[str], timeout: float | None) -> bool:
+        """Until every reflector of `kinds` has listed once or is forbidden or unserved, those a 403
+        starts included. False on timeout."""
+        wanted = set(kinds)
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        while True:
+            pending = [w.reflector.settled for w in self.all if w.kind in wanted and not w.reflector.settled.is_set()]
+            if not pending:
+                return True
+            left = None if deadline is None else deadline - loop.time()
+            if left is not None and left <= 0:
+                return False
+            try:
+                await asyncio.wait_for(asyncio.gather(*(settled.wait() for settled in pending)), left)
+            except asyncio.TimeoutError:
+                return False
+
+    # -- tasks -----------------------------------------------------------------------
+    def start(self) -> None:
+        self._running = True
+        for watch in self.all:
+            self._start(watch)
+        self._watchdog = asyncio.create_task(self._watch_tasks(), name="gputui-reflector-watchdog")
+
+    def _start(self, watch: Watch) -> None:
+        watch.task = asyncio.create_task(watch.reflector.run(), name=f"gputui-reflector-{watch.name}")
+
+    def _remove(self, watch: Watch) -> None:
+        self.all.remove(watch)
+        if watch.task is not None:
+            watch.task.cancel()
+
+    @property
+    def tasks(self) -> dict[str, asyncio.Task[None]]:
+        return {w.name: w.task for w in self.all if w.task is not None}
+
+    async def _watch_tasks(self) -> None:
+        while True:
+            await asyncio.sleep(WATCHDOG_INTERVAL)
+            for watch in list(self.all):
+                task = watch.task
+                if task is None or not task.done() or not self._running:
+                    continue
+                why = "stopped" if task.cancelled() else f"stopped ({type(task.exception()).__name__})"
+                log.debug("reflector %s %s; starting it again", watch.name, why)
+                watch.reflector.stopped(f"the {watch.kind} watch {why}; starting it again")
+                self._start(watch)
+
+    def all_running(self) -> bool:
+        """Every reflector's task is alive (the watchdog restarts one that is not)."""
+        return bool(self.all) and all(w.task is not None and not w.task.done() for w in self.all)
+
+    async def stop(self) -> None:
+        self._running = False
+        tasks = [w.task for w in self.all if w.task is not None] + ([self._watchdog] if self._watchdog is not None else [])
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+            except Exception:  # noqa: BLE001  (a reflector bug must not break shutdown)
+                log.debug("reflector ended with an error", exc_info=True)
+        for watch in self.all:
+            watch.task = None
+        self._watchdog = None
