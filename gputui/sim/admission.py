@@ -4,7 +4,9 @@ Create: server-owned metadata is dropped, the name is validated (422 Invalid
 with causes, as the real server words it), and a pod is defaulted (requests
 from limits, the usual spec defaults, status reset to Pending with its QoS
 class). Update: the main resource keeps the stored status, the `status`
-subresource changes only status.
+subresource changes only status. A pod created with schedulingGates gets
+PodScheduled=False/SchedulingGated (the API server sets it, not the
+scheduler); an update may remove gates, never add one.
 """
 from __future__ import annotations
 
@@ -109,6 +111,7 @@ def _validate_pod(pod: Obj) -> list[Cause]:
     if not containers:
         return [_required("spec.containers")]
     claim_names, causes = _claim_entries(spec)
+    causes += _gate_causes(spec)
     for field_name in ("initContainers", "containers"):
         for i, c in enumerate(spec.get(field_name) or []):
             where = f"spec.{field_name}[{i}]"
@@ -121,6 +124,22 @@ def _validate_pod(pod: Obj) -> list[Cause]:
             for j, ref in enumerate((c.get("resources") or {}).get("claims") or []):
                 if ref.get("name") not in claim_names:
                     causes.append(Cause("FieldValueNotFound", f"{where}.resources.claims[{j}].name", f'Not found: "{ref.get("name", "")}"'))
+    return causes
+
+
+def _gate_causes(spec: Obj) -> list[Cause]:
+    gates = spec.get("schedulingGates") or []
+    causes = []
+    seen: set[str] = set()
+    for i, gate in enumerate(gates):
+        name = gate.get("name") or ""
+        if not name:
+            causes.append(_required(f"spec.schedulingGates[{i}].name"))
+        elif name in seen:
+            causes.append(Cause("FieldValueDuplicate", f"spec.schedulingGates[{i}].name", f'Duplicate value: "{name}"'))
+        seen.add(name)
+    if gates and spec.get("nodeName"):
+        causes.append(Cause("FieldValueForbidden", "spec.nodeName", "Forbidden: cannot be set until all schedulingGates have been cleared"))
     return causes
 
 
@@ -238,11 +257,14 @@ def default_pod(pod: Obj) -> None:
         if (taint, "NoExecute") not in present:
             tolerations.append({"key": taint, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300})
     pod["status"] = {"phase": "Pending", "qosClass": qos_class(pod)}
+    if spec.get("schedulingGates"):
+        pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "lastProbeTime": None, "lastTransitionTime": None,
+                                        "reason": "SchedulingGated", "message": "Scheduling is blocked due to non-empty scheduling gates"}]
 
 
 # -- updates -------------------------------------------------------------
 def prepare_update(resource: ResourceType, old: Obj, new: Obj, subresource: str | None) -> Obj:
-    """What an update stores: status changes only through `status` when the kind has it."""
+    """What an update stores: status changes only through `status` when the kind has it. Raises Invalid."""
     meta = new.setdefault("metadata", {})
     new["apiVersion"], new["kind"] = resource.api_version, resource.kind
     for key in ("deletionTimestamp", "deletionGracePeriodSeconds"):
@@ -250,6 +272,12 @@ def prepare_update(resource: ResourceType, old: Obj, new: Obj, subresource: str 
             meta[key] = old["metadata"][key]
         else:
             meta.pop(key, None)
+    if resource.kind == "Pod" and subresource is None:
+        old_gates = {g.get("name") for g in (old.get("spec") or {}).get("schedulingGates") or []}
+        added = [Cause("FieldValueForbidden", f"spec.schedulingGates[{i}].name", f"Forbidden: only deletion is allowed, but found new scheduling gate '{g.get('name')}'")
+                 for i, g in enumerate((new.get("spec") or {}).get("schedulingGates") or []) if g.get("name") not in old_gates]
+        if added:
+            raise Invalid(resource.kind, old["metadata"].get("name", ""), added)
     if "status" not in resource.subresources:
         return new
     if subresource == "status":

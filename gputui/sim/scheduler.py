@@ -8,7 +8,10 @@ cpu, memory and extended resources: allocatable minus what bound, unfinished
 pods request), DynamicResources (a pod's ResourceClaims: PreFilter, Filter and
 the allocation written before binding, see dra.py). A pod that fits nowhere gets PodScheduled=False/Unschedulable
 and a FailedScheduling event with the real message shape; unschedulable pods
-are tried again when a node changes or a pod ends or goes away.
+are tried again when a node changes or a pod ends or goes away. A pod with
+spec.schedulingGates is not looked at (kube-scheduler's SchedulingGates
+PreEnqueue; its PodScheduled=False/SchedulingGated condition is the API
+server's, admission.py) until an update removes the last gate.
 """
 from __future__ import annotations
 
@@ -137,6 +140,9 @@ class Scheduler:
                 usage[resource] = usage.get(resource, 0) + value
             self.pod_counts[node] = self.pod_counts.get(node, 0) + 1
             self._holding[key] = (node, requests)
+        elif spec.get("schedulingGates"):
+            self._queue.discard(key)
+            self._unschedulable.discard(key)
         elif not node and status.get("phase") not in FINISHED and not pod["metadata"].get("deletionTimestamp") \
                 and spec.get("schedulerName", "default-scheduler") == "default-scheduler":
             if key not in self._unschedulable:
@@ -154,7 +160,7 @@ class Scheduler:
                 (event.old.get("status") or {}).get("phase") not in FINISHED
             if was_holding and (event.type == "DELETED" or (pod.get("status") or {}).get("phase") in FINISHED):
                 self._retry_unschedulable()
-            if event.type == "ADDED" and key in self._queue:
+            if event.type != "DELETED" and key in self._queue:  # new, or its last scheduling gate removed
                 self._wake.set()
 
     def _retry_unschedulable(self) -> None:
@@ -189,7 +195,7 @@ class Scheduler:
         pods.sort(key=lambda p: (p["metadata"].get("creationTimestamp", ""), p["metadata"]["name"]))
         for pod in pods:
             spec = pod.get("spec") or {}
-            if spec.get("nodeName") or pod["metadata"].get("deletionTimestamp") or \
+            if spec.get("nodeName") or spec.get("schedulingGates") or pod["metadata"].get("deletionTimestamp") or \
                     (pod.get("status") or {}).get("phase") in FINISHED:
                 continue
             self._schedule_one(pod, nodes)

@@ -9,7 +9,7 @@ from pathlib import Path
 from gputui.kube.config import connect
 from gputui.kube.model import ClusterModel
 from gputui.report.contract import as_contract
-from gputui.sim import demo, stacks, synthetic
+from gputui.sim import demo, fragmented, stacks, synthetic
 from gputui.sim.cluster import SimCluster
 
 TESTS = Path(__file__).resolve().parent.parent
@@ -23,6 +23,7 @@ from scenario import small_cluster  # noqa: E402
 
 SCENARIOS = {
     "demo": demo.build,
+    "fragmented": fragmented.build,
     **{f"stack:{name}": build for name, build in stacks.SCENARIOS.items()},
     "synthetic": lambda: synthetic.generate(12, 300),
     "tests/model small_cluster": small_cluster,

@@ -126,8 +126,8 @@ class GpuStackInstalls(ClusterBase):
             self.finish(pod, node, 14 * DAY - 120, 8, 0, "Completed")
 
     def add_static_plugin(self, nodes: list[str], node_selector: dict[str, str] | None = None,
-                          crash_looping: tuple[str, ...] = ()) -> None:
-        """The device plugin's static manifest (kube-system, name=nvidia-device-plugin-ds)."""
+                          crash_looping: tuple[str, ...] = (), tolerations: tuple[Obj, ...] = ()) -> None:
+        """The device plugin's static manifest (kube-system, name=nvidia-device-plugin-ds); `tolerations`: added to its own."""
         ns = "kube-system"
         labels = {"name": "nvidia-device-plugin-ds"}
         example = None
@@ -137,7 +137,7 @@ class GpuStackInstalls(ClusterBase):
             ctr["securityContext"] = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
             example = self.ds_pod("nvidia-device-plugin-daemonset", ns, node, [ctr], labels,
                                   host_volumes={"device-plugin": "/var/lib/kubelet/device-plugins"},
-                                  tolerations=[GPU_TOLERATION, {"key": "CriticalAddonsOnly", "operator": "Exists"}],
+                                  tolerations=[GPU_TOLERATION, {"key": "CriticalAddonsOnly", "operator": "Exists"}, *tolerations],
                                   age_s=30 * DAY, priority="system-node-critical")
             if node in crash_looping:
                 self.crash_loop(example, restarts=14)

@@ -1,0 +1,127 @@
+"""The Capacity screen (`c`): what fits where, per GPU resource (gputui/kube/fit.py).
+
+How many nodes could take a pod of 1, 2, 4 and 8 now, the largest free block,
+the free on usable nodes, and the stranded free devices with their nodes and
+why. The screen renders what the model holds; the app calls
+`refresh_from_model()` on the top screen after each coalesced refresh.
+"""
+from __future__ import annotations
+
+import time
+from typing import Mapping
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+from gputui.kube.fit import SIZES, ResourceFit
+
+from . import render
+
+STRANDED_SHOWN = 12  # stranded nodes named per resource; the rest are counted
+_COLUMNS = [("N=1", 5), *((str(size), 5) for size in SIZES[1:]), ("LARGEST", 9), ("FREE", 7), ("STRANDED", 10)]
+RESOURCE_WIDTH = 20
+
+
+def capacity_text(fits: Mapping[str, ResourceFit] | None, mark: str | None, basis: Text | None) -> Text:
+    """The whole screen as one Text (pure). fits None: not known, each figure stands as `mark`
+    (`…` while the pods are listed, `?` when they cannot be read); basis: what the figures rest on
+    when that is not a live watch (render.allocation_basis)."""
+    out = Text(end="")
+    out.append("Nodes that could take a pod of N now", style="bold")
+    out.append(" (Ready, not cordoned, no taint a GPU pod would not tolerate, N free)\n", style=render.DIM_STYLE)
+    if basis is not None:
+        out.append_text(basis)
+        out.append("\n")
+    out.append("\n")
+    out.append(f"{'RESOURCE':<{RESOURCE_WIDTH}}" + "".join(f"{title:>{width}}" for title, width in _COLUMNS) + "\n", style=render.DIM_STYLE)
+    if fits is None:
+        unknown = mark or render.UNKNOWN_MARK
+        out.append(f"{'every resource':<{RESOURCE_WIDTH}}", style=render.DIM_STYLE)
+        for _, width in _COLUMNS:
+            out.append(f"{unknown:>{width}}", style=render.mark_style(unknown))
+        out.append("\n\nnot known until every pod is listed: figures from part of them would be wrong", style=render.WARN_STYLE)
+        return out
+    if not fits:
+        out.append("no GPU resources advertised", style=render.DIM_STYLE)
+        return out
+    for name, f in fits.items():
+        out.append_text(render.text(render.short_resource(name)[: RESOURCE_WIDTH - 1].ljust(RESOURCE_WIDTH), style="bold"))
+        for (_, width), n in zip(_COLUMNS, f.nodes_for):
+            out.append(f"{n:>{width}}", style=render.DIM_STYLE if n == 0 else "")
+        out.append(f"{f.largest:>{_COLUMNS[4][1]}}{f.free:>{_COLUMNS[5][1]}}")
+        out.append(f"{f.stranded:>{_COLUMNS[6][1]}}", style=render.WARN_STYLE if f.stranded else render.DIM_STYLE)
+        out.append("\n")
+
+    out.append("\n")
+    out.append("Stranded", style="bold")
+    out.append(": free where no GPU pod can go now (the usual nvidia.com/gpu taint strands nothing)\n", style=render.DIM_STYLE)
+    stranded = [f for f in fits.values() if f.stranded_nodes]
+    if not stranded:
+        out.append("  none", style=render.DIM_STYLE)
+    for f in stranded:
+        for i, (node, free, why) in enumerate(f.stranded_nodes[:STRANDED_SHOWN]):
+            out.append("  ")
+            label = render.short_resource(f.resource) if i == 0 else ""
+            out.append_text(render.text(label[: RESOURCE_WIDTH - 1].ljust(RESOURCE_WIDTH - 2), style="bold"))
+            out.append_text(render.text(node, limit=63))
+            out.append(f" {free} free  ")
+            out.append_text(render.text(why, style=render.WARN_STYLE, limit=200))
+            out.append("\n")
+        more = len(f.stranded_nodes) - STRANDED_SHOWN
+        if more > 0:
+            out.append(" " * RESOURCE_WIDTH + f"+{more} more nodes\n", style=render.DIM_STYLE)
+    out.rstrip()
+    return out
+
+
+class CapacityScreen(Screen[None]):
+    """What fits where, redrawn from the model after each coalesced refresh."""
+
+    DEFAULT_CSS = """
+    CapacityScreen > VerticalScroll { padding: 0 1; }
+    """
+    BINDINGS = [
+        Binding("escape,q,c", "back", "Back"),
+        Binding("j", "scroll(1)", show=False),
+        Binding("k", "scroll(-1)", show=False),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._shown: Text | None = None
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="capacity"):
+            yield Static(id="capacity-body")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.title = "Capacity"
+        self.refresh_from_model()
+        self.query_one("#capacity", VerticalScroll).focus()
+
+    def refresh_from_model(self) -> None:
+        model = self.app.model  # type: ignore[attr-defined]
+        if model is None:
+            body = Text("connecting…", style=render.DIM_STYLE)
+        else:
+            mark, basis = render.allocation_basis(model.states, time.monotonic())
+            body = capacity_text(model.fit(), mark, basis)
+        if body != self._shown:  # no redraw when nothing changed
+            self._shown = body
+            self.query_one("#capacity-body", Static).update(body)
+
+    @property
+    def text(self) -> str:
+        """The page as plain text (tests)."""
+        return self._shown.plain if self._shown is not None else ""
+
+    def action_back(self) -> None:
+        self.app.pop_screen()
+
+    def action_scroll(self, lines: int) -> None:
+        self.query_one("#capacity", VerticalScroll).scroll_relative(y=lines, animate=False)
