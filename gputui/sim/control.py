@@ -1,4 +1,4 @@
-"""The fault hooks from outside: a loopback control endpoint (`gputui sim --faults`) and its client (`gputui sim fault`).
+"""The fault hooks and the counts from outside: a loopback control endpoint (`gputui sim --faults`) and its client (`gputui sim fault`).
 
     POST /faults  {"action": "drop-watches"}                       every open watch stream ends
                   {"action": "compact"}                            older watches get 410 Expired
@@ -8,6 +8,10 @@
                   {"action": "corrupt", "count": 1}                the next response's body is broken JSON
                   {"action": "clear", "resource": null}            one resource's faults, or all of them
     GET  /faults                                                   what is active
+    GET  /counts                what the API server has answered (features.ApiCounts: requests by verb, reads
+                                from the watch cache or etcd, bytes sent), its resourceVersion, and the
+                                simulator's memory: rssMb now, peakRssMb (VmHWM) since the start or the last reset
+    POST /counts  {"action": "reset-peak"}                         peakRssMb starts again from rssMb (Linux)
 
 Answers are JSON: {"ok": true, "message": ..., "faults": ..., "corruptNext": N}, or {"ok": false, "error": ...}
 with status 400. The endpoint listens on its own loopback port (never on the API server's, which stays a
@@ -92,6 +96,28 @@ def _text(request: dict[str, Any], name: str) -> str:
     return value
 
 
+def counts(sim: "SimCluster") -> dict[str, Any]:
+    """The API server's counts, its resourceVersion and the process's memory (None where /proc cannot say)."""
+    return {**sim.api_counts.as_dict(), "resourceVersion": sim.store.resource_version, **_memory()}
+
+
+def _memory() -> dict[str, float | None]:
+    try:
+        lines = Path("/proc/self/status").read_text().splitlines()
+    except OSError:
+        return {"rssMb": None, "peakRssMb": None}
+    kb = {line.split(":")[0]: int(line.split()[1]) for line in lines if line.startswith(("VmRSS:", "VmHWM:"))}
+    return {"rssMb": kb["VmRSS"] / 1024 if "VmRSS" in kb else None, "peakRssMb": kb["VmHWM"] / 1024 if "VmHWM" in kb else None}
+
+
+def reset_peak() -> None:
+    """Start the peak (VmHWM) again from the resident size now (proc(5): clear_refs 5)."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError as exc:
+        raise ControlError(f"cannot reset the peak memory: {exc.strerror or exc}") from None
+
+
 def make_app(sim: "SimCluster") -> web.Application:
     async def post(request: web.Request) -> web.Response:
         try:
@@ -109,9 +135,27 @@ def make_app(sim: "SimCluster") -> web.Application:
     async def get(request: web.Request) -> web.Response:
         return web.json_response({"ok": True, **sim.faults.describe()})
 
+    async def get_counts(request: web.Request) -> web.Response:
+        return web.json_response({"ok": True, **counts(sim)})
+
+    async def post_counts(request: web.Request) -> web.Response:
+        try:
+            body = await request.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict) or body.get("action") != "reset-peak":
+            return web.json_response({"ok": False, "error": 'the only action here is {"action": "reset-peak"}'}, status=400)
+        try:
+            reset_peak()
+        except ControlError as exc:
+            return web.json_response({"ok": False, "error": str(exc)}, status=400)
+        return web.json_response({"ok": True, **counts(sim)})
+
     app = web.Application()
     app.router.add_post("/faults", post)
     app.router.add_get("/faults", get)
+    app.router.add_get("/counts", get_counts)
+    app.router.add_post("/counts", post_counts)
     return app
 
 
@@ -157,10 +201,10 @@ def find_url(kubeconfig: Path | None, url: str | None) -> str:
     return text
 
 
-def send(url: str, request: dict[str, Any] | None, timeout: float = 30.0) -> dict[str, Any]:
-    """POST one request (GET with None); the endpoint's answer, or ControlError."""
+def send(url: str, request: dict[str, Any] | None, timeout: float = 30.0, path: str = "/faults") -> dict[str, Any]:
+    """POST one request (GET with None) to /faults or /counts; the endpoint's answer, or ControlError."""
     data = None if request is None else json.dumps(request).encode()
-    req = urllib.request.Request(f"{url}/faults", data=data, method="GET" if data is None else "POST",
+    req = urllib.request.Request(f"{url}{path}", data=data, method="GET" if data is None else "POST",
                                  headers={"Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(req, timeout=timeout) as response:  # noqa: S310  (loopback, http only)

@@ -6,8 +6,9 @@ Feature gates (kube-apiserver's defaults for the release played, 1.34 unless tol
   ListFromCacheSnapshot   a list's continue pages served from the watch cache (on from 1.34)
 
 `ApiCounts` tallies what a real server would have done with each read: served
-from the watch cache or from etcd, and the bytes sent, so that benchmarks can
-tell how gentle a client is.
+from the watch cache or from etcd, and the bytes sent, and every request answered
+by verb (server/app.py), so that benchmarks can tell how gentle a client is
+(`GET /counts` on the control endpoint, control.py).
 """
 from __future__ import annotations
 
@@ -34,12 +35,20 @@ class ApiCounts:
     bytes_sent: int = 0
     by_resource: dict[str, int] = field(default_factory=dict)  # requests per resource
     expired_continues: int = 0  # continue tokens refused with 410 (compacted)
+    # Every request answered, by verb (a watch as it opens); "discovery" under /api and /apis, "other" for the rest
+    # (/version, /healthz, a path naming no served resource).
+    requests: dict[str, int] = field(default_factory=dict)
+    get_bytes: int = 0  # bodies of the other reads' answers (get, discovery); lists and watches are in bytes_sent
     # The latest reads as (verb, resource, the query's list and watch parameters): tests assert their shapes.
     recent: deque[tuple[str, str, dict[str, str]]] = field(default_factory=lambda: deque(maxlen=1000))
 
-    def note(self, verb: str, resource: str, query: dict[str, str]) -> None:
+    def note(self, verb: str, resource: str, query: dict[str, str], namespace: str | None = None) -> None:
+        """namespace: the path's (a namespaced list or watch), kept as the shape's "namespace"."""
         keep = ("resourceVersion", "resourceVersionMatch", "limit", "continue", "sendInitialEvents", "allowWatchBookmarks", "fieldSelector")
-        self.recent.append((verb, resource, {k: query[k] for k in keep if k in query}))
+        shape = {k: query[k] for k in keep if k in query}
+        if namespace is not None:
+            shape["namespace"] = namespace
+        self.recent.append((verb, resource, shape))
 
     def list(self, resource: str, from_etcd: bool, size: int) -> None:
         if from_etcd:
@@ -54,6 +63,10 @@ class ApiCounts:
         self.watch_lists += initial_events
         self.by_resource[resource] = self.by_resource.get(resource, 0) + 1
 
+    def request(self, verb: str) -> None:
+        self.requests[verb] = self.requests.get(verb, 0) + 1
+
     def as_dict(self) -> dict[str, object]:
         return {"lists_from_cache": self.lists_from_cache, "lists_from_etcd": self.lists_from_etcd, "watches": self.watches,
-                "watch_lists": self.watch_lists, "bytes_sent": self.bytes_sent, "by_resource": dict(self.by_resource)}
+                "watch_lists": self.watch_lists, "bytes_sent": self.bytes_sent, "by_resource": dict(self.by_resource),
+                "expired_continues": self.expired_continues, "requests": dict(self.requests), "get_bytes": self.get_bytes}
