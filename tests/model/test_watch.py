@@ -39,6 +39,7 @@ async def test_initial_sync_keeps_only_pods_that_matter(sim, model):
         "nodes": "live", "pods": "live", "events": "live", "daemonsets": "live",
         "clusterpolicies": "absent",  # no ClusterPolicy CRD in this cluster
         "resourceslices": "live", "resourceclaims": "live", "deviceclasses": "live",
+        "workloads": "absent", "localqueues": "absent", "clusterqueues": "absent",  # no Kueue
     }
     kept = set(model.pods.records)
     assert ("ml", "train-0") in kept and ("kube-system", "plugin-static-gpu-1") in kept

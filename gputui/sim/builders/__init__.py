@@ -16,6 +16,7 @@ the Python clients refuse objects without them).
     services.py     Services
     crds.py         CustomResourceDefinitions
     namespaces.py   Namespaces
+    kueue.py        Kueue's CRDs, ResourceFlavors, ClusterQueues, LocalQueues and Workloads (imported as a module)
 
 Every name is re-exported here: `from gputui.sim import builders as b; b.node(...)`.
 """
