@@ -7,11 +7,25 @@ GPU Feature Discovery labels (product, memory, count, MIG mixed-strategy
 counts) or, lacking those, its capacity; pods holding GPU resources are
 attributed to devices in a stable order (oldest pod first).
 
-Scenario hook: the node annotation `sim.gputui.io/xid` injects XIDs, as
-comma-separated `[GPU_INDEX:]CODE` items: "79" puts XID 79 on GPU 0,
-"3:79,5:48" puts 79 on GPU 3 and 48 on GPU 5.  Every MIG instance of a GPU
-reports its GPU's XID.  `parse_xid_annotation` validates the value (scenario
-loaders can call it to refuse a bad one); `exposition` ignores a bad value.
+Scenario hooks:
+
+- the node annotation `sim.gputui.io/xid` injects XIDs, as comma-separated
+  `[GPU_INDEX:]CODE` items: "79" puts XID 79 on GPU 0, "3:79,5:48" puts 79 on
+  GPU 3 and 48 on GPU 5.  Every MIG instance of a GPU reports its GPU's XID.
+- the pod annotation `sim.gputui.io/gpu-util` sets the utilisation of the
+  pod's GPUs as a function of the time since the pod started (its
+  `status.startTime`): "idle" (0 %), "busy" (90 %), a number ("37.5": that
+  percent), or "stopped-after-DURATION" (busy for DURATION, e.g. "1h", "90s",
+  "1h30m", after the pod started, 0 % from then on: started two hours ago with
+  "stopped-after-1h", the job stopped using its GPUs an hour ago).  The
+  profile's GPUs report exactly that figure (GPU_UTIL, or GR_ENGINE_ACTIVE as a
+  ratio on MIG), and a constant framebuffer use: (0.2 + 0.6 x the working
+  percent / 100) x the device's memory, rounded (a stopped job keeps its
+  memory).  A GPU shared by several pods reports the highest of its holders'.
+  Without the annotation, a held GPU's use is a smooth wave.
+
+`parse_xid_annotation` and `parse_util_annotation` validate the values (scenario
+loaders can call them to refuse a bad one); `exposition` ignores a bad value.
 """
 from __future__ import annotations
 
@@ -19,12 +33,15 @@ import hashlib
 import math
 import re
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from . import builders
 from .nvidia_smi import NodeGpus
 
 XID_ANNOTATION = "sim.gputui.io/xid"
+UTIL_ANNOTATION = "sim.gputui.io/gpu-util"
+BUSY_PERCENT = 90.0
 HOSTNAME_LABELS = ("Hostname", "hostname")  # older releases, newer releases
 
 # DCGM's int64 "not supported" value, printed as-is by the exporter for a
@@ -119,6 +136,66 @@ def parse_xid_annotation(text: str) -> dict[int, int]:
             raise ValueError(f"{XID_ANNOTATION}: {item!r} is not [GPU_INDEX:]CODE")
         xids[int(match.group(1) or 0)] = int(match.group(2))
     return xids
+
+
+@dataclass(frozen=True)
+class UtilProfile:
+    """A pod's GPU use over its life (the `sim.gputui.io/gpu-util` annotation)."""
+
+    working: float  # percent while it works
+    stops_after: float | None = None  # seconds after the pod started; 0 % from then on
+
+    def util(self, running_s: float) -> float:
+        return 0.0 if self.stops_after is not None and running_s >= self.stops_after else self.working
+
+    def fb_used(self, memory_mib: int) -> int:
+        return round(memory_mib * (0.2 + 0.6 * self.working / 100))
+
+
+def parse_util_annotation(text: str) -> UtilProfile:
+    """`sim.gputui.io/gpu-util` → its profile; ValueError with the reason if malformed."""
+    text = text.strip()
+    if text == "idle":
+        return UtilProfile(0.0)
+    if text == "busy":
+        return UtilProfile(BUSY_PERCENT)
+    stopped = re.fullmatch(r"stopped-after-(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?", text)
+    if stopped and any(stopped.groups()):
+        hours, minutes, seconds = (int(g or 0) for g in stopped.groups())
+        return UtilProfile(BUSY_PERCENT, hours * 3600.0 + minutes * 60.0 + seconds)
+    try:
+        percent = float(text)
+    except ValueError:
+        percent = -1.0
+    if not 0 <= percent <= 100:
+        raise ValueError(f'{UTIL_ANNOTATION}: {text!r} is not "idle", "busy", "stopped-after-DURATION" or a percent from 0 to 100')
+    return UtilProfile(percent)
+
+
+def _started(pod: dict) -> float:
+    """The pod's start (status.startTime, else its creation) in epoch seconds; 0 when it has neither."""
+    meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+    for stamp in (status.get("startTime"), meta.get("creationTimestamp")):
+        try:
+            return datetime.fromisoformat(str(stamp)).timestamp()
+        except ValueError:
+            continue
+    return 0.0
+
+
+def _profiles(pods: list[dict]) -> dict[tuple[str, str], tuple[UtilProfile, float]]:
+    """(namespace, name) -> (profile, start) for the pods annotated with a valid profile."""
+    out = {}
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        text = (meta.get("annotations") or {}).get(UTIL_ANNOTATION)
+        if text is None:
+            continue
+        try:
+            out[(meta.get("namespace", ""), meta.get("name", ""))] = (parse_util_annotation(text), _started(pod))
+        except ValueError:
+            continue
+    return out
 
 
 def _unit(*parts: object) -> float:
@@ -251,21 +328,40 @@ def _fmt(value: float, kind: str) -> str:
     return f"{value:.6f}" if kind == "float" else str(int(round(value)))
 
 
-def _util(device: _Device, now: float, node_name: str) -> float:
-    """Percent busy: 0 when no pod holds the device, else a smooth wave around a per-device level."""
+Profiles = dict[tuple[str, str], tuple[UtilProfile, float]]
+
+
+def _held_profiles(device: _Device, profiles: Profiles) -> list[tuple[UtilProfile, float]]:
+    return [profiles[(ns, pod)] for ns, pod, _ in device.holders if (ns, pod) in profiles]
+
+
+def _util(device: _Device, now: float, node_name: str, profiles: Profiles) -> float:
+    """Percent busy: 0 when no pod holds the device, its holders' profile where they have one, else a
+    smooth wave around a per-device level."""
     if not device.holders:
         return 0.0
+    profiled = _held_profiles(device, profiles)
+    levels = [profile.util(now - started) for profile, started in profiled]
+    if len(profiled) == len(device.holders):
+        return max(levels)
     key = (node_name, device.uuid, device.mig_instance)
     wave = 30 * math.sin(2 * math.pi * (now / 97 + _unit(*key, "slow"))) + 8 * math.sin(2 * math.pi * (now / 13 + _unit(*key, "fast")))
-    return min(100.0, max(3.0, 48 + 25 * _unit(*key, "level") + wave))
+    return max([min(100.0, max(3.0, 48 + 25 * _unit(*key, "level") + wave)), *levels])
 
 
-def _values(device: _Device, util: float, board_util: float, board: _Board, now: float, xid: int, node_name: str) -> dict[str, str]:
-    """Every metric of one device; temperature and power belong to the whole board."""
+def _fb_used(device: _Device, now: float, node_name: str, profiles: Profiles) -> float:
+    if not device.holders:
+        return 0.0
+    profiled = _held_profiles(device, profiles)
+    if profiled:
+        return max(profile.fb_used(device.memory_mib) for profile, _ in profiled)
     key = (node_name, device.uuid, device.mig_instance)
-    used = 0.0
-    if device.holders:
-        used = device.memory_mib * (0.3 + 0.5 * _unit(*key, "memory")) + 0.02 * device.memory_mib * math.sin(now / 31)
+    return device.memory_mib * (0.3 + 0.5 * _unit(*key, "memory")) + 0.02 * device.memory_mib * math.sin(now / 31)
+
+
+def _values(device: _Device, util: float, used: float, board_util: float, board: _Board, now: float, xid: int,
+            node_name: str) -> dict[str, str]:
+    """Every metric of one device; temperature and power belong to the whole board."""
     reserved = round(device.memory_mib * 0.007) if device.mig_profile is None else 0
     temp = 30 + 6 * _unit(node_name, device.index, "ambient") + 0.4 * board_util
     power = board.idle_w + (board.max_w - board.idle_w) * 0.85 * board_util / 100
@@ -318,7 +414,8 @@ def exposition(node: dict, pods: list[dict], now: float, hostname_label: str = "
     _attribute(devices, node_name, pods)
     driver = labels.get("nvidia.com/cuda.driver-version.full")
 
-    utils = [_util(device, now, node_name) for device in devices]
+    profiles = _profiles(pods)
+    utils = [_util(device, now, node_name, profiles) for device in devices]
     board_utils: dict[int, float] = {}  # memory-weighted mean over a board's MIG instances
     for index in {d.index for d in devices}:
         on_board = [(d.memory_mib, u) for d, u in zip(devices, utils) if d.index == index]
@@ -339,7 +436,8 @@ def exposition(node: dict, pods: list[dict], now: float, hostname_label: str = "
         base.append((hostname_label, node_name))
         if driver:
             base.append(("DCGM_FI_DRIVER_VERSION", driver))
-        values = _values(device, util, board_utils[device.index], board, now, xids.get(device.index, 0), node_name)
+        used = _fb_used(device, now, node_name, profiles)
+        values = _values(device, util, used, board_utils[device.index], board, now, xids.get(device.index, 0), node_name)
         # One series per attributed container, as the exporter does for shared GPUs.
         for namespace, pod, container in device.holders or [("", "", "")]:
             label_list = base + [("container", container), ("namespace", namespace), ("pod", pod)]

@@ -16,10 +16,17 @@ bound there and the current time.  Like the real API server:
 - a pod whose exporter is not running, or a port nothing listens on: 503
   "error trying to reach service: ... connection refused"; a node that is not
   Ready: 503 "... i/o timeout" (at once, not after the real 30 s).
+- a cluster served from a dump (`SimCluster(exporters=False)`) runs nothing: every dial is
+  refused, so no reading is made up.
 
 The exporter labels the host `Hostname` (every released dcgm-exporter) unless
 the pod is annotated `sim.gputui.io/dcgm-hostname-label: hostname` (newer
-builds).  XIDs come from the node annotation `sim.gputui.io/xid` (dcgm.py).
+builds).  XIDs come from the node annotation `sim.gputui.io/xid`, utilisation
+profiles from the pod annotation `sim.gputui.io/gpu-util` (dcgm.py).
+
+A Service annotated `sim.gputui.io/backend: "127.0.0.1:PORT"` stands for a real
+server on loopback (a Prometheus the tests start): its proxy forwards GETs,
+path and query string, to that address instead of to pods.
 """
 from __future__ import annotations
 
@@ -34,6 +41,8 @@ from .store import Store
 Obj = dict[str, Any]
 
 HOSTNAME_LABEL_ANNOTATION = "sim.gputui.io/dcgm-hostname-label"
+BACKEND_ANNOTATION = "sim.gputui.io/backend"
+LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 DEFAULT_EXPORTER_PORT = 9400
 
@@ -83,8 +92,9 @@ def _exporter_running(pod: Obj) -> bool:
 
 
 class Proxy:
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, listening: bool = True) -> None:
         self.store = store
+        self.listening = listening  # False: no exporter runs anywhere (a dump), every dial is refused
         self._turns: dict[tuple[str, str], itertools.count] = {}
 
     def pod(self, namespace: str, ident: str, path: str) -> tuple[int, str, bytes]:
@@ -120,6 +130,32 @@ class Proxy:
                            for p in c.get("ports") or [] if p.get("name") == target), 0)
         return self._dial(pod, target, path)
 
+    def backend(self, namespace: str, ident: str) -> str | None:
+        """The loopback `host:port` a Service's proxy forwards to (BACKEND_ANNOTATION), or None."""
+        name, port_text = split_name_port(ident)
+        service = self.store.find("services", namespace, name)
+        address = ((service or {}).get("metadata", {}).get("annotations") or {}).get(BACKEND_ANNOTATION)
+        if address is None:
+            return None
+        ports = (service.get("spec") or {}).get("ports") or []
+        if not any(str(p.get("port")) == port_text or p.get("name", "") == port_text for p in ports):
+            raise _unavailable(f'no service port {port_text or "(unnamed)"} found for service "{name}"')
+        if address.rsplit(":", 1)[0] not in LOOPBACK:
+            raise _unavailable(f"error trying to reach service: {address} is not on loopback")
+        return address
+
+    async def forward(self, address: str, path: str, query: str) -> tuple[int, str, bytes]:
+        """GET PATH?QUERY on the loopback server: its answer, or 503 as the API server gives for a refused dial."""
+        import aiohttp  # noqa: PLC0415
+
+        try:
+            async with aiohttp.ClientSession() as session:
+                async with session.get(f"http://{address}{path}" + (f"?{query}" if query else ""),
+                                       timeout=aiohttp.ClientTimeout(total=30)) as resp:
+                    return resp.status, resp.headers.get("Content-Type", "text/plain"), await resp.read()
+        except (aiohttp.ClientError, OSError) as exc:
+            raise _unavailable(f"error trying to reach service: dial tcp {address}: {exc}") from None
+
     def _endpoints(self, namespace: str, service: Obj) -> list[Obj]:
         """Ready pods the service's selector matches, by name (the Endpoints controller's addresses)."""
         selector = (service.get("spec") or {}).get("selector") or {}
@@ -138,7 +174,7 @@ class Proxy:
         node = self.store.find("nodes", "", (pod.get("spec") or {}).get("nodeName") or "")
         if node is not None and not b.node_is_ready(node):
             raise _unavailable(f"error trying to reach service: dial tcp {address}: i/o timeout")
-        if node is None or port != _exporter_port(pod) or not _exporter_running(pod):
+        if not self.listening or node is None or port != _exporter_port(pod) or not _exporter_running(pod):
             raise _unavailable(f"error trying to reach service: dial tcp {address}: connect: connection refused")
         if path.rstrip("/") != "/metrics":
             return 404, "text/plain; charset=utf-8", b"404 page not found\n"

@@ -42,10 +42,14 @@ class Subresources(ApiBase):
         return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, status=201)
 
     # -- proxy -----------------------------------------------------------
-    def proxied(self, t: Target) -> web.Response:
+    async def proxied(self, request: web.Request, t: Target) -> web.Response:
         at = self.proxy.pod if t.resource.kind == "Pod" else self.proxy.service
         try:
-            status, content_type, body = at(t.namespace or "", t.name or "", t.proxy_path)
+            backend = self.proxy.backend(t.namespace or "", t.name or "") if t.resource.kind == "Service" else None
+            if backend is not None:  # a real server on loopback (proxy.py)
+                status, content_type, body = await self.proxy.forward(backend, t.proxy_path, request.query_string)
+            else:
+                status, content_type, body = at(t.namespace or "", t.name or "", t.proxy_path)
         except ProxyError as e:
             details = _details(t.resource, split_name_port(t.name or "")[0]) if e.code == 404 else None
             raise ApiError(e.code, e.reason, e.message, details) from None

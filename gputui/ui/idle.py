@@ -1,0 +1,262 @@
+"""Idle allocated GPUs in the app: the Idle GPUs screen (`i`), the words the pod rows and node details
+use, and the app's mix-in that keeps the figures fresh (kube/idle.py's IdleTracker).
+
+The tracker takes every exporter reading the model makes (the background reads, the details node's
+fast ones) as samples. The mix-in asks it for the figures: from Prometheus (one query) every
+IDLE_REFRESH seconds, from the samples after each read (at most once every IDLE_COALESCE seconds),
+a slice of the pods at a time; the screen follows.
+Renderers are pure: figures in, Text out, every cluster string through gputui.sanitize.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import TYPE_CHECKING, Any
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+from gputui.kube.duration import human_duration
+from gputui.kube.idle import PROMETHEUS, SLICE, HistoryError, IdleSettings, IdleTracker, IdleView, PodIdle, holders
+
+from . import render
+
+if TYPE_CHECKING:
+    from gputui.kube.gpu import GpuPod
+    from gputui.kube.metrics import NodeMetrics
+
+IDLE_REFRESH = 10.0  # seconds between two Prometheus queries (and looks at the samples while no read comes)
+IDLE_COALESCE = 2.0  # the samples' figures are worked out at most every 2 s, however fast the reads come
+SHOWN = 500  # pods listed on the screen; the rest are counted
+PENDING = "…"  # figures awaited
+
+
+def memory(mib: float | None) -> str:
+    if mib is None:
+        return "-"
+    return f"{mib / 1024:.1f} GiB" if mib >= 1024 else f"{mib:.0f} MiB"
+
+
+def idle_for(pod: PodIdle) -> str:
+    """`12m`, `≥12m` (idle for all that is covered), `0s` for a GPU in use."""
+    return ("≥" if pod.idle_at_least else "") + human_duration(pod.idle_s or 0)
+
+
+def idle_words(pod: PodIdle | None, compact: bool = False) -> Text:
+    """A pod's use in a few words: `idle ≥12m, mean 0%` or `in use, mean 62%`; `no samples yet` (compact: `…`)."""
+    if pod is None or not pod.known:
+        return Text(PENDING if compact else "no samples yet", style=render.DIM_STYLE, end="")
+    mean = f"{pod.mean_util:.0f}%" if pod.mean_util is not None else "?"
+    if pod.idle_s:
+        out = Text(f"idle {idle_for(pod)}", style=render.WARN_STYLE, end="")
+        out.append(f" · {mean}" if compact else f", mean {mean}", style=render.DIM_STYLE)
+        return out
+    return Text(f"in use · {mean}" if compact else f"in use, mean {mean}", style=render.DIM_STYLE, end="")
+
+
+def row_note(view: IdleView | None, entry: GpuPod, metrics: NodeMetrics | None) -> Text | None:
+    """What a bound GPU pod's row says of its use (its REASON cell is free); None where nothing is to be
+    known: a pending pod, or a node whose exporter is not read and no source has figures for it."""
+    pod = entry.pod
+    if pod.node is None or entry.reason:
+        return None
+    figures = view.pod(pod.namespace, pod.name) if view is not None else None
+    if figures is not None and figures.known:
+        return idle_words(figures, compact=True)
+    if metrics is not None and metrics.current:
+        return idle_words(None, compact=True)  # its exporter is read: samples are on their way
+    return None
+
+
+def source_line(view: IdleView | None, settings: IdleSettings) -> Text:
+    threshold = f"idle: under {settings.threshold:g} %"
+    if view is None:
+        return Text(f"looking for figures… · window {human_duration(settings.window)} · {threshold}", style=render.DIM_STYLE, end="")
+    source = f"Prometheus {settings.prometheus}" if view.source == PROMETHEUS else "gputui's samples of the DCGM exporters"
+    out = Text(source, style="bold", end="")
+    window = human_duration(view.window_s)
+    if any(p.known for p in view.pods):
+        out.append(f" · {human_duration(view.covered_s)} of the last {window} covered · {threshold}", style=render.DIM_STYLE)
+    else:
+        out.append(f" · no samples yet · window {window} · {threshold}", style=render.DIM_STYLE)
+    return out
+
+
+def idle_text(view: IdleView | None, settings: IdleSettings, width: int = 120) -> Text:
+    """The whole screen as one Text (pure): the pods holding GPUs, worst first."""
+    out = Text(end="")
+    out.append_text(source_line(view, settings))
+    if view is not None and view.note:
+        out.append("\n")
+        out.append_text(render.text(view.note, style=render.WARN_STYLE, limit=300))
+    out.append("\n\n")
+    if view is None:
+        return out.rstrip() or out
+    wide = width >= 100
+    numbers = [("GPUS", 4), ("IDLE FOR", 9), ("MEAN", 5), *([("PEAK", 5)] if wide else []), ("MEMORY", 10)]
+    rest = max(24, width - 4 - sum(w + 1 for _, w in numbers) - 3)
+    names = [("POD", rest * 45 // 100), ("NAMESPACE", rest * 25 // 100), ("NODE", rest - rest * 45 // 100 - rest * 25 // 100)]
+    out.append(" ".join(title.ljust(w) for title, w in names) + " " + " ".join(title.rjust(w) for title, w in numbers) + "\n",
+               style=render.DIM_STYLE)
+    if not view.pods:
+        out.append("no pod holds GPUs", style=render.DIM_STYLE)
+    for pod in view.pods[:SHOWN]:
+        for (_, w), value in zip(names, (pod.name, pod.namespace, pod.node or "-")):
+            cell = render.text(value, limit=253)
+            cell.truncate(w, overflow="ellipsis", pad=True)
+            out.append_text(cell)
+            out.append(" ")
+        if not pod.known:
+            out.append(f"{pod.gpus:>4} ")
+            out.append("no samples yet", style=render.DIM_STYLE)
+            out.append("\n")
+            continue
+        values = [f"{pod.gpus}", idle_for(pod), _percent(pod.mean_util), *([_percent(pod.peak_util)] if wide else []), memory(pod.fb_used_mib)]
+        for i, ((_, w), value) in enumerate(zip(numbers, values)):
+            out.append(value.rjust(w) + ("" if i == len(values) - 1 else " "), style=render.WARN_STYLE if i == 1 and pod.idle_s else "")
+        out.append("\n")
+    if len(view.pods) > SHOWN:
+        out.append(f"+{len(view.pods) - SHOWN} more pods", style=render.DIM_STYLE)
+    out.rstrip()
+    return out
+
+
+def _percent(value: float | None) -> str:
+    return "?" if value is None else f"{value:.0f}%"
+
+
+class IdleScreen(Screen[None]):
+    """The pods holding GPUs, the idle longest first; redrawn after each coalesced refresh."""
+
+    DEFAULT_CSS = """
+    IdleScreen > VerticalScroll { padding: 0 1; }
+    """
+    BINDINGS = [
+        Binding("escape,q,i", "back", "Back"),
+        Binding("j", "scroll(1)", show=False),
+        Binding("k", "scroll(-1)", show=False),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._shown: Text | None = None
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="idle"):
+            yield Static(id="idle-body")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.title = "Idle GPUs"
+        self.refresh_from_model()
+        self.query_one("#idle", VerticalScroll).focus()
+
+    def refresh_from_model(self) -> None:
+        if not self.is_mounted:
+            return  # on_mount draws it
+        app: Any = self.app
+        if app.model is None:
+            body = Text("connecting…", style=render.DIM_STYLE)
+        elif not app.model.pods_known and not (app.idle_view and app.idle_view.pods):
+            body = Text("listing the pods…", style=render.DIM_STYLE)  # "no pod holds GPUs" would be a guess
+        else:
+            body = idle_text(app.idle_view, app.idle_settings, self.app.size.width - 2)
+        if body != self._shown:  # no redraw when nothing changed
+            self._shown = body
+            self.query_one("#idle-body", Static).update(body)
+
+    @property
+    def text(self) -> str:
+        """The page as plain text (tests)."""
+        return self._shown.plain if self._shown is not None else ""
+
+    def action_back(self) -> None:
+        self.app.pop_screen()
+
+    def action_scroll(self, lines: int) -> None:
+        self.query_one("#idle", VerticalScroll).scroll_relative(y=lines, animate=False)
+
+
+class IdleActions:
+    """Mixed into GpuTuiApp: the tracker of the connected model, its latest figures (`idle_view`) and `i`."""
+
+    idle_settings: IdleSettings
+    model: Any
+    conn: Any
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.idle_view: IdleView | None = None
+        self._idle_tracker: IdleTracker | None = None
+
+    def action_idle(self) -> None:
+        self.push_screen(IdleScreen())  # type: ignore[attr-defined]
+
+    def idle_note(self, entry: GpuPod) -> Text | None:
+        model = self.model
+        metrics = model.node_metrics(entry.pod.node) if model is not None and entry.pod.node else None
+        return row_note(self.idle_view, entry, metrics)
+
+    def start_idle(self) -> None:
+        """Follow the connected model's exporter reads and keep the figures fresh, until stop_idle()."""
+        model, conn = self.model, self.conn
+        if model is None or conn is None:
+            return
+        self.idle_view = None
+        tracker = self._idle_tracker = IdleTracker(conn.api, self.idle_settings, scope=conn.server)
+        self._follow_idle(model, tracker)
+
+    async def stop_idle(self) -> None:
+        self.workers.cancel_group(self, "idle")  # type: ignore[attr-defined]
+        tracker, self._idle_tracker = self._idle_tracker, None
+        if tracker is not None:
+            with contextlib.suppress(HistoryError):
+                await tracker.close()
+
+    @work(group="idle", exclusive=True)
+    async def _follow_idle(self, model: Any, tracker: IdleTracker) -> None:
+        try:
+            await tracker.open()
+        except HistoryError as error:
+            self.notify(f"{error}; the samples are kept in memory only", severity="warning", timeout=15, markup=False)  # type: ignore[attr-defined]
+            tracker.store.history = None  # nothing to write
+        unhook = tracker.follow(model.metrics)
+        try:
+            await model.wait_synced(30, kinds=("pods",))  # figures for the pods there are, not for none
+            while True:
+                tracker.store.changed.clear()
+                try:
+                    self.idle_view = await tracker.refresh(await self._holders(model))
+                except HistoryError as error:  # the store keeps the samples in memory from now on
+                    self.notify(f"{error}; the samples are kept in memory only", severity="warning", timeout=15, markup=False)  # type: ignore[attr-defined]
+                self.idle_changed()
+                if self.idle_view is not None and self.idle_view.source == PROMETHEUS:
+                    await asyncio.sleep(IDLE_REFRESH)
+                    continue
+                with contextlib.suppress(asyncio.TimeoutError):  # the samples' figures follow the reads
+                    await asyncio.wait_for(tracker.store.changed.wait(), IDLE_REFRESH)
+                await asyncio.sleep(IDLE_COALESCE)
+        finally:
+            unhook()
+
+    @staticmethod
+    async def _holders(model: Any) -> list:
+        """kube/idle.py's holders, a slice of the pods at a time between yields to the loop."""
+        pods, out = list(model.pods.records.values()), []
+        for start in range(0, len(pods), SLICE):
+            if start:
+                await asyncio.sleep(0)
+            out.extend(holders(model, pods=pods[start:start + SLICE]))
+        return out
+
+    def idle_changed(self) -> None:
+        """New figures: the pod rows and the top screen follow (the coalesced refresh)."""
+        stale = getattr(self, "_stale_pods", None)
+        if stale is not None:
+            stale.update(getattr(self, "_pod_view", {}))
+        self._request("pods")  # type: ignore[attr-defined]
