@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -69,6 +70,32 @@ async def shoot(kubeconfig: str, out: Path) -> list[Path]:
     return written
 
 
+async def shoot_fleet(kubeconfig: str, contexts: list[str], out: Path) -> Path:
+    from gputui.ui.fleet import FleetScreen  # noqa: PLC0415
+
+    app = make_app(kubeconfig, fleet=contexts, clock=NOW.timestamp)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen) and all(
+            row.known or row.state in ("unreachable", "unauthorized") for row in app.fleet.rows()))
+        await pilot.pause(1.5)
+        path = Path(app.save_screenshot("fleet.svg", str(out)))
+        await pilot.press("q")
+    return path
+
+
+def fleet_kubeconfig(clusters: dict[str, BackgroundCluster], out: Path) -> str:
+    """The demo and the GPU stack scenarios as a fleet, with one context whose server is down."""
+    import yaml  # noqa: PLC0415
+
+    from gputui.sim.cluster import kubeconfig_for, merged_kubeconfig  # noqa: PLC0415
+
+    docs = {name: kubeconfig_for(c.sim.url) for name, c in clusters.items()}
+    docs["lab-eu"] = kubeconfig_for("https://127.0.0.1:9")  # discard port: refused
+    path = out / "kubeconfig"
+    path.write_text(yaml.safe_dump(merged_kubeconfig(docs)))
+    return str(path)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(Path(__file__).resolve().parent.parent / "screenshots"))
@@ -78,6 +105,10 @@ def main() -> int:
     with BackgroundCluster(scenario=demo.build(now=NOW)) as cluster:
         for path in asyncio.run(shoot(str(cluster.kubeconfig_path), out)):
             print(path)
+        with BackgroundCluster(scenario="gpu-operator-healthy") as inference, \
+                BackgroundCluster(scenario="operator-driver-crashloop") as staging, tempfile.TemporaryDirectory() as tmp:
+            clusters = {"training-us": cluster, "inference-us": inference, "staging": staging}
+            print(asyncio.run(shoot_fleet(fleet_kubeconfig(clusters, Path(tmp)), [*clusters, "lab-eu"], out)))
     return 0
 
 

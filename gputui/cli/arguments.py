@@ -20,3 +20,63 @@ def whole_number(minimum: int, maximum: int | None = None, what: str = "") -> Ca
         return value
 
     return parse
+
+
+def add_namespace_arg(parser: argparse.ArgumentParser, *, subcommand: bool = False) -> None:
+    """-n/--namespace NS, repeatable, into `namespaces`. A subcommand's copy leaves the main parser's
+    value alone when not given (`gputui -n ml report` works too)."""
+    parser.add_argument(
+        "-n", "--namespace", dest="namespaces", metavar="NAMESPACE", action="append", default=argparse.SUPPRESS if subcommand else [],
+        help="show only this namespace's GPU pods (repeatable; node figures still count every pod gputui may read); "
+        "where to read pods when they cannot be listed cluster-wide (default: the context's namespace, then the config file's namespaces)",
+    )
+
+
+def add_fleet_args(parser: argparse.ArgumentParser) -> None:
+    """--all-contexts / --contexts: several clusters at once (the Fleet screen, or a report per cluster)."""
+    parser.add_argument("--all-contexts", action="store_true", help="every context of the kubeconfig, as a fleet")
+    parser.add_argument("--contexts", metavar="A,B,...", help="these contexts as a fleet (names or globs such as 'prod-*')")
+
+
+def fleet_contexts(args: argparse.Namespace, configured: list[str] | tuple[str, ...] = ()) -> list[str] | None:
+    """The contexts to open as a fleet, in kubeconfig order: --all-contexts, --contexts, else the
+    config file's `fleet` list unless --context picks one cluster; None: one cluster.
+    ConnectError (gputui.kube.config) for an unreadable kubeconfig, a name it lacks or a clash of flags."""
+    from gputui.kube.config import ConnectError, context_names  # noqa: PLC0415
+    from gputui.kube.fleet import FleetError, choose_contexts  # noqa: PLC0415
+
+    wanted: list[str] | None = None
+    if args.all_contexts:
+        wanted = ["*"]
+    elif args.contexts:
+        wanted = [name.strip() for name in args.contexts.split(",") if name.strip()]
+    if wanted is not None and args.context:
+        raise ConnectError("--context picks one cluster; --contexts and --all-contexts a fleet: give one of them")
+    if wanted is None and configured and not args.context:
+        wanted = list(configured)
+    if wanted is None:
+        return None
+    try:
+        return choose_contexts(context_names(args.kubeconfig), wanted)
+    except FleetError as error:
+        raise ConnectError(str(error)) from None
+
+
+def add_dump_args(parser: argparse.ArgumentParser) -> None:
+    """--from: a dump of a cluster instead of a live one (gputui.sim.dump serves it as it was)."""
+    parser.add_argument(
+        "--from", dest="dump", metavar="PATH", nargs="+", action="extend", default=None,
+        help="diagnose a dump instead of a cluster, offline and read-only: a YAML or JSON List as `kubectl get ... -A "
+             "-o yaml` prints it, several files, or a directory of them such as the GPU Operator's must-gather writes "
+             "(repeatable; a dump has no DCGM metrics)",
+    )
+
+
+def dump_clash(args: argparse.Namespace) -> str | None:
+    """Why --from cannot go with the other flags given (a dump is not a live cluster), or None."""
+    flags = (("--kubeconfig", "kubeconfig"), ("--context", "context"), ("--contexts", "contexts"),
+             ("--all-contexts", "all_contexts"), ("--demo", "demo"), ("--prometheus", "prometheus"))
+    given = [flag for flag, name in flags if getattr(args, name, None)]
+    if not getattr(args, "dump", None) or not given:
+        return None
+    return f"--from reads a dump, not a cluster: it does not go with {', '.join(given)}"

@@ -1,0 +1,302 @@
+"""The fleet: one cluster per kubeconfig context, each with its own connection, credentials, watches and
+back-off, summarised as one row each.
+
+    fleet = Fleet(["prod-a", "prod-b"], connector, max_live=8)
+    await fleet.start()
+    fleet.row("prod-a")            # ClusterRow: state, totals (None until known), problems, pending, stack
+    fleet.take_dirty()             # the contexts whose rows changed since the last call (coalesced)
+    await fleet.view("prod-b")     # (Connection, ClusterModel) once live: drilling into the cluster
+    await fleet.stop()
+
+At most `max_live` clusters are watched; the others are summarised from a fresh list every
+`summary_interval` seconds, and viewing one makes it live in place of the least recently viewed.
+One cluster that is unreachable, slow or refuses the credentials has its own state and never
+holds the others back.
+"""
+from __future__ import annotations
+
+import asyncio
+import fnmatch
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Iterable
+
+from . import gpu
+from .config import ConnectError, Connection, Forbidden, Unauthorized, check
+from .model import NODES, PODS, ClusterModel
+from .watch import LIVE as WATCH_LIVE
+
+log = logging.getLogger(__name__)
+
+MAX_LIVE = 8
+SUMMARY_INTERVAL = 180.0
+SUMMARY_SYNC_TIMEOUT = 60.0
+BACKOFF = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
+
+CONNECTING, SYNCING, LIVE, SUMMARY = "connecting", "syncing", "live", "summary"
+UNREACHABLE, UNAUTHORIZED, FORBIDDEN = "unreachable", "unauthorized", "forbidden"
+TROUBLE = (UNREACHABLE, UNAUTHORIZED, FORBIDDEN)
+
+Connector = Callable[[str], Awaitable[Connection]]
+
+
+@dataclass(frozen=True)
+class ClusterRow:
+    """What the Fleet screen shows of one cluster. Figures are None while unknown (never 0)."""
+
+    context: str
+    state: str  # CONNECTING, SYNCING, LIVE, SUMMARY, or one of TROUBLE
+    detail: str = ""  # the state's words: "connection refused", "pods: retrying (HTTP 500)"
+    retry_at: float | None = None  # time.monotonic() of the next try, when in TROUBLE
+    server_version: str = ""
+    totals: dict[str, gpu.Usage] | None = None
+    by_model: dict[str, gpu.Usage] = field(default_factory=dict)
+    gpu_nodes: int | None = None
+    problem_nodes: int | None = None
+    worst: tuple[str, str] | None = None  # the worst problem's code and its node: ("not-ready", "h100-3")
+    pending: int | None = None
+    longest_wait: float | None = None  # seconds the longest-waiting GPU pod has waited
+    stack: str | None = None  # the stack's kind and install: "gpu-operator", "device-plugin (helm)", "none"
+    policy: str | None = None  # the ClusterPolicy's state, when there is one
+    updated: float | None = None  # clock() when the figures were taken
+
+    @property
+    def known(self) -> bool:
+        return self.totals is not None
+
+
+def figures(context: str, model: ClusterModel, now: float) -> dict[str, Any]:
+    """A cluster's row figures from its model; the GPU figures only once nodes and pods are listed."""
+    out: dict[str, Any] = {}
+    stack_known = model.stack_known
+    if stack_known:
+        stack = model.stack()
+        out["stack"] = f"{stack.kind} ({stack.install})" if stack.install and stack.install != "operator" else stack.kind
+        out["policy"] = stack.cluster_policy.state if stack.cluster_policy else None
+    if not (model.pods_known and model.states[NODES].synced):
+        return out
+    summaries = model.node_summaries()
+    gpu_nodes = [s for s in summaries if s.gpu_node]
+    with_problems = [s for s in gpu_nodes if s.problems]
+    worst = min(((gpu.by_severity(s.problems)[0], s.name) for s in with_problems),
+                key=lambda item: gpu.SEVERITY_ORDER.index(item[0].code) if item[0].code in gpu.SEVERITY_ORDER else 99,
+                default=None)
+    by_model: dict[str, gpu.Usage] = {}
+    for s in gpu_nodes:
+        if s.facts.product:
+            for usage in s.usage.values():
+                by_model.setdefault(s.facts.product, gpu.Usage()).add(usage)
+    waiting = [g.pod.created for g in model.gpu_pods() if g.pod.node is None]
+    known_since = [created for created in waiting if created is not None]
+    out.update(
+        totals=gpu.totals(summaries),
+        by_model=dict(sorted(by_model.items())),
+        gpu_nodes=len(gpu_nodes),
+        problem_nodes=len(with_problems),
+        worst=(worst[0].code, worst[1]) if worst else None,
+        pending=len(waiting),
+        longest_wait=max(now - created for created in known_since) if known_since else None,
+        updated=now,
+    )
+    return out
+
+
+def watch_state(model: ClusterModel) -> tuple[str, str]:
+    """(state, detail) of a watched cluster from its required kinds' states."""
+    states = model.states
+    for kind in (NODES, PODS):
+        state = states[kind]
+        if state.phase != WATCH_LIVE:
+            return state.phase, f"{kind}: {state.describe()}"  # syncing, retrying, forbidden, absent
+    return LIVE, ""
+
+
+def trouble(error: ConnectError) -> str:
+    if isinstance(error, Unauthorized):
+        return UNAUTHORIZED
+    if isinstance(error, Forbidden):
+        return FORBIDDEN
+    return UNREACHABLE
+
+
+class FleetError(Exception):
+    """The contexts asked for cannot be chosen (a name the kubeconfig lacks, a glob that matches none)."""
+
+
+def choose_contexts(available: list[str], wanted: Iterable[str]) -> list[str]:
+    """The kubeconfig's contexts that `wanted` names (exact names or globs such as `prod-*`), in
+    kubeconfig order, each once."""
+    chosen: set[str] = set()
+    for pattern in wanted:
+        matches = [name for name in available if fnmatch.fnmatchcase(name, pattern)]
+        if not matches:
+            known = ", ".join(available) or "none"
+            what = "matches no context" if any(c in pattern for c in "*?[") else "is not a context"
+            raise FleetError(f"{pattern!r} {what} in the kubeconfig (contexts: {known})")
+        chosen.update(matches)
+    return [name for name in available if name in chosen]
+
+
+class Member:
+    """One cluster of the fleet: watched (`live`) or summarised now and then."""
+
+    def __init__(self, fleet: "Fleet", context: str, live: bool) -> None:
+        self.fleet = fleet
+        self.context = context
+        self.live = live
+        self.viewed = 0.0  # time.monotonic() when last viewed
+        self.conn: Connection | None = None
+        self.model: ClusterModel | None = None
+        self.row = ClusterRow(context, CONNECTING)
+        self.ready = asyncio.Event()  # set while conn and model are up (live members)
+        self._task: asyncio.Task | None = None
+        self._unsubscribe: Callable[[], None] | None = None
+
+    def start(self) -> None:
+        run = self._watch if self.live else self._summarise
+        self._task = asyncio.get_running_loop().create_task(run(), name=f"gputui-fleet-{self.context}")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+        await self._close()
+
+    async def _close(self) -> None:
+        self.ready.clear()
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        model, conn, self.model, self.conn = self.model, self.conn, None, None
+        if model is not None:
+            await model.stop()
+        if conn is not None:
+            await conn.close()
+
+    def _set(self, **changes: Any) -> None:
+        values = {**self.row.__dict__, **changes}
+        self.row = ClusterRow(**values)
+        self.fleet.dirty.add(self.context)
+
+    async def _open(self) -> tuple[Connection, str]:
+        conn = await self.fleet.connector(self.context)
+        try:
+            version = await check(conn)
+        except BaseException:
+            await conn.close()
+            raise
+        return conn, version
+
+    async def _watch(self) -> None:
+        """Connect (with back-off), then keep a model of the cluster; its reflectors retry on their own."""
+        failures = 0
+        while self.model is None:
+            try:
+                self.conn, version = await self._open()
+            except ConnectError as error:
+                delay = BACKOFF[min(failures, len(BACKOFF) - 1)]
+                failures += 1
+                self._set(state=trouble(error), detail=str(error), retry_at=time.monotonic() + delay)
+                await asyncio.sleep(delay)
+                continue
+            self.model = ClusterModel(self.conn.api, resources=self.fleet.resources, **self.fleet.model_options)
+            self._unsubscribe = self.model.subscribe(lambda change: self.fleet.dirty.add(self.context))
+            await self.model.start()
+            self._set(state=SYNCING, detail="", retry_at=None, server_version=version)
+            self.ready.set()
+
+    async def _summarise(self) -> None:
+        """A fresh list every summary_interval: connect, sync once, take the figures, close."""
+        while True:
+            try:
+                conn, version = await self._open()
+            except ConnectError as error:
+                self._set(state=trouble(error), detail=str(error), retry_at=time.monotonic() + self.fleet.summary_interval)
+            else:
+                try:
+                    async with ClusterModel(conn.api, resources=self.fleet.resources, **self.fleet.model_options) as model:
+                        synced = await model.wait_synced(SUMMARY_SYNC_TIMEOUT, kinds=(NODES, PODS))
+                        state, detail = (SUMMARY, "") if synced else watch_state(model)
+                        self._set(state=state, detail=detail, retry_at=None, server_version=version,
+                                  **figures(self.context, model, self.fleet.clock()))
+                finally:
+                    await conn.close()
+            await asyncio.sleep(self.fleet.summary_interval)
+
+    def current(self) -> ClusterRow:
+        """The row now: a watched cluster's figures are taken from its model when asked."""
+        model = self.model
+        if not self.live or model is None:
+            return self.row
+        state, detail = watch_state(model)
+        self.row = ClusterRow(**{**self.row.__dict__, "state": state, "detail": detail,
+                                 **figures(self.context, model, self.fleet.clock())})
+        return self.row
+
+
+class Fleet:
+    def __init__(
+        self, contexts: Iterable[str], connector: Connector, *, max_live: int = MAX_LIVE,
+        summary_interval: float = SUMMARY_INTERVAL, resources: gpu.GpuResources | None = None,
+        model_options: dict[str, Any] | None = None, clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.connector = connector
+        self.max_live = max(1, max_live)
+        self.summary_interval = summary_interval
+        self.resources = resources or gpu.GpuResources()
+        self.model_options = model_options or {}
+        self.clock = clock
+        self.dirty: set[str] = set()
+        names = list(dict.fromkeys(contexts))
+        self.members = {name: Member(self, name, live=i < self.max_live) for i, name in enumerate(names)}
+
+    @property
+    def contexts(self) -> list[str]:
+        return list(self.members)
+
+    async def start(self) -> None:
+        for member in self.members.values():
+            member.start()
+
+    async def stop(self) -> None:
+        await asyncio.gather(*(member.stop() for member in self.members.values()))
+
+    def row(self, context: str) -> ClusterRow:
+        return self.members[context].current()
+
+    def rows(self) -> list[ClusterRow]:
+        return [member.current() for member in self.members.values()]
+
+    def take_dirty(self) -> set[str]:
+        dirty, self.dirty = self.dirty, set()
+        return dirty
+
+    def live_count(self) -> int:
+        return sum(1 for member in self.members.values() if member.live)
+
+    async def view(self, context: str, timeout: float | None = None) -> tuple[Connection, ClusterModel] | None:
+        """Make the cluster live (the least recently viewed live one is summarised instead when the
+        cap is reached) and return its connection and model once connected; None on timeout."""
+        member = self.members[context]
+        member.viewed = time.monotonic()
+        if not member.live:
+            live = [m for m in self.members.values() if m.live]
+            if len(live) >= self.max_live:
+                await self._switch(min(live, key=lambda m: m.viewed), live=False)
+            await self._switch(member, live=True)
+        try:
+            await asyncio.wait_for(member.ready.wait(), timeout)
+        except (TimeoutError, asyncio.TimeoutError):
+            return None
+        assert member.conn is not None and member.model is not None
+        return member.conn, member.model
+
+    async def _switch(self, member: Member, live: bool) -> None:
+        await member.stop()
+        member.live = live
+        member.start()
