@@ -1,6 +1,8 @@
 """gputui's config file: `$XDG_CONFIG_HOME/gputui/config.toml` (default `~/.config/gputui/config.toml`).
 
     read_only = true                 # no verification pods, in the app and in `gputui verify`
+    namespaces = ["ml", "research"]  # where to read pods, events and DaemonSets when they cannot be
+                                     # listed cluster-wide (after the context's namespace; -n replaces both)
 
     [verify]
     image = "registry.example.com/nvidia/cuda:12.4.0-base-ubuntu22.04"
@@ -14,6 +16,17 @@
     reads_per_minute = 600           # at most this many background exporter reads a minute (round-robin beyond)
     concurrency = 8                  # exporter reads at once
 
+    [idle]                           # idle allocated GPUs (the Idle GPUs view, the report's "idle")
+    window = 3600                    # seconds of use the figures cover
+    threshold = 5                    # percent: a GPU used less is idle
+    prometheus = "monitoring/prometheus-k8s:9090"  # NAMESPACE/SERVICE[:PORT] through the API server, or an
+                                     # http(s):// URL; "" for none: gputui's own samples of the exporters
+    history = "~/.local/state/gputui/idle.sqlite"  # keep those samples across restarts (default: in memory only)
+
+    [fleet]                          # with no --context: open these contexts as a fleet (the Fleet screen)
+    contexts = ["prod-*", "staging"] # names or globs, in the kubeconfig's order
+    live = 8                         # clusters watched at once; the others summarised every few minutes
+
 `--config PATH` or `GPUTUI_CONFIG` name another file (which must then exist);
 flags override the file. Unknown settings are errors, so a typo is not
 silently ignored. No Textual here: the headless commands read it too.
@@ -22,19 +35,28 @@ from __future__ import annotations
 
 import argparse
 import os
-import tomllib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .kube import verify as v
+if TYPE_CHECKING:
+    from .kube.idle import IdleSettings
+    from .kube.verify import VerifyOptions
 
 ENV_VAR = "GPUTUI_CONFIG"
 MAX_TIMEOUT = 86_400.0
 # kube/metrics.py's defaults (not imported: it loads the client; tests/test_config.py checks they agree)
 DEFAULT_METRICS_INTERVAL, DEFAULT_READS_PER_MINUTE, DEFAULT_CONCURRENCY = 60.0, 600, 8
 DEFAULT_EXEC_TIMEOUT = 60.0  # kube/credentials.py's EXEC_TIMEOUT (tests/test_config.py checks they agree)
+# kube/verify/options.py's (not imported: it loads the whole verification; tests/test_config.py checks they agree)
+DEFAULT_VERIFY_IMAGE, DEFAULT_VERIFY_TIMEOUT = "nvidia/cuda:12.4.0-base-ubuntu22.04", 120.0
+# kube/idle.py's (not imported: it loads the client; tests/test_config.py checks they agree)
+DEFAULT_IDLE_WINDOW, DEFAULT_IDLE_THRESHOLD, DEFAULT_PROMETHEUS = 3600.0, 5.0, "monitoring/prometheus-k8s:9090"
+MIN_IDLE_WINDOW, MAX_IDLE_WINDOW = 10.0, 7 * 86_400.0
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
+PROMETHEUS_SERVICE = re.compile(rf"{_DNS_LABEL}/(https?:)?{_DNS_LABEL}(:[a-z0-9]([-a-z0-9]*[a-z0-9])?)?")
 
 
 class ConfigError(Exception):
@@ -70,12 +92,39 @@ class MetricsConfig:
 
 
 @dataclass(frozen=True)
+class IdleConfig:
+    """The `[idle]` table: idle allocated GPUs."""
+
+    window: float = DEFAULT_IDLE_WINDOW
+    threshold: float = DEFAULT_IDLE_THRESHOLD
+    prometheus: str | None = DEFAULT_PROMETHEUS  # None: none, the exporters' samples only
+    history: str | None = None
+
+    def settings(self, prometheus: str | None = None, history: str | None = None) -> IdleSettings:
+        """kube/idle.py's settings: a flag's value where given (not None; --prometheus "" for none), else the file's."""
+        from .kube.idle import IdleSettings  # noqa: PLC0415  (only the model needs it)
+
+        chosen = self.prometheus if prometheus is None else prometheus or None
+        return IdleSettings(window=self.window, threshold=self.threshold, prometheus=chosen, history=history or self.history)
+
+
+def prometheus_target(text: str) -> str:
+    """A Prometheus to ask: `NAMESPACE/SERVICE[:PORT]` or an http(s):// URL (or "" for none); ValueError if neither."""
+    if text == "" or text.startswith(("http://", "https://")) and len(text) > len("https://") or PROMETHEUS_SERVICE.fullmatch(text):
+        return text
+    raise ValueError(f"expected NAMESPACE/SERVICE[:PORT] (e.g. {DEFAULT_PROMETHEUS}), an http(s):// URL or \"\" for none, not {_shown(text)}")
+
+
+@dataclass(frozen=True)
 class Config:
     read_only: bool = False
     exec_timeout: float = DEFAULT_EXEC_TIMEOUT  # seconds a kubeconfig's exec credential plugin may take
     verify: VerifyConfig = field(default_factory=VerifyConfig)
     path: Path | None = None  # the file read; None when there was none
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    namespaces: tuple[str, ...] = ()  # to read one by one when a kind is forbidden cluster-wide
+    idle: IdleConfig = field(default_factory=IdleConfig)
+    fleet: FleetConfig = field(default_factory=lambda: FleetConfig())
 
     def verify_options(
         self,
@@ -86,14 +135,16 @@ class Config:
         runtime_class: str | None = None,
         timeout: float | None = None,
         **other: Any,
-    ) -> v.VerifyOptions:
+    ) -> VerifyOptions:
         """Verification options: a flag's value where given (not None), else the file's, else the default."""
+        from .kube.verify import VerifyOptions  # noqa: PLC0415  (only verification needs it)
+
         file = self.verify
-        return v.VerifyOptions(
-            image=image or file.image or v.DEFAULT_IMAGE,
+        return VerifyOptions(
+            image=image or file.image or DEFAULT_VERIFY_IMAGE,
             resource=resource or file.resource,
             runtime_class=runtime_class or file.runtime_class,
-            timeout=timeout or file.timeout or v.DEFAULT_TIMEOUT,
+            timeout=timeout or file.timeout or DEFAULT_VERIFY_TIMEOUT,
             read_only=self.read_only if read_only is None else read_only,
             **other,
         )
@@ -110,6 +161,29 @@ def add_config_args(parser: argparse.ArgumentParser, *, subcommand: bool = False
     parser.add_argument(
         "--read-only", action=argparse.BooleanOptionalAction, default=default,
         help="create nothing in the cluster: verification is disabled (default: the config file's read_only, else off)",
+    )
+
+
+def add_idle_args(parser: argparse.ArgumentParser, *, subcommand: bool = False) -> None:
+    """--prometheus and --history (the config file's [idle] prometheus and history); a subcommand's copies
+    leave the main parser's values alone when not given."""
+    default: Any = argparse.SUPPRESS if subcommand else None
+
+    def target(text: str) -> str:
+        try:
+            return prometheus_target(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    parser.add_argument(
+        "--prometheus", metavar="URL|NS/SERVICE:PORT", type=target, default=default,
+        help=f"the Prometheus that scrapes the DCGM exporters, for idle GPUs: an http(s):// URL, or a service reached "
+        f"through the API server; \"\" for none (default: the config file's [idle] prometheus, else {DEFAULT_PROMETHEUS})",
+    )
+    parser.add_argument(
+        "--history", metavar="PATH", default=default,
+        help="keep gputui's own samples of the exporters in this SQLite file, so that idle figures survive restarts "
+        "(default: the config file's [idle] history, else in memory only)",
     )
 
 
@@ -137,6 +211,8 @@ def load_config(explicit: str | None = None, environ: Mapping[str, str] | None =
         return Config()
     except OSError as e:
         raise ConfigError(f"config {path}: cannot read it: {e.strerror or e}") from None
+    import tomllib  # noqa: PLC0415  (only with a file to read: most runs have none)
+
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
@@ -146,9 +222,13 @@ def load_config(explicit: str | None = None, environ: Mapping[str, str] | None =
     return parse_config(data, path)
 
 
-_TOP_KEYS = ("read_only", "exec_timeout", "verify", "metrics")
+_TOP_KEYS = ("read_only", "exec_timeout", "verify", "metrics", "namespaces", "idle", "fleet")
+_FLEET_KEYS = ("contexts", "live")
+DEFAULT_FLEET_LIVE = 8  # kube/fleet.py's MAX_LIVE (tests/test_config.py checks they agree)
+NAMESPACE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")  # a DNS-1123 label, as Kubernetes names namespaces
 _VERIFY_KEYS = ("image", "namespace", "runtime_class", "timeout", "resource")
 _METRICS_KEYS = ("interval", "reads_per_minute", "concurrency")
+_IDLE_KEYS = ("window", "threshold", "prometheus", "history")
 MAX_READS_PER_MINUTE = 60_000
 MAX_CONCURRENCY = 64
 
@@ -183,7 +263,60 @@ def parse_config(data: Mapping[str, Any], path: Path | None = None) -> Config:
     if isinstance(exec_timeout, bool) or not isinstance(exec_timeout, (int, float)) or not 0 < exec_timeout <= MAX_TIMEOUT:
         raise bad(f"exec_timeout must be a number of seconds between 0 and {MAX_TIMEOUT:g}, not {_shown(exec_timeout)}")
     return Config(read_only=read_only, exec_timeout=float(exec_timeout), verify=VerifyConfig(timeout=timeout, **texts), path=path,
-                  metrics=_metrics(data, bad))
+                  metrics=_metrics(data, bad), namespaces=_namespaces(data, bad), idle=_idle(data, bad), fleet=_fleet(data, bad))
+
+
+def _idle(data: Mapping[str, Any], bad: Any) -> IdleConfig:
+    table = data.get("idle", {})
+    if not isinstance(table, dict):
+        raise bad(f"idle must be a table ([idle]), not {_shown(table)}")
+    _no_unknown(table, _IDLE_KEYS, "idle.", bad)
+    window = table.get("window", DEFAULT_IDLE_WINDOW)
+    if isinstance(window, bool) or not isinstance(window, (int, float)) or not MIN_IDLE_WINDOW <= window <= MAX_IDLE_WINDOW:
+        raise bad(f"idle.window must be a number of seconds between {MIN_IDLE_WINDOW:g} and {MAX_IDLE_WINDOW:g}, not {_shown(window)}")
+    threshold = table.get("threshold", DEFAULT_IDLE_THRESHOLD)
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 < threshold <= 100:
+        raise bad(f"idle.threshold must be a percent above 0 and at most 100, not {_shown(threshold)}")
+    prometheus = table.get("prometheus", DEFAULT_PROMETHEUS)
+    try:
+        if not isinstance(prometheus, str):
+            raise ValueError(f"expected a string, not {_shown(prometheus)}")
+        prometheus_target(prometheus)
+    except ValueError as e:
+        raise bad(f"idle.prometheus: {e}") from None
+    history = table.get("history")
+    if history is not None and (not isinstance(history, str) or not history.strip()):
+        raise bad(f"idle.history must be a file's path, not {_shown(history)}")
+    return IdleConfig(window=float(window), threshold=float(threshold), prometheus=prometheus or None, history=history)
+
+
+@dataclass(frozen=True)
+class FleetConfig:
+    """The `[fleet]` table: contexts opened as a fleet when none is chosen on the command line."""
+
+    contexts: tuple[str, ...] = ()
+    live: int = DEFAULT_FLEET_LIVE
+
+
+def _fleet(data: Mapping[str, Any], bad: Any) -> FleetConfig:
+    table = data.get("fleet", {})
+    if not isinstance(table, dict):
+        raise bad(f"fleet must be a table ([fleet]), not {_shown(table)}")
+    _no_unknown(table, _FLEET_KEYS, "fleet.", bad)
+    contexts = table.get("contexts", [])
+    if not isinstance(contexts, list) or not all(isinstance(c, str) and c.strip() and c == c.strip() for c in contexts):
+        raise bad(f"fleet.contexts must be a list of context names or globs, not {_shown(contexts)}")
+    live = table.get("live", DEFAULT_FLEET_LIVE)
+    if isinstance(live, bool) or not isinstance(live, int) or not 1 <= live <= 1000:
+        raise bad(f"fleet.live must be a whole number from 1 to 1000, not {_shown(live)}")
+    return FleetConfig(tuple(dict.fromkeys(contexts)), live)
+
+
+def _namespaces(data: Mapping[str, Any], bad: Any) -> tuple[str, ...]:
+    names = data.get("namespaces", [])
+    if not isinstance(names, list) or not all(isinstance(n, str) and NAMESPACE_NAME.fullmatch(n) for n in names):
+        raise bad(f"namespaces must be a list of namespace names (lowercase letters, digits and '-'), not {_shown(names)}")
+    return tuple(dict.fromkeys(names))
 
 
 def _metrics(data: Mapping[str, Any], bad: Any) -> MetricsConfig:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -73,7 +74,9 @@ def test_flags_override_the_file(tmp_path):
     ("text", "message"),
     [
         ("read_only = 1", "read_only must be true or false, not 1"),
-        ("readonly = true", "unknown setting readonly (known: read_only, exec_timeout, verify, metrics)"),
+        ("readonly = true", "unknown setting readonly (known: read_only, exec_timeout, verify, metrics, namespaces, idle, fleet)"),
+        ("namespaces = 'ml'", "namespaces must be a list of namespace names (lowercase letters, digits and '-'), not 'ml'"),
+        ("namespaces = ['ml', 'Team A']", "namespaces must be a list of namespace names (lowercase letters, digits and '-'), not ['ml', 'Team A']"),
         ("exec_timeout = 0", "exec_timeout must be a number of seconds between 0 and 86400, not 0"),
         ("exec_timeout = '60'", "exec_timeout must be a number of seconds between 0 and 86400, not '60'"),
         ("[verify]\nimag = 'x'", "unknown setting verify.imag (known: verify.image, verify.namespace, verify.runtime_class, verify.timeout, verify.resource)"),
@@ -158,8 +161,84 @@ def test_the_defaults_written_twice_agree():
     assert config.DEFAULT_EXEC_TIMEOUT == credentials.EXEC_TIMEOUT
     assert (config.DEFAULT_METRICS_INTERVAL, config.DEFAULT_READS_PER_MINUTE, config.DEFAULT_CONCURRENCY) == (
         metrics.DEFAULT_BACKGROUND_INTERVAL, metrics.DEFAULT_READS_PER_MINUTE, metrics.DEFAULT_CONCURRENCY)
+    assert (config.DEFAULT_VERIFY_IMAGE, config.DEFAULT_VERIFY_TIMEOUT) == (v.DEFAULT_IMAGE, v.DEFAULT_TIMEOUT)
+    from gputui.kube import fleet
+
+    assert config.DEFAULT_FLEET_LIVE == fleet.MAX_LIVE
+
+
+def test_the_fleet_table():
+    from gputui.config import ConfigError, parse_config
+
+    parsed = parse_config({"fleet": {"contexts": ["prod-*", "staging", "prod-*"], "live": 3}}).fleet
+    assert parsed.contexts == ("prod-*", "staging") and parsed.live == 3
+    assert parse_config({}).fleet.contexts == () and parse_config({}).fleet.live == 8
+    for bad, words in (({"live": 0}, "fleet.live must be a whole number from 1 to 1000, not 0"),
+                       ({"contexts": "prod-*"}, "fleet.contexts must be a list of context names or globs"),
+                       ({"contexts": [" a"]}, "fleet.contexts must be a list"),
+                       ({"colour": 1}, "fleet.colour")):
+        with pytest.raises(ConfigError, match=re.escape(words)):
+            parse_config({"fleet": bad})
 
 
 def test_exec_timeout_is_read(tmp_path):
     assert load_config(str(write(tmp_path, "exec_timeout = 15"))).exec_timeout == 15.0
     assert load_config(str(write(tmp_path, ""))).exec_timeout == 60.0
+
+
+def test_namespaces_to_try_are_read(tmp_path):
+    config = load_config(str(write(tmp_path, "namespaces = ['ml', 'research', 'ml']")))
+    assert config.namespaces == ("ml", "research")  # a repeat is read once
+    assert load_config(str(write(tmp_path, "read_only = false", "empty.toml"))).namespaces == ()
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("idle = 3", "idle must be a table ([idle]), not 3"),
+        ("[idle]\nwindows = 60", "unknown setting idle.windows (known: idle.window, idle.threshold, idle.prometheus, idle.history)"),
+        ("[idle]\nwindow = 5", "idle.window must be a number of seconds between 10 and 604800, not 5"),
+        ("[idle]\nwindow = '1h'", "idle.window must be a number of seconds between 10 and 604800, not '1h'"),
+        ("[idle]\nthreshold = 0", "idle.threshold must be a percent above 0 and at most 100, not 0"),
+        ("[idle]\nthreshold = 101", "idle.threshold must be a percent above 0 and at most 100, not 101"),
+        ("[idle]\nprometheus = 'prometheus-k8s'", "idle.prometheus: expected NAMESPACE/SERVICE[:PORT]"),
+        ("[idle]\nprometheus = 'Monitoring/prom:9090'", "idle.prometheus: expected NAMESPACE/SERVICE[:PORT]"),
+        ("[idle]\nprometheus = 9090", "idle.prometheus: expected a string, not 9090"),
+        ("[idle]\nhistory = ''", "idle.history must be a file's path, not ''"),
+    ],
+)
+def test_bad_idle_settings_name_the_setting(tmp_path, text, message):
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as caught:
+        load_config(str(path))
+    assert str(caught.value).startswith(f"config {path}: {message}")
+
+
+def test_idle_settings_are_read_and_flags_override_them(tmp_path):
+    from gputui.kube.idle import IdleSettings
+
+    assert load_config(str(write(tmp_path, ""))).idle.settings() == IdleSettings()
+    text = "[idle]\nwindow = 600\nthreshold = 2.5\nprometheus = 'monitoring/https:prometheus-k8s:web'\nhistory = '~/idle.sqlite'\n"
+    idle = load_config(str(write(tmp_path, text))).idle
+    assert idle.settings() == IdleSettings(600.0, 2.5, "monitoring/https:prometheus-k8s:web", "~/idle.sqlite")
+    assert idle.settings("http://127.0.0.1:9090", "/tmp/h.sqlite") == IdleSettings(600.0, 2.5, "http://127.0.0.1:9090", "/tmp/h.sqlite")
+    assert idle.settings("").prometheus is None  # --prometheus "": none
+    assert load_config(str(write(tmp_path, "[idle]\nprometheus = ''\n"))).idle.settings().prometheus is None
+
+
+def test_prometheus_and_history_flags_before_or_after_report(tmp_path):
+    parser = build_parser()
+    args = parser.parse_args(["--prometheus", "http://prom:9090", "report", "--history", str(tmp_path / "h")])
+    assert (args.prometheus, args.history) == ("http://prom:9090", str(tmp_path / "h"))
+    args = parser.parse_args(["report", "--prometheus", "monitoring/prometheus-k8s:9090"])
+    assert args.prometheus == "monitoring/prometheus-k8s:9090" and args.history is None
+    done = _gputui("report", "--prometheus", "prometheus-k8s", env={"HOME": str(tmp_path)})
+    assert done.returncode == 2 and "--prometheus: expected NAMESPACE/SERVICE[:PORT]" in done.stderr
+
+
+def test_the_idle_defaults_written_twice_agree():
+    from gputui import config
+    from gputui.kube import idle
+
+    assert (config.DEFAULT_IDLE_WINDOW, config.DEFAULT_IDLE_THRESHOLD, config.DEFAULT_PROMETHEUS) == (
+        idle.DEFAULT_WINDOW, idle.DEFAULT_THRESHOLD, idle.DEFAULT_PROMETHEUS)

@@ -1,10 +1,9 @@
-"""`gputui` with no subcommand: open the app on a kubeconfig context, or on the demo cluster.
+"""`gputui` with no subcommand: open the app on a kubeconfig context, on the demo cluster, or on a dump (--from).
 
-Kept free of Textual and of the Kubernetes client at import time: the parser
-reads the flags from here, and only `run` loads the UI. The kubeconfig is read
-and its context chosen before the app starts (a bad one is one line on stderr,
-no screen); connecting, and the client's import, happen in the app, after its
-first frame.
+Its flags are the `gputui` command's own (cli/main.py defines them); only
+`run` loads the UI. The kubeconfig is read and its context chosen before the
+app starts (a bad one is one line on stderr, no screen); connecting, and the
+client's import, happen in the app, after its first frame.
 """
 from __future__ import annotations
 
@@ -12,25 +11,9 @@ import argparse
 import sys
 from typing import Any
 
-from gputui.config import ConfigError, add_config_args, load_config
-from gputui.kube.config import ConnectError, add_connection_args, resolve
-
-
-def add_app_args(parser: argparse.ArgumentParser) -> None:
-    add_connection_args(parser)
-    add_config_args(parser)
-    parser.add_argument(
-        "--demo",
-        action="store_true",
-        help="start the simulated demo cluster on loopback and open the app on it",
-    )
-    parser.add_argument(
-        "--resource",
-        metavar="NAME",
-        action="append",
-        default=[],
-        help="also count this extended resource as a GPU (e.g. amd.com/gpu); repeatable",
-    )
+from gputui.cli.arguments import dump_clash, fleet_contexts
+from gputui.config import ConfigError, load_config
+from gputui.kube.config import ConnectError, resolve
 
 
 def run(args: argparse.Namespace) -> int:
@@ -41,6 +24,8 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as error:
         print(f"gputui: {error}", file=sys.stderr)
         return 2
+    if args.dump:
+        return _run_dump(args, config)
     if not args.demo:
         try:
             resolve(args.kubeconfig, args.context)  # cheap: a bad kubeconfig or context fails here, before any screen
@@ -49,7 +34,14 @@ def run(args: argparse.Namespace) -> int:
             return 2
     verify = verify_settings(config, args.read_only)
     if not args.demo:
-        return _run_app(make_app(args.kubeconfig, args.context, args.resource, verify=verify, metrics=config.metrics.model_options()))
+        try:
+            fleet = fleet_contexts(args, config.fleet.contexts)
+        except ConnectError as error:
+            print(f"gputui: {error}", file=sys.stderr)
+            return 2
+        return _run_app(make_app(args.kubeconfig, args.context, args.resource, verify=verify, metrics=config.metrics.model_options(),
+                                 idle=config.idle.settings(args.prometheus, args.history), fleet=fleet, max_live=config.fleet.live,
+                                 namespaces=args.namespaces, fallback_namespaces=config.namespaces))
     from gputui.ui.demo import BackgroundCluster  # noqa: PLC0415
 
     # The app draws its first frame, then its connector starts the simulator
@@ -61,9 +53,34 @@ def run(args: argparse.Namespace) -> int:
         return demo.wait_ready()
 
     try:
-        return _run_app(make_app(None, None, args.resource, kubeconfig_from=started_demo, verify=verify, metrics=config.metrics.model_options()))
+        return _run_app(make_app(None, None, args.resource, kubeconfig_from=started_demo, verify=verify, metrics=config.metrics.model_options(),
+                                 idle=config.idle.settings(args.prometheus, args.history),
+                                 namespaces=args.namespaces, fallback_namespaces=config.namespaces))
     finally:
         demo.stop()
+
+
+def _run_dump(args: argparse.Namespace, config: Any) -> int:
+    """--from: the app on a dump, served as it was dumped (ui/demo.py's dump_app); an unreadable dump is one
+    line before any screen."""
+    from gputui.sim.dump import Dump  # noqa: PLC0415
+    from gputui.sim.scenarios import ScenarioError  # noqa: PLC0415
+    from gputui.ui.demo import dump_app  # noqa: PLC0415
+
+    clash = dump_clash(args)
+    if clash:
+        print(f"gputui: {clash}", file=sys.stderr)
+        return 2
+    try:
+        dump = Dump.read(args.dump)
+    except ScenarioError as error:
+        print(f"gputui: {error}", file=sys.stderr)
+        return 2
+    app, served = dump_app(dump, config, args.resource, namespaces=args.namespaces)
+    try:
+        return _run_app(app)
+    finally:
+        served.stop()
 
 
 def _run_app(app: Any) -> int:

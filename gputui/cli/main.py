@@ -20,10 +20,28 @@ def _top_parser() -> argparse.ArgumentParser:
         description="Where are my GPUs? A live terminal view of a Kubernetes cluster's NVIDIA GPUs.",
     )
     parser.add_argument("--version", action="version", version=f"gputui {__version__}")
-    from . import app  # noqa: PLC0415  (argument definitions only; Textual loads when the app starts)
-
-    app.add_app_args(parser)
+    _add_app_args(parser)
     return parser
+
+
+def _add_app_args(parser: argparse.ArgumentParser) -> None:
+    """The app's flags (cli/app.py runs it); here, so that a subcommand's parser does not import the app's module."""
+    from gputui.config import add_config_args, add_idle_args  # noqa: PLC0415  (`gputui --version` needs neither)
+    from gputui.kube.config import add_connection_args  # noqa: PLC0415
+
+    from gputui.cli.arguments import add_dump_args, add_fleet_args, add_namespace_arg  # noqa: PLC0415
+
+    add_connection_args(parser)
+    add_fleet_args(parser)
+    add_dump_args(parser)
+    add_namespace_arg(parser)
+    add_config_args(parser)
+    add_idle_args(parser)
+    parser.add_argument("--demo", action="store_true", help="start the simulated demo cluster on loopback and open the app on it")
+    parser.add_argument(
+        "--resource", metavar="NAME", action="append", default=[],
+        help="also count this extended resource as a GPU (e.g. amd.com/gpu); repeatable",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:

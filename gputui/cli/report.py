@@ -13,7 +13,8 @@ import asyncio
 import sys
 from typing import Any
 
-from gputui.config import ConfigError, load_config
+from gputui.cli.arguments import add_dump_args, add_fleet_args, add_namespace_arg, dump_clash, fleet_contexts, whole_number
+from gputui.config import ConfigError, add_idle_args, load_config
 from gputui.kube.config import ConnectError, add_connection_args
 
 
@@ -27,17 +28,27 @@ def add_parser(subparsers: Any) -> None:
     )
     parser.add_argument("-o", "--output", choices=("table", "json", "tsv"), default="table", help="output format (default: table)")
     add_connection_args(parser)
-    parser.add_argument("-n", "--namespace", metavar="NAMESPACE", help="list only the GPU pods of this namespace")
+    add_fleet_args(parser)
+    add_dump_args(parser)
+    parser.add_argument("--cluster-timeout", metavar="SECONDS", type=whole_number(1), default=30,
+                        help="with --contexts/--all-contexts: give up on a cluster not read within this (default 30)")
+    add_namespace_arg(parser, subcommand=True)
     parser.add_argument(
         "--resource", metavar="NAME", action="append", default=[],
         help="count this extended resource as a GPU too (repeatable), e.g. amd.com/gpu",
     )
     parser.add_argument(  # the app's --config (given before `report`, it is kept)
         "--config", metavar="PATH", default=argparse.SUPPRESS,
-        help="config file whose [metrics] settings pace the DCGM exporter reads (default: $GPUTUI_CONFIG, "
-        "then $XDG_CONFIG_HOME/gputui/config.toml or ~/.config/gputui/config.toml)",
+        help="config file whose [metrics] settings pace the DCGM exporter reads and whose [idle] settings the idle "
+        "GPUs follow (default: $GPUTUI_CONFIG, then $XDG_CONFIG_HOME/gputui/config.toml or ~/.config/gputui/config.toml)",
     )
+    add_idle_args(parser, subcommand=True)
     parser.set_defaults(run=run)
+
+
+def given_namespaces(args: argparse.Namespace) -> tuple[str, ...]:
+    """-n, before or after `report` (absent when the parser is report's alone)."""
+    return tuple(getattr(args, "namespaces", None) or ())
 
 
 def run(args: argparse.Namespace) -> int:
@@ -50,17 +61,83 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"gputui report: {exc}", file=sys.stderr)
         return 2
-    from gputui.report.contract import collect, has_problems  # noqa: PLC0415  (the model loads once the flags are good)
-    from gputui.report.formats import write_json, write_table, write_tsv  # noqa: PLC0415
+    if args.dump:
+        return run_dump(args, config)
+    try:
+        fleet = fleet_contexts(args, config.fleet.contexts)
+    except ConnectError as exc:
+        print(f"gputui report: {exc}", file=sys.stderr)
+        return 2
+    if fleet is not None:
+        return run_fleet(args, config, fleet)
+    from gputui.report.contract import collect  # noqa: PLC0415  (the model loads once the flags are good)
 
     try:
         data, created = asyncio.run(collect(
-            args.kubeconfig, args.context, args.namespace, frozenset(args.resource),
-            metrics=config.metrics.model_options(), exec_timeout=config.exec_timeout,
+            args.kubeconfig, args.context, given_namespaces(args), frozenset(args.resource),
+            metrics=config.metrics.model_options(), exec_timeout=config.exec_timeout, configured_namespaces=config.namespaces,
+            idle=idle_settings(args, config),
         ))
     except ConnectError as exc:
         print(f"gputui report: {exc}", file=sys.stderr)
         return 2
-    write = {"json": write_json, "tsv": write_tsv, "table": write_table}[args.output]
+    return write_report(args.output, data, created)
+
+
+def idle_settings(args: argparse.Namespace, config: Any) -> Any:
+    """The config file's [idle], with --prometheus and --history (given before or after `report`)."""
+    return config.idle.settings(getattr(args, "prometheus", None), getattr(args, "history", None))
+
+
+def write_report(output: str, data: dict[str, Any], created: Any) -> int:
+    """Print the report in the format asked for; its exit status."""
+    from gputui.report.contract import has_problems  # noqa: PLC0415
+    from gputui.report.formats import write_json, write_table, write_tsv  # noqa: PLC0415
+
+    write = {"json": write_json, "tsv": write_tsv, "table": write_table}[output]
     write(data, sys.stdout, created)
     return 1 if has_problems(data) else 0
+
+
+def run_dump(args: argparse.Namespace, config: Any) -> int:
+    """--from: the dump served on loopback as it was dumped (nothing runs, no metrics), read through the
+    same model and client as a live cluster."""
+    clash = dump_clash(args)
+    if clash:
+        print(f"gputui report: {clash}", file=sys.stderr)
+        return 2
+    from gputui.report.contract import collect  # noqa: PLC0415
+    from gputui.sim.dump import NOT_IN_DUMP, Dump  # noqa: PLC0415  (the simulator loads only for --from)
+    from gputui.sim.scenarios import ScenarioError  # noqa: PLC0415
+
+    try:
+        dump = Dump.read(args.dump)
+    except ScenarioError as exc:
+        print(f"gputui report: {exc}", file=sys.stderr)
+        return 2
+    print(f"gputui report: {dump.context}: {dump.summary()}", file=sys.stderr)
+
+    async def collect_dump() -> Any:
+        async with dump.served() as sim:
+            return await collect(str(sim.kubeconfig_path), None, given_namespaces(args), frozenset(args.resource),
+                                 metrics={**config.metrics.model_options(), "metrics_unavailable": NOT_IN_DUMP})
+
+    try:
+        data, created = asyncio.run(collect_dump())
+    except (ConnectError, OSError) as exc:
+        print(f"gputui report: {dump.context}: {exc}", file=sys.stderr)
+        return 2
+    return write_report(args.output, data, created)
+
+
+def run_fleet(args: argparse.Namespace, config: Any, contexts: list[str]) -> int:
+    """One report per context, read at once; exit status the worst of them."""
+    from gputui.report.fleet import collect_fleet, fleet_exit, write_fleet  # noqa: PLC0415
+
+    fleet, created = asyncio.run(collect_fleet(
+        args.kubeconfig, contexts, timeout=args.cluster_timeout, namespaces=given_namespaces(args), extra=frozenset(args.resource),
+        metrics=config.metrics.model_options(), exec_timeout=config.exec_timeout, configured_namespaces=config.namespaces,
+        idle=idle_settings(args, config),
+    ))
+    write_fleet(fleet, sys.stdout, created, args.output)
+    return fleet_exit(fleet)

@@ -15,7 +15,7 @@ from .records import Event, Node, Pod, parse_count
 
 if TYPE_CHECKING:  # stack.py and dra.py build on this module
     from .dra import ClaimHold, DraDevice
-    from .stack import ComponentState
+    from .stack import ComponentState, NodePlugin
 
 GPU = "nvidia.com/gpu"
 GPU_SHARED = "nvidia.com/gpu.shared"
@@ -49,6 +49,8 @@ OPERATOR_APPS = {
     "nvidia-node-status-exporter": "node-status-exporter",
     "nvidia-cuda-validator": "cuda-validator",
     "nvidia-device-plugin-validator": "plugin-validator",
+    "nvidia-driver-validation": "driver-validation",  # the operator's validation pods before its validator (1.0 to 1.6)
+    "nvidia-device-plugin-validation": "plugin-validation",
     "nvidia-vfio-manager": "vfio-manager",
     "nvidia-cc-manager": "cc-manager",
     "gpu-operator": "gpu-operator",
@@ -158,7 +160,7 @@ def stack_component(labels: dict[str, str]) -> str | None:
     app = labels.get("app")
     if app in OPERATOR_APPS:
         return OPERATOR_APPS[app]
-    if labels.get("app.kubernetes.io/component") == "nvidia-driver":
+    if labels.get("app.kubernetes.io/component") == "nvidia-driver" or is_operator_driver_app(app):
         return "driver"
     named = labels.get("app.kubernetes.io/name")
     if named in _NAMED_APPS:
@@ -169,6 +171,12 @@ def stack_component(labels: dict[str, str]) -> str | None:
     ):
         return app or named or "gpu-operator"
     return None
+
+
+def is_operator_driver_app(app: str | None) -> bool:
+    """The operator names its driver DaemonSets after the OS (`nvidia-driver-daemonset-<rhcos>` on OpenShift,
+    `-<kernel>-<os>` for precompiled drivers) and labels them `app=<name>`."""
+    return app is not None and app.startswith("nvidia-driver-daemonset-")
 
 
 def plugin_install_style(labels: dict[str, str]) -> str | None:
@@ -196,14 +204,18 @@ def plugin_container(pod: Pod) -> str | None:
     return pod.containers[0] if pod.containers else None
 
 
-def choose_plugin_pod(candidates: Iterable[Pod]) -> Pod | None:
-    """The node's current plugin pod: not terminating first, then the newest."""
+def choose_plugin_pod(candidates: Iterable[Pod], *, by_labels: bool = True) -> Pod | None:
+    """The node's current plugin pod: not terminating first, then the newest. `by_labels`: the candidates
+    are any pods, their labels say which are plugin pods; else each is a plugin DaemonSet's current pod
+    (several device plugins: one in trouble comes first, for the verdict and the logs)."""
+    def rank(pod: Pod) -> tuple[bool, bool, float]:
+        return pod.deleted is None, not by_labels and not pod_is_ready(pod), pod.created or 0.0
+
     best: Pod | None = None
     for pod in candidates:
-        if not is_plugin_pod(pod):
+        if by_labels and not is_plugin_pod(pod):
             continue
-        rank = (pod.deleted is None, pod.created or 0.0)
-        if best is None or rank > (best.deleted is None, best.created or 0.0):
+        if best is None or rank(pod) > rank(best):
             best = pod
     return best
 
@@ -218,9 +230,11 @@ def pod_is_ready(pod: Pod) -> bool:
 
 
 def unbound_reason(pod: Pod, events: Iterable[Event] = ()) -> str | None:
-    """Why a pod waits for a node: PodScheduled's message, else the latest FailedScheduling event."""
+    """Why a pod waits for a node: its scheduling gates, else PodScheduled's message, else the latest FailedScheduling event."""
     if pod.node is not None:
         return None
+    if pod.gates:
+        return gated_reason(pod.gates)
     if pod.scheduled_message:
         return pod.scheduled_message
     latest: Event | None = None
@@ -228,6 +242,13 @@ def unbound_reason(pod: Pod, events: Iterable[Event] = ()) -> str | None:
         if ev.reason == "FailedScheduling" and (latest is None or (ev.last or 0) >= (latest.last or 0)):
             latest = ev
     return latest.message if latest is not None else None
+
+
+def gated_reason(gates: tuple[str, ...]) -> str:
+    """`held by scheduling gate kueue.x-k8s.io/admission (owner kueue.x-k8s.io): ...`; a gate's owner is its name's prefix."""
+    named = ", ".join(f"{g} (owner {g.split('/', 1)[0]})" if "/" in g else g for g in gates)
+    several = len(gates) > 1
+    return f"held by scheduling gate{'s' if several else ''} {named}: not scheduled until {'they are' if several else 'it is'} removed"
 
 
 # -- nodes -----------------------------------------------------------------
@@ -413,11 +434,13 @@ def node_problems(
     pods_known: bool = True,
     stack_problems: Iterable[Problem] = (),
     dra: bool = False,
+    plugin_needed: bool = True,
 ) -> list[Problem]:
     """The node's verdicts, worst first (SEVERITY_ORDER), with the GPU stack's and the DCGM
     exporter's (component-failing, several-plugins, xid-errors) among them. Without the pods (403, not synced)
     nothing is said about the plugin pod; nor on a node whose GPUs Dynamic
-    Resource Allocation hands out (`dra`: no device plugin is needed there)."""
+    Resource Allocation hands out (`dra`: no device plugin is needed there), nor where the GPU stack
+    says none is expected now (`plugin_needed`: paused for a MIG change, pre-installed on the host)."""
     problems: list[Problem] = []
     advertised = any(u.capacity for u in usage.values())
     if has_gpu_hardware(node) and not advertised and not dra:
@@ -436,7 +459,7 @@ def node_problems(
         problems.append(ready)
     if node.unschedulable:
         problems.append(Problem("cordoned", "node is cordoned: no new pods are scheduled on it"))
-    if pods_known and not dra and needs_nvidia_plugin(node, usage):
+    if pods_known and not dra and plugin_needed and needs_nvidia_plugin(node, usage):
         plugin_problem = _plugin_problem(plugin)
         if plugin_problem:
             problems.append(plugin_problem)
@@ -456,6 +479,7 @@ class NodeSummary:
     plugin: Pod | None
     gpu_node: bool
     components: dict[str, ComponentState] = field(default_factory=dict)  # GPU nodes: stack.COMPONENTS -> state
+    plugins: tuple[NodePlugin, ...] = ()  # GPU nodes: every device plugin that runs or should run here
     dra_devices: tuple[DraDevice, ...] = ()  # Dynamic Resource Allocation devices, with their holders
 
     @property
@@ -482,17 +506,30 @@ def summarize_node(
     dra_devices: tuple[DraDevice, ...] = (),
     components: dict[str, ComponentState] | None = None,
     stack_problems: Iterable[Problem] = (),
+    plugin_pods: Iterable[Pod] | None = None,
+    plugin_needed: bool = True,
+    plugins: tuple[NodePlugin, ...] = (),
 ) -> NodeSummary:
+    """`plugin_pods`: the current pods of the device plugins that serve the node's NVIDIA GPUs, as the
+    GPU stack found them whoever made them (stack.node_stack), candidates beside the pods labelled as
+    NVIDIA's plugin; None: those labels alone say."""
     usage = node_usage(node, pods_on_node, resources, dra)
-    plugin = choose_plugin_pod(pods_on_node)
+    if plugin_pods is None:
+        plugin = choose_plugin_pod(pods_on_node)
+    else:
+        found = list(plugin_pods)
+        keys = {p.key for p in found}
+        plugin = choose_plugin_pod([*found, *(p for p in pods_on_node if p.key not in keys and is_plugin_pod(p))], by_labels=False)
     return NodeSummary(
         node=node,
         facts=gpu_facts(node),
         usage=usage,
-        problems=node_problems(node, usage, plugin, pods_known=pods_known, stack_problems=stack_problems, dra=bool(dra_devices)),
+        problems=node_problems(node, usage, plugin, pods_known=pods_known, stack_problems=stack_problems,
+                               dra=bool(dra_devices), plugin_needed=plugin_needed),
         plugin=plugin,
         gpu_node=is_gpu_node(node, usage) or bool(dra_devices),
         components=components or {},
+        plugins=plugins,
         dra_devices=dra_devices,
     )
 

@@ -17,7 +17,9 @@ read by `want()` at the fast rate is not read again by the background.
 Per node the poller keeps a `NodeMetrics`: the readings of the last good
 scrape, or why there are none ("exporter not running on this node",
 "forbidden: cannot get pods/proxy in namespace gpu-operator", a parse error),
-and a utilisation history per GPU for sparklines.  Nothing here imports Textual.
+and a utilisation history per GPU for sparklines.  Each good scrape's readings
+also go to the callables in `poller.on_readings` (node, readings, time.time()):
+kube/idle.py's samples.  Nothing here imports Textual.
 """
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 from .client import path
 from .config import describe_network_error, status_message
 from .dcgm import GpuReading, MetricsParseError, UtilisationHistory, parse_metrics
+from .http import HttpError, Timeout
 
 if TYPE_CHECKING:
     from .client import Client
@@ -93,6 +96,7 @@ class MetricsPoller:
         self.background_interval = background_interval
         self.reads_per_minute = reads_per_minute
         self.history = UtilisationHistory(samples=history_samples)
+        self.on_readings: list[Callable[[str, list[GpuReading], float], None]] = []  # called with each good scrape
         self.scrapes = 0  # requests answered (any status), for tests and the UI's status line
         self.requests = 0  # requests sent (answered or not)
         self.bytes_read = 0  # bytes of the answers' bodies
@@ -279,26 +283,27 @@ class MetricsPoller:
             readings, error = await self._scrape(exporter)
         if error is None:
             self.history.record(readings)
-            self._set(node, NodeMetrics(tuple(readings), None, time.time()))
+            at = time.time()
+            for listener in list(self.on_readings):
+                listener(node, readings, at)
+            self._set(node, NodeMetrics(tuple(readings), None, at))
         else:
             previous = self._states.get(node) or NodeMetrics()
             self._set(node, NodeMetrics(previous.readings, error, previous.at))
 
     async def _scrape(self, exporter: Exporter) -> tuple[list[GpuReading], str | None]:
         """(readings, None), or ([], why not) in one line."""
-        import aiohttp  # noqa: PLC0415
-
         namespace, pod = exporter.namespace or "", exporter.pod or ""
         try:
             url = path("v1", "pods", f"{pod}:{self.port}", namespace=namespace, sub="proxy/metrics")
             self.requests += 1
-            resp = await self.api.request("GET", url, timeout=aiohttp.ClientTimeout(total=self.timeout), accept="text/plain, */*")
+            resp = await self.api.request("GET", url, timeout=Timeout(total=self.timeout), accept="text/plain, */*")
             async with resp:
                 body = await resp.read()
             self.bytes_read += len(body)
         except asyncio.TimeoutError:
             return [], f"exporter {namespace}/{pod} did not answer within {self.timeout:g} s"
-        except (aiohttp.ClientError, OSError) as exc:
+        except (HttpError, OSError) as exc:
             return [], describe_network_error(exc)
         self.scrapes += 1
         if resp.status == 403:

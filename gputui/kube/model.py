@@ -4,14 +4,20 @@ live by one reflector each, with the GPU summary on top.
     model = ClusterModel(conn.api)
     unsubscribe = model.subscribe(on_change)   # on_change(Change) per applied event
     await model.start(); await model.wait_synced()
-    model.node_summaries(); model.totals(); model.gpu_pods(node="n1")
+    model.node_summaries(); model.totals(); model.gpu_pods(node="n1"); model.fit()
     await model.stop()
 
 Kept pods: those with a GPU request that are not finished, the GPU stack's
-own pods (every device-plugin install style, GPU Operator operands, NFD), and
-pods labelled app.kubernetes.io/managed-by=gputui. Everything else is dropped
+own pods (every device-plugin install style, GPU Operator operands, NFD),
+unfinished pods that mount the kubelet's device-plugin directory (device
+plugins gputui does not know by name), and pods labelled
+app.kubernetes.io/managed-by=gputui. Everything else is dropped
 as it is read, so memory follows the GPU workload, not the cluster size.
 Events are kept for nodes and kept pods only, a bounded number per object.
+The server filters first (SELECTORS): finished pods and the events no screen
+shows without asking never come; a pod's other events are listed on demand
+(`events_of`). A kind forbidden cluster-wide is read in the namespaces given
+(`namespaces`), and `scope(kind)` says so (watches.py).
 
 The GPU stack: ClusterPolicies (`nvidia.com/v1`), DaemonSets and the
 `resource.k8s.io/v1` kinds (ResourceSlices, ResourceClaims, DeviceClasses)
@@ -25,6 +31,8 @@ come from `model.metrics` (a MetricsPoller: `want()` / `poll_once()`, and
 `start_background()` for every GPU node at the slow rate).  Node conditions
 set by GPU health monitors and unusual taints on GPU nodes are verdicts too
 (health-condition, tainted); every node's problems come worst first.
+Kueue's Workloads, LocalQueues and ClusterQueues are optional kinds too: `kueue()` (kube/kueue.py);
+a pending GPU pod's reason starts with why Kueue holds its Workload back.
 
 Listeners are called synchronously, once per watch event that changes what
 the model keeps (an update that changes nothing a record holds, such as a
@@ -43,17 +51,18 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import orjson
 
-from . import dcgm, dra, gpu, stack
+from . import dcgm, dra, fit, gpu, kueue, stack
 from .metrics import (
     DEFAULT_BACKGROUND_INTERVAL, DEFAULT_CONCURRENCY, DEFAULT_INTERVAL, DEFAULT_READS_PER_MINUTE, Exporter, MetricsPoller,
     NodeMetrics,
 )
 from .records import (
     JSON_NAME_ESCAPE, DaemonSet, Event, Node, Obj, Pod, daemonset_from, effective_requests, event_from, node_from,
-    pod_from, raw_metadata_labels, raw_pod_phase,
+    mounts_device_plugin_dir, pod_from, raw_metadata_labels, raw_pod_phase,
 )
 from .tables import Change, DaemonSetTable, EventTable, Listener, NodeTable, PodTable, Table
 from .watch import ABSENT, FORBIDDEN, Reflector, ResourceState
+from .watches import Scope, Watches, namespaced
 
 if TYPE_CHECKING:
     from .client import Client
@@ -62,6 +71,7 @@ log = logging.getLogger(__name__)
 
 NODES, PODS, EVENTS, DAEMONSETS = "nodes", "pods", "events", "daemonsets"
 CLUSTERPOLICIES, RESOURCESLICES, RESOURCECLAIMS, DEVICECLASSES = "clusterpolicies", "resourceslices", "resourceclaims", "deviceclasses"
+WORKLOADS, LOCALQUEUES, CLUSTERQUEUES = "workloads", "localqueues", "clusterqueues"
 COLLECTIONS = {  # what each reflector lists and watches, cluster-wide
     NODES: "/api/v1/nodes",
     PODS: "/api/v1/pods",
@@ -71,12 +81,24 @@ COLLECTIONS = {  # what each reflector lists and watches, cluster-wide
     RESOURCESLICES: "/apis/resource.k8s.io/v1/resourceslices",
     RESOURCECLAIMS: "/apis/resource.k8s.io/v1/resourceclaims",
     DEVICECLASSES: "/apis/resource.k8s.io/v1/deviceclasses",
+    WORKLOADS: f"{kueue.API}/workloads",
+    LOCALQUEUES: f"{kueue.API}/localqueues",
+    CLUSTERQUEUES: f"{kueue.API}/clusterqueues",
 }
 DRA_KINDS = (RESOURCESLICES, RESOURCECLAIMS, DEVICECLASSES)
-ALL_KINDS = (NODES, PODS, EVENTS, DAEMONSETS, CLUSTERPOLICIES, *DRA_KINDS)
+KUEUE_KINDS = (WORKLOADS, LOCALQUEUES, CLUSTERQUEUES)
+ALL_KINDS = (NODES, PODS, EVENTS, DAEMONSETS, CLUSTERPOLICIES, *DRA_KINDS, *KUEUE_KINDS)
 STATE = "state"
-WATCHDOG_INTERVAL = 1.0  # seconds between looks at the reflectors' tasks
 METRICS = "metrics"
+# What the server sends, one cluster-wide watch per field selector (kube-apiserver's selectable fields):
+# pods that may still hold a GPU (the GPU stack's namespaces are read whole, see watches.py); the events
+# the screens show without asking (a node's; why a pod waits). A pod's other events are listed when its
+# details open (events_of). None: no selector.
+UNFINISHED_PODS = "status.phase!=Succeeded,status.phase!=Failed"
+NODE_EVENTS = "involvedObject.kind=Node"
+SCHEDULING_EVENTS = "involvedObject.kind=Pod,reason=FailedScheduling"
+SELECTORS: dict[str, tuple[str | None, ...]] = {PODS: (UNFINISHED_PODS,), EVENTS: (NODE_EVENTS, SCHEDULING_EVENTS)}
+NAMESPACED = (PODS, EVENTS, DAEMONSETS)  # read namespace by namespace when forbidden cluster-wide
 
 
 @dataclass(slots=True)
@@ -135,8 +157,13 @@ class ClusterModel:
         metrics_background_interval: float = DEFAULT_BACKGROUND_INTERVAL,
         metrics_reads_per_minute: int = DEFAULT_READS_PER_MINUTE,
         metrics_concurrency: int = DEFAULT_CONCURRENCY,
+        metrics_unavailable: str | None = None,
+        namespaces: Iterable[str] = (),
+        selectors: dict[str, tuple[str | None, ...]] = SELECTORS,
         **reflector_options: Any,
     ) -> None:
+        """namespaces: where to read pods, events and DaemonSets when their cluster-wide list is
+        forbidden (watches.namespaces_to_try). selectors: the field selectors of each kind's watches."""
         self.api = api
         self.resources = resources
         self._gpu_names: dict[str, bool] = {}
@@ -146,10 +173,11 @@ class ClusterModel:
         self._summaries_known = (False, False)  # (pods_known, stack_known) the cached summaries were made with
         self._stack: stack.Stack | None = None
         self._dra: DraView | None = None
-        self._tasks: dict[str, asyncio.Task[None]] = {}
-        self._watchdog: asyncio.Task[None] | None = None
-        self._stopping = False
+        self._kueue: kueue.Kueue | None = None
+        self._fit: tuple[int, dict[str, fit.ResourceFit]] | None = None  # (summary_generation, fit) of fit()
         self._froze_gc = False
+        # Why no exporter is read at all (a cluster served from a dump: "not in the dump"); None: read them.
+        self._metrics_unavailable = metrics_unavailable
 
         self.nodes = NodeTable(NODES, node_from, self._notify)
         self.pods = PodTable(PODS, self._build_pod, self._notify, on_node_dirty=self._node_dirty)
@@ -180,37 +208,21 @@ class ClusterModel:
             RESOURCESLICES: self.resource_slices,
             RESOURCECLAIMS: self.resource_claims,
             DEVICECLASSES: self.device_classes,
+            WORKLOADS: Table(WORKLOADS, lambda obj: kueue.workload_from(obj, resources), self._notify),
+            LOCALQUEUES: Table(LOCALQUEUES, kueue.local_queue_from, self._notify),
+            CLUSTERQUEUES: Table(CLUSTERQUEUES, lambda obj: kueue.cluster_queue_from(obj, resources), self._notify),
         }
         self.tables: dict[str, Table[Any]] = tables
-        self.reflectors: dict[str, Reflector] = {
-            kind: Reflector(kind, api, COLLECTIONS[kind], table, on_state=self._state_changed, **reflector_options)
-            for kind, table in tables.items()
-            if kind in set(kinds)
-        }
+        wanted = set(kinds)
+        self.watches = Watches(
+            api, tables, COLLECTIONS, [kind for kind in tables if kind in wanted], selectors=selectors, namespaced_kinds=NAMESPACED,
+            namespaces=namespaces, on_state=self._state_changed, options=reflector_options,
+        )
+        self.reflectors: dict[str, Reflector] = self.watches.primary  # per kind, its (first) cluster-wide reflector
 
     # -- lifecycle -------------------------------------------------------------
     async def start(self) -> None:
-        self._stopping = False
-        for kind in self.reflectors:
-            self._start_reflector(kind)
-        self._watchdog = asyncio.create_task(self._watch_reflectors(), name="gputui-reflector-watchdog")
-
-    def _start_reflector(self, kind: str) -> None:
-        self._tasks[kind] = asyncio.create_task(self.reflectors[kind].run(), name=f"gputui-reflector-{kind}")
-
-    async def _watch_reflectors(self) -> None:
-        """A reflector runs until the model stops. One that ended anyway (a bug, a cancelled task)
-        is said as retrying, then started again: the screen never calls a dead watch live."""
-        while True:
-            await asyncio.sleep(WATCHDOG_INTERVAL)
-            for kind, task in list(self._tasks.items()):
-                if not task.done() or self._stopping:
-                    continue
-                why = "stopped" if task.cancelled() else f"stopped ({type(task.exception()).__name__})"
-                log.debug("reflector %s %s; starting it again", kind, why)
-                reflector = self.reflectors[kind]
-                reflector.stopped(f"the {kind} watch {why}; starting it again")
-                self._start_reflector(kind)
+        self.watches.start()
 
     def unreadable(self) -> list[tuple[str, str, str]]:
         """Objects skipped because no record could be built from them: (kind, namespace/name, why)."""
@@ -223,23 +235,11 @@ class ClusterModel:
 
     def all_running(self) -> bool:
         """Every reflector's task is alive (the watchdog restarts one that is not)."""
-        return bool(self._tasks) and not any(task.done() for task in self._tasks.values())
+        return self.watches.all_running()
 
     async def stop(self) -> None:
-        self._stopping = True
         await self.metrics.stop()
-        tasks = list(self._tasks.values()) + ([self._watchdog] if self._watchdog is not None else [])
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
-            except Exception:  # noqa: BLE001  (a reflector bug must not break shutdown)
-                log.debug("reflector ended with an error", exc_info=True)
-        self._tasks.clear()
-        self._watchdog = None
+        await self.watches.stop()
 
     async def __aenter__(self) -> "ClusterModel":
         await self.start()
@@ -251,11 +251,7 @@ class ClusterModel:
     async def wait_synced(self, timeout: float | None = None, kinds: Iterable[str] | None = None) -> bool:
         """Wait until every resource (or those of `kinds`) has been listed once or found forbidden
         or not served. Returns False on timeout (the states then say why)."""
-        wanted = set(self.reflectors if kinds is None else kinds)
-        waits = [r.settled.wait() for kind, r in self.reflectors.items() if kind in wanted]
-        try:
-            await asyncio.wait_for(asyncio.gather(*waits), timeout)
-        except asyncio.TimeoutError:
+        if not await self.watches.wait_settled(self.reflectors if kinds is None else kinds, timeout):
             return False
         if kinds is None and not self._froze_gc:
             # The records live long: keep the cyclic GC from scanning them again and again.
@@ -276,9 +272,12 @@ class ClusterModel:
             self.daemonsets.stack_changed = False
             self._stack = None
             self._forget_summary()  # every node's component matrix depends on the stack
+            self._read_stack_namespaces()
         elif change.kind in DRA_KINDS:
             self._dra = None
             self._forget_summary()
+        elif change.kind in KUEUE_KINDS:
+            self._kueue = None  # node figures do not depend on Kueue
         elif change.kind == NODES:
             self._forget_summary(change.key)  # type: ignore[arg-type]
         elif change.kind == PODS:
@@ -294,6 +293,8 @@ class ClusterModel:
                 log.exception("model listener failed")
 
     def _state_changed(self, state: ResourceState) -> None:
+        if state.resource in KUEUE_KINDS:
+            self._kueue = None  # it says which of its kinds are known
         if state.resource in (PODS, DAEMONSETS):
             # The plugin verdict and the component matrix depend on whether these are known;
             # a watch that merely starts again (every few minutes) changes neither.
@@ -302,6 +303,13 @@ class ClusterModel:
                 self._summaries_known = known
                 self._forget_summary()
         self._notify(Change(STATE, state.resource))
+
+    def _read_stack_namespaces(self) -> None:
+        """The GPU stack's own pods are read whole where the pods watch leaves finished ones out: the
+        Operator's validator pods end Succeeded or Failed, and the stack's states read them."""
+        if PODS in self.reflectors and self.reflectors[PODS].field_selector:
+            found = self.stack()
+            self.watches.read_whole(PODS, sorted({ds.namespace for ds in found.daemonsets} | {found.namespace or ""} - {""}))
 
     def _node_dirty(self, node: str | None) -> None:
         if node:
@@ -345,25 +353,28 @@ class ClusterModel:
         if self._mentions_gpu(spec):
             requests = effective_requests(spec)
             if any(self._is_gpu_name(name) for name in requests):
-                if (obj.get("status") or {}).get("phase") in FINISHED_PHASES:
-                    return None
+                if (obj.get("status") or {}).get("phase") in FINISHED_PHASES:  # kept only as the GPU stack's (validation pods)
+                    return pod_from(obj, requests) if _labels_matter((obj.get("metadata") or {}).get("labels") or {}) else None
                 return pod_from(obj, requests)
         if spec.get("resourceClaims") and (obj.get("status") or {}).get("phase") not in FINISHED_PHASES:
             return pod_from(obj)  # may hold GPUs through Dynamic Resource Allocation (the claims say)
         if _labels_matter((obj.get("metadata") or {}).get("labels") or {}):
             return pod_from(obj)
+        if mounts_device_plugin_dir(spec) and (obj.get("status") or {}).get("phase") not in FINISHED_PHASES:
+            return pod_from(obj)  # a device plugin's, whoever made it
         return None
 
     def _pod_may_matter(self, body: bytes, start: int, end: int) -> bool:
         """A look at one raw pod in a list page; False only when _build_pod would drop it.
-        Labels are read exactly. A pod is kept for GPUs only if a GPU resource name is in
-        its bytes (or an escape that could spell one) and it has not finished."""
+        Labels are read exactly. A pod is kept for GPUs, or as a device plugin's, only if a GPU
+        resource name or `device-plugins` is in its bytes (or an escape that could spell one)
+        and it has not finished."""
         if self._raw_labels_matter(body, start, end):
             return True
         assert self._gpu_name_markers is not None
         if any(body.find(marker, start, end) >= 0 for marker in self._gpu_name_markers) or body.find(
             b'"resourceClaims"', start, end
-        ) >= 0 or JSON_NAME_ESCAPE.search(body, start, end):
+        ) >= 0 or body.find(b"device-plugins", start, end) >= 0 or JSON_NAME_ESCAPE.search(body, start, end):
             return raw_pod_phase(body, start, end) not in FINISHED_PHASES
         return False
 
@@ -390,7 +401,7 @@ class ClusterModel:
         if kind == "Node":
             return event_from(obj)
         if kind == "Pod":
-            pods_listed = self.reflectors.get(PODS) is not None and self.reflectors[PODS].state.synced
+            pods_listed = PODS in self.reflectors and self.watches.state(PODS).synced
             key = (involved.get("namespace") or "", involved.get("name") or "")
             if key in self.pods.records or not pods_listed:
                 return event_from(obj)
@@ -404,12 +415,20 @@ class ClusterModel:
     # -- queries -----------------------------------------------------------------
     @property
     def states(self) -> dict[str, ResourceState]:
-        return {kind: r.state for kind, r in self.reflectors.items()}
+        """Per kind, its reflectors' state (watches.Watches.state)."""
+        return {kind: self.watches.state(kind) for kind in self.reflectors}
+
+    def scope(self, kind: str) -> Scope:
+        """What the kind's watches cover: the cluster, or (forbidden cluster-wide) some namespaces."""
+        return self.watches.scope(kind)
+
+    def partial_scopes(self) -> list[Scope]:
+        """The kinds read in some namespaces only: figures computed from them are not complete."""
+        return [scope for kind in NAMESPACED if kind in self.reflectors and (scope := self.scope(kind)).partial]
 
     def _known(self, kind: str) -> bool:
-        """Listed, and neither forbidden nor unserved: an empty table then means none exist."""
-        reflector = self.reflectors.get(kind)
-        return reflector is not None and reflector.state.synced and reflector.state.phase not in (FORBIDDEN, ABSENT)
+        """Listed cluster-wide, and neither forbidden nor unserved: an empty table then means none exist."""
+        return kind in self.reflectors and self.watches.complete(kind)
 
     @property
     def pods_known(self) -> bool:
@@ -439,11 +458,11 @@ class ClusterModel:
         if record is None:
             return None
         pods = self.pods_on_node(node)
-        components: dict[str, stack.ComponentState] = {}
+        here: stack.NodeStack | None = None
         problems: list[gpu.Problem] = []
         if self.stack_known and gpu.has_nvidia_gpus(record):
-            components = stack.node_components(self.stack(), record, pods)
-            problems = stack.node_problems(record, components)
+            here = stack.node_stack(self.stack(), record, pods)
+            problems = stack.node_problems(record, here.components)
         measured = self.metrics.node(node)
         if measured is not None:
             problems += dcgm.xid_problems(measured.readings)
@@ -451,7 +470,9 @@ class ClusterModel:
         summary = gpu.summarize_node(
             record, pods, self.resources, pods_known=self.pods_known,
             dra=view.usage.get(node), dra_devices=tuple(view.devices.get(node, ())),
-            components=components, stack_problems=problems,
+            components=here.components if here else None, stack_problems=problems,
+            plugin_pods=here.plugin_pods if here else None, plugin_needed=not here or stack.plugin_expected(here.components),
+            plugins=here.plugins if here else (),
         )
         self._summaries[node] = summary
         return summary
@@ -464,9 +485,32 @@ class ClusterModel:
     def totals(self) -> dict[str, gpu.Usage]:
         return gpu.totals(self.node_summaries())
 
+    def fit(self) -> dict[str, fit.ResourceFit] | None:
+        """What fits where, per GPU resource (kube/fit.py); None while nodes or pods are not known."""
+        if not (self.pods_known and self._known(NODES)):
+            return None
+        if self._fit is None or self._fit[0] != self.summary_generation:
+            fits = fit.cluster_fit(self.node_summaries())
+            self._fit = (self.summary_generation, fits)
+        return self._fit[1]
+
     def plugin_pod(self, node: str) -> Pod | None:
         summary = self.summary(node)
         return summary.plugin if summary else None
+
+    async def events_of(self, namespace: str, name: str, uid: str | None = None) -> list[Event]:
+        """Every event about one pod, listed now (the watch keeps only why a pod waits), newest first,
+        as `kubectl describe pod` selects them; the client's ApiError when the list fails (403...)."""
+        fields = f"involvedObject.kind=Pod,involvedObject.namespace={namespace},involvedObject.name={name}"
+        params = {"fieldSelector": fields + (f",involvedObject.uid={uid}" if uid else ""), "resourceVersion": "0"}
+        body = await self.api.json("GET", namespaced(COLLECTIONS[EVENTS], namespace), params=params)
+        events = []
+        for item in body.get("items") or []:
+            try:
+                events.append(event_from(item))
+            except (AttributeError, TypeError, ValueError):
+                continue  # one malformed event: the others still show
+        return sorted(events, key=lambda e: e.last or 0.0, reverse=True)
 
     def events_for(self, kind: str, namespace: str, name: str) -> list[Event]:
         """Kept events about one object, newest first."""
@@ -490,10 +534,31 @@ class ClusterModel:
         return out
 
     def gpu_pod(self, pod: Pod, events: Iterable[Event] | None = None) -> gpu.GpuPod | None:
-        """The pod as a GPU pod (its requests and what its DRA claims hold), None if it is none."""
+        """The pod as a GPU pod (its requests and what its DRA claims hold), None if it is none.
+        A pending one's reason ends with why its GPUs fit no node now (fit.pending_line), when they do not."""
         if events is None:
             events = self.events_for("Pod", pod.namespace, pod.name) if pod.node is None else ()
-        return gpu.gpu_pod(pod, self.resources, events, self.dra_view().holdings.get((pod.namespace, pod.name), ()))
+        entry = gpu.gpu_pod(pod, self.resources, events, self.dra_view().holdings.get((pod.namespace, pod.name), ()))
+        if entry is not None and pod.node is None and not pod.gates and (fits := self.fit()) is not None:
+            line = fit.pending_line(self.resources.of(pod.requests), fits)
+            if line:
+                entry.reason = f"{entry.reason} · {line}" if entry.reason else line
+        if entry is not None and pod.node is None and (workload := self.kueue().workload_of(pod)) is not None:
+            held = self.kueue().waiting(workload)  # before what the gates or the scheduler say
+            if held:
+                entry.reason = f"{held} · {entry.reason}" if entry.reason else held
+        return entry
+
+    def kueue(self) -> kueue.Kueue:
+        """Kueue's queues and GPU Workloads (none where it is not installed: kueue_state() says)."""
+        if self._kueue is None:
+            known = tuple(self._known(kind) for kind in KUEUE_KINDS)
+            self._kueue = kueue.Kueue(*(self.tables[kind].records.values() for kind in KUEUE_KINDS), known=known)  # type: ignore[arg-type]
+        return self._kueue
+
+    def kueue_state(self) -> str | None:
+        """None when Kueue's kinds are listed; kueue.NOT_INSTALLED, or what keeps them unknown."""
+        return kueue.state(self.states, KUEUE_KINDS)
 
     def dra_pod_keys(self) -> set[tuple[str, str]]:
         """The pods some allocated DRA claim is reserved for."""
@@ -506,7 +571,7 @@ class ClusterModel:
     def stack(self) -> stack.Stack:
         """Which stack the cluster runs (from DaemonSets and ClusterPolicies); kind "none" until they are read."""
         if self._stack is None:
-            self._stack = stack.detect_stack(self.daemonsets.records.values(), self.cluster_policies.records.values())
+            self._stack = stack.detect_stack(self.daemonsets.records.values(), self.cluster_policies.records.values(), self.resources)
         return self._stack
 
     def cluster_policy_state(self) -> str:
@@ -569,6 +634,8 @@ class ClusterModel:
             exporter = summary.components.get("dcgm-exporter")
             if exporter is None:
                 out[summary.name] = Exporter(unavailable="exporter unknown: pods or DaemonSets cannot be read")
+            elif exporter.state == stack.RUNNING and exporter.pod and self._metrics_unavailable is not None:
+                out[summary.name] = Exporter(unavailable=self._metrics_unavailable)
             elif exporter.state == stack.RUNNING and exporter.pod:
                 namespace, name = exporter.pod.split("/", 1)
                 out[summary.name] = Exporter(namespace, name)

@@ -7,6 +7,7 @@ from the cluster and is untrusted: never feed one to Rich markup unescaped.
 """
 from __future__ import annotations
 
+import posixpath
 import re
 import sys
 from dataclasses import dataclass
@@ -23,9 +24,13 @@ PodKey = tuple[str, str]  # (namespace, name)
 _intern = sys.intern
 
 # NFD publishes a hundred or more CPU/kernel feature labels per node; of its
-# labels gputui needs only the NVIDIA PCI vendor ones.
+# labels gputui needs only the NVIDIA PCI vendor ones and those the GPU
+# Operator's driver DaemonSets select nodes by (kernel, OS, RHCOS version).
 _NFD_PREFIX = "feature.node.kubernetes.io/"
-_NFD_KEPT_PREFIX = "feature.node.kubernetes.io/pci-10de"
+_NFD_KEPT_PREFIXES = (
+    "feature.node.kubernetes.io/pci-10de", "feature.node.kubernetes.io/kernel-version.full",
+    "feature.node.kubernetes.io/system-os_release.",
+)
 
 
 def parse_time(value: str | None) -> float | None:
@@ -242,7 +247,7 @@ def _node_labels(labels: dict[str, str]) -> dict[str, str]:
     return {
         _intern(k): v
         for k, v in labels.items()
-        if not k.startswith(_NFD_PREFIX) or k.startswith(_NFD_KEPT_PREFIX)
+        if not k.startswith(_NFD_PREFIX) or k.startswith(_NFD_KEPT_PREFIXES)
     }
 
 
@@ -310,6 +315,7 @@ class Pod:
     deleted: float | None  # deletionTimestamp: terminating
     scheduled_reason: str  # PodScheduled=False reason ("Unschedulable"), else ""
     scheduled_message: str  # PodScheduled=False message, else ""
+    gates: tuple[str, ...] = ()  # spec.schedulingGates' names: the scheduler leaves the pod alone until they are removed
 
     @property
     def key(self) -> PodKey:
@@ -412,6 +418,8 @@ def display_status(obj: Obj) -> tuple[str, int, int]:
     meta = _meta(obj)
     phase = status.get("phase") or "Pending"
     label = status.get("reason") or phase
+    if any(c.get("type") == "PodScheduled" and c.get("reason") == "SchedulingGated" for c in status.get("conditions") or ()):
+        label = "SchedulingGated"
     restarts = 0
     ready = 0
 
@@ -507,6 +515,7 @@ def pod_from(obj: Obj, requests: dict[str, int] | None = None) -> Pod:
         deleted=parse_time(meta.get("deletionTimestamp")),
         scheduled_reason=scheduled_reason,
         scheduled_message=scheduled_message,
+        gates=tuple(g.get("name", "") for g in spec.get("schedulingGates") or ()),
     )
 
 
@@ -583,10 +592,36 @@ class DaemonSet:
     updated: int
     misscheduled: int
     created: float | None
+    # The template mounts the kubelet's device-plugin directory (a device plugin's, whoever made it); only
+    # then are its containers' command and args, and env given by value, kept (to tell what it advertises).
+    plugin_dir: bool = False
+    plugin_args: tuple[str, ...] = ()
+    plugin_env: tuple[tuple[str, str], ...] = ()
 
     @property
     def key(self) -> PodKey:
         return self.namespace, self.name
+
+
+DEVICE_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"  # where the kubelet's device-plugin sockets live
+
+
+def mounts_device_plugin_dir(pod_spec: Obj) -> bool:
+    """A hostPath volume at the kubelet's device-plugin directory, or below it."""
+    for volume in pod_spec.get("volumes") or ():
+        host = volume.get("hostPath")  # most pods have none: this stays cheap for them
+        path = host.get("path") if host else None
+        if isinstance(path, str) and "device-plugins" in path:
+            path = "/" + posixpath.normpath(path).lstrip("/")
+            if path == DEVICE_PLUGIN_DIR or path.startswith(DEVICE_PLUGIN_DIR + "/"):
+                return True
+    return False
+
+
+def _plugin_hints(pod_spec: Obj) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+    containers = [*(pod_spec.get("initContainers") or ()), *(pod_spec.get("containers") or ())]
+    args = tuple(str(a) for c in containers for a in [*(c.get("command") or ()), *(c.get("args") or ())])
+    return args, tuple((str(e.get("name", "")), str(e["value"])) for c in containers for e in c.get("env") or () if "value" in e)
 
 
 def daemonset_from(obj: Obj) -> DaemonSet:
@@ -595,6 +630,8 @@ def daemonset_from(obj: Obj) -> DaemonSet:
     template = spec.get("template") or {}
     pod_spec = template.get("spec") or {}
     status = obj.get("status") or {}
+    plugin_dir = mounts_device_plugin_dir(pod_spec)
+    args, env = _plugin_hints(pod_spec) if plugin_dir else ((), ())
     return DaemonSet(
         namespace=meta.get("namespace", ""),
         name=meta.get("name", ""),
@@ -613,4 +650,7 @@ def daemonset_from(obj: Obj) -> DaemonSet:
         updated=int(status.get("updatedNumberScheduled") or 0),
         misscheduled=int(status.get("numberMisscheduled") or 0),
         created=parse_time(meta.get("creationTimestamp")),
+        plugin_dir=plugin_dir,
+        plugin_args=args,
+        plugin_env=env,
     )

@@ -1,24 +1,30 @@
 """The report's data: the cluster listed once, as the JSON contract the README documents.
 
 `collect` connects, syncs the model once (nodes and pods required, the rest
-waited for a little), reads each DCGM exporter once and returns the contract's
-dict; the formats in `gputui.report.formats` print it.
+waited for a little), reads each DCGM exporter once, works out the idle
+allocated GPUs (kube/idle.py: a Prometheus, else those reads and the history
+file's samples) and returns the contract's dict; the formats in
+`gputui.report.formats` print it.
 """
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 import time
-from typing import Any, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
-from gputui.kube import gpu
+from gputui.kube import gpu, kueue
 from gputui.kube.config import ConnectError, Forbidden, check, connect
+from gputui.kube.idle import DEFAULT_PROMETHEUS, HistoryError, IdleSettings, IdleTracker, holders
 from gputui.kube.model import (
-    ALL_KINDS, CLUSTERPOLICIES, DAEMONSETS, DEVICECLASSES, EVENTS, NODES, PODS, RESOURCECLAIMS, RESOURCESLICES, ClusterModel,
+    ALL_KINDS, CLUSTERPOLICIES, CLUSTERQUEUES, DAEMONSETS, DEVICECLASSES, EVENTS, LOCALQUEUES, NODES, PODS, RESOURCECLAIMS,
+    RESOURCESLICES, WORKLOADS, ClusterModel,
 )
 from gputui.kube.stack import RUNNING, ClusterPolicyStatus, components_json, policy_problems
 from gputui.kube.tables import unreadable_line
 from gputui.kube.watch import ABSENT, FORBIDDEN, RETRYING, ResourceState
+from gputui.kube.watches import Scope, namespaces_to_try
 from gputui.sanitize import printable
 
 SYNC_TIMEOUT = 60.0  # a slow list of a required kind may take this long; one that keeps failing gives up sooner
@@ -30,12 +36,16 @@ RETRY_WINDOW = 10.0  # or failing for this long
 SETTLE_POLL = 0.1
 METRICS_PART = "metrics"
 CONSEQUENCES = {  # what the report lacks when a part is missing
+    PODS: "nodes' allocated and free are unknown: pods of other namespaces may hold GPUs",  # read in some namespaces only
     EVENTS: "pending pods' reasons come from their conditions only",
     DAEMONSETS: "the GPU stack and its components are unknown",
     CLUSTERPOLICIES: "the GPU Operator's ClusterPolicy state is unknown",
     RESOURCESLICES: "GPUs handed out by Dynamic Resource Allocation are not counted",
     RESOURCECLAIMS: "GPUs held through Dynamic Resource Allocation are not counted as allocated",
     DEVICECLASSES: "GPUs handed out by Dynamic Resource Allocation are not counted",
+    WORKLOADS: "why Kueue holds pending pods back is unknown",
+    LOCALQUEUES: "Kueue's LocalQueues are unknown",
+    CLUSTERQUEUES: "Kueue's ClusterQueues, their GPU quota and usage, are unknown",
     METRICS_PART: "those nodes have no DCGM readings",
 }
 PodTimes = dict[tuple[str, str], float | None]
@@ -53,16 +63,24 @@ def cluster_problems(data: dict[str, Any]) -> list[dict[str, str]]:
 
 
 async def collect(
-    kubeconfig: str | None, context: str | None, namespace: str | None, extra: frozenset[str] = frozenset(),
-    *, metrics: Mapping[str, Any] | None = None, exec_timeout: float = 60.0,
+    kubeconfig: str | None, context: str | None, namespaces: Iterable[str] | None = (), extra: frozenset[str] = frozenset(),
+    *, metrics: Mapping[str, Any] | None = None, exec_timeout: float = 60.0, warn: Callable[[str], None] | None = None,
+    configured_namespaces: Iterable[str] = (), idle: IdleSettings | None = None,
 ) -> tuple[dict[str, Any], PodTimes]:
     """Connect, sync once; return the report as the JSON contract's dict, and the pods' creation times.
-    metrics: ClusterModel's metrics_* options (the config file's [metrics]: see read_exporters)."""
+    namespaces: -n, the GPU pods listed; also where pods are read when they cannot be listed cluster-wide,
+    else the context's namespace, then configured_namespaces (the config file's).
+    metrics: ClusterModel's metrics_* options (the config file's [metrics]: see read_exporters).
+    warn: where the warnings go (each a line; default: `gputui report: warning: ...` on stderr).
+    idle: the idle GPUs' settings (the config file's [idle], --prometheus, --history); None: no Prometheus, no file."""
+    say = warn or (lambda line: print(f"gputui report: warning: {line}", file=sys.stderr))
     async with await connect(kubeconfig, context, exec_timeout=exec_timeout) as conn:
         await check(conn)
         for notice in conn.warnings:  # insecure-skip-tls-verify: said once
-            print(f"gputui report: warning: {notice}", file=sys.stderr)
-        model = ClusterModel(conn.api, resources=gpu.GpuResources(extra), **(metrics or {}))
+            say(notice)
+        namespaces = tuple(namespaces or ())
+        tried = namespaces_to_try(namespaces, conn.namespace, configured_namespaces)
+        model = ClusterModel(conn.api, resources=gpu.GpuResources(extra), namespaces=tried, **(metrics or {}))
         async with model:
             synced = await settle(model, REQUIRED, SYNC_TIMEOUT)
             for kind in REQUIRED:
@@ -73,17 +91,34 @@ async def collect(
                     why = state.error or ("timed out" if not synced else "not listed")
                     raise ConnectError(f"cannot list {kind} from {conn.server}: {why}")
             # The rest (events, the GPU stack's kinds) only adds detail: wait for it a little longer at most.
-            await settle(model, OPTIONAL, EXTRA_SYNC_TIMEOUT)
-            await read_exporters(model)
-            data = as_contract(model, conn.context, namespace)
+            # PODS again: the GPU stack's namespaces, found in the DaemonSets just read, have pods watches of their own.
+            await settle(model, (*OPTIONAL, PODS), EXTRA_SYNC_TIMEOUT)
+            settings = idle or IdleSettings(prometheus=None)
+            tracker = IdleTracker(conn.api, settings, scope=conn.server)
+            try:
+                await tracker.open()
+                unhook = tracker.follow(model.metrics)
+                await read_exporters(model)
+                unhook()
+                view = await tracker.refresh(holders(model, namespaces))  # writes the history file
+            except HistoryError as exc:
+                raise ConnectError(str(exc)) from None
+            finally:
+                with contextlib.suppress(HistoryError):
+                    await tracker.close()
+            data = as_contract(model, conn.context, namespaces)
+            data["idle"] = view.to_json()
+            quiet = settings.prometheus == DEFAULT_PROMETHEUS and tracker.prometheus is not None and tracker.prometheus.absent
+            if view.note and not quiet:  # a Prometheus named but not answering; the default one merely absent is no news
+                say(printable(view.note))
             data["missing"] = missing_parts(model)
             for part in data["missing"]:
-                print(f"gputui report: warning: {warning(part)}", file=sys.stderr)
+                say(warning(part))
             skipped = model.unreadable()
             data["unreadable"] = [{"kind": kind, "name": name, "reason": why} for kind, name, why in skipped]
             if skipped:
-                print(f"gputui report: warning: {printable(unreadable_line(skipped))} (left out of the figures)", file=sys.stderr)
-            created = {(g.pod.namespace, g.pod.name): g.pod.created for g in model.gpu_pods(namespace=namespace)}
+                say(f"{printable(unreadable_line(skipped))} (left out of the figures)")
+            created = {(g.pod.namespace, g.pod.name): g.pod.created for g in shown_pods(model, namespaces)}
             return data, created
 
 
@@ -132,7 +167,7 @@ async def settle(model: ClusterModel, kinds: tuple[str, ...], timeout: float) ->
             return True
         now = time.monotonic()
         states = model.states
-        if all(model.reflectors[kind].settled.is_set() or gave_up(states[kind], now) for kind in kinds):
+        if all(model.watches.settled((kind,)) or gave_up(states[kind], now) for kind in kinds):
             return True
         if loop.time() >= deadline:
             return False
@@ -140,7 +175,7 @@ async def settle(model: ClusterModel, kinds: tuple[str, ...], timeout: float) ->
 
 def missing_parts(model: ClusterModel) -> list[dict[str, str]]:
     """The optional parts that could not be read, each with why: the contract's `missing`."""
-    missing = []
+    missing = [partial_part(model, scope) for scope in model.partial_scopes()]
     for kind, state in model.states.items():
         if kind in REQUIRED or state.phase == ABSENT or (state.synced and state.phase != FORBIDDEN):
             continue
@@ -169,6 +204,15 @@ def missing_parts(model: ClusterModel) -> list[dict[str, str]]:
     return missing
 
 
+def partial_part(model: ClusterModel, scope: Scope) -> dict[str, str]:
+    """A kind forbidden cluster-wide and read in some namespaces: missing too, in part."""
+    error = model.reflectors[scope.kind].state.error
+    reason = f"forbidden (403) cluster-wide{': ' + error if error else ''}; read in {', '.join(scope.readable)} only"
+    if scope.forbidden:
+        reason += f" (forbidden in {', '.join(scope.forbidden)} too)"
+    return {"part": scope.kind, "reason": reason}
+
+
 def warning(part: dict[str, str]) -> str:
     """One line for stderr: what could not be read, why, and what the report lacks for it."""
     name, reason = part["part"], part["reason"]
@@ -180,13 +224,29 @@ def warning(part: dict[str, str]) -> str:
     return f"{line}; {consequence}" if consequence else line
 
 
-def as_contract(model: ClusterModel, context: str | None, namespace: str | None) -> dict[str, Any]:
+def shown_pods(model: ClusterModel, namespaces: Iterable[str] | None) -> list[gpu.GpuPod]:
+    """The GPU pods listed: those of `namespaces` (-n), else all."""
+    wanted = set(namespaces or ())
+    return [g for g in model.gpu_pods() if not wanted or g.pod.namespace in wanted]
+
+
+def usage_json(u: gpu.Usage, partial: bool) -> dict[str, int | None]:
+    """capacity, allocatable, allocated, free; the last two null when pods are read in some namespaces only."""
+    out: dict[str, int | None] = dict(u.as_dict())
+    if partial:
+        out["allocated"] = out["free"] = None
+    return out
+
+
+def as_contract(model: ClusterModel, context: str | None, namespaces: Iterable[str] | None) -> dict[str, Any]:
     """The stable JSON contract (documented in the README)."""
     summaries = model.node_summaries()
+    partial = model.scope(PODS).partial
     return {
         "context": context,
+        "scope": {kind: model.scope(kind).to_json() for kind in (PODS, EVENTS, DAEMONSETS) if kind in model.reflectors},
         "stack": model.stack().to_json(),
-        "nodes": [node_contract(model, s) for s in summaries],
+        "nodes": [node_contract(model, s, partial) for s in summaries],
         "pods": [
             {
                 "namespace": g.pod.namespace,
@@ -197,21 +257,30 @@ def as_contract(model: ClusterModel, context: str | None, namespace: str | None)
                 "reason": g.reason,
                 "claims": [{"claim": h.claim, "devices": list(h.devices)} for h in g.claims],
             }
-            for g in model.gpu_pods(namespace=namespace)
+            for g in shown_pods(model, namespaces)
         ],
-        "totals": {name: u.as_dict() for name, u in gpu.totals(summaries).items()},
+        "totals": {name: usage_json(u, partial) for name, u in gpu.totals(summaries).items()},
+        "fit": None if (fits := model.fit()) is None else {name: f.as_json() for name, f in fits.items()},
+        "queues": queues_contract(model),
     }
 
 
-def node_contract(model: ClusterModel, s: gpu.NodeSummary) -> dict[str, Any]:
+def queues_contract(model: ClusterModel) -> dict[str, Any] | None:
+    """Kueue's ClusterQueues, LocalQueues and pending GPU Workloads (each list None when its kind could not be
+    read); None where Kueue is not installed."""
+    return None if model.kueue_state() == kueue.NOT_INSTALLED else model.kueue().to_json()
+
+
+def node_contract(model: ClusterModel, s: gpu.NodeSummary, partial: bool = False) -> dict[str, Any]:
     node: dict[str, Any] = {
         "name": s.name,
         "ready": s.node.ready is True,
         "schedulable": not s.node.unschedulable,
         "product": s.facts.product,
-        "gpu": {name: u.as_dict() for name, u in s.usage.items()},
+        "gpu": {name: usage_json(u, partial) for name, u in s.usage.items()},
         "problems": [{"code": p.code, "message": p.message} for p in s.problems],
         "components": components_json(s.components),
+        "plugins": [plugin.to_json() for plugin in s.plugins],
     }
     metrics = model.node_metrics(s.name)
     if metrics is not None and metrics.current:

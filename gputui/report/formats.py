@@ -32,7 +32,7 @@ def write_tsv(data: dict[str, Any], out: TextIO, created: PodTimes | None = None
     GPU maps are RESOURCE=capacity/allocatable/allocated/free (nodes) or RESOURCE=count (pods)."""
     out.write("kind\tname\tready\tschedulable\tproduct\tgpu\tproblems\n")
     for n in data["nodes"]:
-        gpus = ",".join(f"{r}={u['capacity']}/{u['allocatable']}/{u['allocated']}/{u['free']}" for r, u in n["gpu"].items())
+        gpus = ",".join(f"{r}=" + "/".join(_count(u[k]) for k in ("capacity", "allocatable", "allocated", "free")) for r, u in n["gpu"].items())
         problems = ",".join(p["code"] for p in n["problems"])
         fields = ["node", n["name"], str(n["ready"]).lower(), str(n["schedulable"]).lower(), n["product"] or "", gpus, problems]
         out.write("\t".join(_tsv_field(f) for f in fields) + "\n")
@@ -41,6 +41,11 @@ def write_tsv(data: dict[str, Any], out: TextIO, created: PodTimes | None = None
         gpus = ",".join(f"{r}={n}" for r, n in p["gpu"].items())
         fields = ["pod", p["namespace"], p["name"], p["node"] or "", p["phase"], gpus, p["reason"] or ""]
         out.write("\t".join(_tsv_field(f) for f in fields) + "\n")
+
+
+def _count(value: int | None) -> str:
+    """A figure; `?` when unknown (null: pods read in some namespaces only)."""
+    return "?" if value is None else str(value)
 
 
 def short_resource(name: str) -> str:
@@ -143,7 +148,7 @@ def write_table(data: dict[str, Any], out: TextIO, created: PodTimes | None = No
         codes = [p["code"] for p in n["problems"]] or ["ok"]
         for i in range(max(len(resources), len(codes))):
             name, u = resources[i] if i < len(resources) else ("", None)
-            counts = [str(u[k]) for k in ("capacity", "allocatable", "allocated", "free")] if u else ["", "", "", ""]
+            counts = [_count(u[k]) for k in ("capacity", "allocatable", "allocated", "free")] if u else ["", "", "", ""]
             rows.append([
                 n["name"] if i == 0 else "",
                 short_product(n["product"]) if i == 0 else "",
@@ -181,6 +186,82 @@ def write_table(data: dict[str, Any], out: TextIO, created: PodTimes | None = No
     else:
         rows = [["RESOURCE", *COUNT_TITLES]]
         for name, u in data["totals"].items():
-            rows.append([short_resource(name), *(str(u[k]) for k in ("capacity", "allocatable", "allocated", "free"))])
+            rows.append([short_resource(name), *(_count(u[k]) for k in ("capacity", "allocatable", "allocated", "free"))])
         for line in _columns(rows, [30, 8, 11, 9, 6], numeric={1, 2, 3, 4}, tight={2, 3, 4}):
             out.write("  " + line + "\n")
+    _write_fits(data.get("fit"), out)
+    _write_queues(data.get("queues"), out)
+    _write_idle(data.get("idle"), out)
+
+
+IDLE_SOURCES = {"prometheus": "Prometheus", "exporters": "gputui's own samples of the DCGM exporters"}
+
+
+def _write_idle(idle: dict[str, Any] | None, out: TextIO) -> None:
+    """The pods holding GPUs, the idle longest first: idle for, mean and peak use over the window, memory used."""
+    if idle is None:
+        return
+    window, covered = duration.human_duration(idle["window_s"]), duration.human_duration(idle["covered_s"])
+    out.write(f"\nIdle GPUs ({IDLE_SOURCES.get(idle['source'], idle['source'])}: {covered} of the last {window} covered):\n")
+    if not idle["pods"]:
+        out.write("  no pod holds GPUs\n")
+        return
+    rows = [["NAMESPACE/NAME", "NODE", "GPUS", "IDLE FOR", "MEAN", "PEAK", "MEMORY"]]
+    for p in idle["pods"]:
+        known = p["idle_s"] is not None
+        rows.append([
+            f"{p['namespace']}/{p['name']}", p["node"] or "", str(p["gpus"]),
+            duration.human_duration(p["idle_s"]) if known else "no samples", *(_percent(p[k]) for k in ("mean_util", "peak_util")),
+            "" if p["fb_used_mib"] is None else f"{p['fb_used_mib']} MiB",
+        ])
+    for line in _columns(rows, [42, 20, 4, 10, 5, 5, 11], numeric={2, 4, 5, 6}, names={0, 1}, total=WIDTH - 2):
+        out.write(_fit("  " + line, WIDTH) + "\n")
+
+
+def _percent(value: float | None) -> str:
+    return "" if value is None else f"{value:.0f}%"
+
+
+def _write_fits(fit: dict[str, dict[str, int]] | None, out: TextIO) -> None:
+    """What fits where: per resource, nodes that could take a pod of 1, 2, 4, 8 now, the largest free block, stranded."""
+    if fit is None:
+        out.write("\nFits: unknown (the pods are not known)\n")
+        return
+    if not fit:
+        return  # no GPU resources: Totals says so
+    out.write("\nFits (nodes that could take a pod of N now; stranded: free where no GPU pod can go now):\n")
+    rows = [["RESOURCE", "N=1", "2", "4", "8", "LARGEST", "STRANDED"]]
+    for name, f in fit.items():
+        rows.append([short_resource(name), *(str(f[k]) for k in ("1", "2", "4", "8", "largest", "stranded"))])
+    for line in _columns(rows, [30, 4, 4, 4, 4, 7, 8], numeric={1, 2, 3, 4, 5, 6}):
+        out.write("  " + line + "\n")
+
+
+def _write_queues(queues: dict[str, Any] | None, out: TextIO) -> None:
+    """Kueue's ClusterQueues, one line per GPU resource, then the pending GPU Workloads with why; nothing without Kueue."""
+    if queues is None:
+        return
+    out.write("\nKueue ClusterQueues (USED: quota reserved by admitted Workloads; FREE: nominal quota left):\n")
+    cluster_queues = queues["cluster_queues"]
+    if cluster_queues is None:
+        out.write("  unknown (clusterqueues could not be read)\n")
+    elif not cluster_queues:
+        out.write("  none\n")
+    else:
+        rows = [["CLUSTERQUEUE", "COHORT", "RESOURCE", "QUOTA", "USED", "FREE", "PENDING", "ADMITTED"]]
+        for q in cluster_queues:
+            resources = list(q["gpu"].items()) or [("", None)]
+            for i, (name, g) in enumerate(resources):
+                figures = [_count(g[k]) for k in ("quota", "used", "free")] if g else ["-", "-", "-"]
+                rows.append([q["name"] if i == 0 else "", (q["cohort"] or "-") if i == 0 else "", short_resource(name) or "no GPU quota",
+                             *figures, _count(q["pending"]) if i == 0 else "", _count(q["admitted"]) if i == 0 else ""])
+        for line in _columns(rows, [24, 16, 14, 5, 4, 4, 7, 8], numeric={3, 4, 5, 6, 7}, names={0}, total=WIDTH - 2):
+            out.write(_fit("  " + line, WIDTH) + "\n")
+    pending = queues["pending_workloads"]
+    if pending is None:
+        out.write("  pending Workloads unknown (workloads could not be read)\n")
+        return
+    for w in pending:
+        gpus = ",".join(f"{short_resource(r)}={n}" for r, n in w["gpu"].items())
+        out.write(_fit(f"  pending {w['namespace']}/{w['name']} ({gpus})", WIDTH) + "\n")
+        out.write(textwrap.fill(printable(w["reason"]), WIDTH, initial_indent="      why: ", subsequent_indent="           ") + "\n")

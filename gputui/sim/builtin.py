@@ -1,6 +1,9 @@
 """The built-in scenarios by name, for `scenarios.load` and `gputui sim --scenario NAME`.
 
     "demo"                       the demo cluster (demo.py)
+    "fragmented"                 free GPUs spread thin and stranded, a pending 4-GPU pod, a gated pod (fragmented.py)
+    "idle-gpus"                  pods holding GPUs: a busy trainer, idle notebooks, a job that stopped (idle_gpus.py)
+    "kueue-quota"                Kueue: a ClusterQueue's GPU quota used up, a gated pod and a suspended job waiting (kueue_quota.py)
     "gpu-operator-healthy", ...  the GPU stack scenarios (stacks.SCENARIOS)
 
 This registry sits above the scenario modules and below scenarios.py, so that
@@ -10,8 +13,10 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from . import demo, stacks
+from . import demo, fragmented, idle_gpus, kueue_quota, stacks
 
 Obj = dict[str, Any]
 
-BUILTIN: dict[str, Callable[[], list[Obj]]] = {"demo": demo.build, **stacks.SCENARIOS}
+BUILTIN: dict[str, Callable[[], list[Obj]]] = {"demo": demo.build, "fragmented": fragmented.build, "idle-gpus": idle_gpus.build,
+                                              "kueue-quota": kueue_quota.build,
+                                              **stacks.SCENARIOS}

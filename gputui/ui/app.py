@@ -20,15 +20,22 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Input, Static
 
-from gputui.kube import gpu
+from gputui.kube import gpu, kueue
 from gputui.kube.config import Connection, ConnectError, check
+from gputui.kube.fleet import Fleet
+from gputui.kube.idle import IdleSettings
 from gputui.kube.model import ClusterModel
+from gputui.kube.records import Event, Pod
+from gputui.kube.watches import namespaces_to_try
 
 from . import render
+from .capacity import CapacityScreen
 from .colour import few_colours, use_readable_monochrome
 from .commands import GpuCommands
+from .idle import IdleActions
 from .panes import node_columns, pod_columns, widths
 from .plugin_pane import DevicePluginPane
+from .queues import QueuesScreen
 from .refresh import AGE_INTERVAL, CoalescedRefresh
 from gputui.sanitize import clean
 from .screens import HelpScreen, NodeDetails, NodeDetailsScreen, TextScreen
@@ -41,6 +48,7 @@ from .widgets import ClusterHeader, FilterBar, Pane, PluginLog
 W = TypeVar("W", bound=Widget)
 
 NARROW_WIDTH = 100
+FLEET_SCREEN = "fleet"
 
 Connector = Callable[[str | None], Awaitable[Connection]]
 
@@ -68,6 +76,9 @@ class MainScreen(Screen[None]):
         Binding("V", "app.verify_all", "Verify all", show=False),
         Binding("s", "app.stack", "Stack"),
         Binding("g", "app.local_gpus", "Local GPUs", show=False),
+        Binding("c", "app.capacity", "Capacity", show=False),
+        Binding("i", "app.idle", "Idle GPUs", show=False),
+        Binding("u", "app.queues", "Queues", show=False),
         Binding("space", "app.mark_node", "Mark", show=False),
     ]
 
@@ -87,7 +98,7 @@ class MainScreen(Screen[None]):
         self.app.main_screen_ready()  # type: ignore[attr-defined]
 
 
-class GpuTuiApp(StackActions, VerifyActions, CoalescedRefresh, DevicePluginPane, TerminalWatch, App[None]):
+class GpuTuiApp(StackActions, VerifyActions, IdleActions, CoalescedRefresh, DevicePluginPane, TerminalWatch, App[None]):
     CSS_PATH = str(stylesheet())
     TITLE = "gputui"
     COMMANDS = App.COMMANDS | {GpuCommands}
@@ -109,8 +120,18 @@ class GpuTuiApp(StackActions, VerifyActions, CoalescedRefresh, DevicePluginPane,
         clock: Callable[[], float] = time.time,
         model_options: dict | None = None,
         verify: VerifySettings = VerifySettings(),
+        fleet: Fleet | None = None,
+        namespaces: tuple[str, ...] = (),
+        fallback_namespaces: tuple[str, ...] = (),
+        idle: IdleSettings | None = None,
     ) -> None:
+        """namespaces: -n, the GPU pods shown, and where to read pods when they cannot be listed
+        cluster-wide; else the context's namespace, then fallback_namespaces (the config file's).
+        idle: the idle GPUs' settings (the config file's [idle], --prometheus, --history); None: no
+        Prometheus, the samples in memory."""
         super().__init__()
+        self.fleet = fleet  # several clusters: the Fleet screen first, `enter` opens one here, `esc` goes back
+        self._fleet_installed = False
         if self.no_color:
             use_readable_monochrome(self)  # problem words keep the contrast of normal text at least
         self.connector = connector
@@ -120,12 +141,14 @@ class GpuTuiApp(StackActions, VerifyActions, CoalescedRefresh, DevicePluginPane,
         self.clock = clock
         self.model_options = model_options or {}
         self.verify_settings = verify
+        self.idle_settings = idle or IdleSettings(prometheus=None)
         self.marked_nodes: set[str] = set()  # space in the Nodes pane: `v` verifies these
         self.conn: Connection | None = None
         self.error: str | None = None  # why the app could not start, for the command line
         self.model: ClusterModel | None = None
         self.server_version = ""
-        self.namespace: str | None = None  # None: all namespaces
+        self.namespaces: tuple[str, ...] = tuple(namespaces)  # the GPU pods shown; (): all namespaces
+        self._namespaces_given = (tuple(namespaces), tuple(fallback_namespaces))
         self.selected_node: str | None = None
         self.pods_all_nodes = False  # the pods pane follows the Nodes cursor; `a` shows every node's
         self._unsubscribe: Callable[[], None] | None = None
@@ -166,7 +189,10 @@ class GpuTuiApp(StackActions, VerifyActions, CoalescedRefresh, DevicePluginPane,
         self._apply_layout(self.size.width)
         self._main("#header", ClusterHeader).update(Text("connecting…", style="dim"))
         self.set_interval(AGE_INTERVAL, self._age_tick)
-        self._connect()
+        if self.fleet is not None:
+            self._start_fleet()
+        else:
+            self._connect()
 
     def on_resize(self, event) -> None:  # noqa: ANN001
         if not self._main_ready or not self.screen_stack:
@@ -194,6 +220,11 @@ class GpuTuiApp(StackActions, VerifyActions, CoalescedRefresh, DevicePluginPane,
     async def _connect(self) -> None:
         switching = self.model is not None
         await self._disconnect()
+        if self.fleet is not None and self.context in self.fleet.members:
+            self._main("#header", ClusterHeader).update(Text(f"opening {clean(self.context or '', 80)}…", style="dim"))
+            self.conn, self.model = await self.fleet.view(self.context)  # type: ignore[misc]  (no timeout: waits)
+            self._attach()
+            return
         try:
             self.conn = await self.connector(self.context)
         except ConnectError as error:
@@ -206,12 +237,20 @@ class GpuTuiApp(StackActions, VerifyActions, CoalescedRefresh, DevicePluginPane,
         self.context = self.conn.context
         for warning in self.conn.warnings:  # e.g. insecure-skip-tls-verify: said once, on connecting
             self.notify(clean(warning, 300), title="connection", severity="warning", timeout=15, markup=False)
-        self.model = ClusterModel(self.conn.api, resources=self.resources, **self.model_options)
-        self._unsubscribe = self.model.subscribe(self._on_change)
+        given, configured = self._namespaces_given
+        self.model = ClusterModel(self.conn.api, resources=self.resources, namespaces=namespaces_to_try(given, self.conn.namespace, configured),
+                                  **self.model_options)
         await self.model.start()
+        self._attach()
+
+    def _attach(self) -> None:
+        """Show the connected model: subscribe, read exporters in the background, look for leftovers."""
+        assert self.model is not None and self.conn is not None
+        self._unsubscribe = self.model.subscribe(self._on_change)
         if self.model.metrics.background_interval > 0:
             self.model.metrics.start_background()  # XIDs in the Nodes pane and the header, not only in details
         self._when_synced(self.model)
+        self.start_idle()
         self.check_leftovers()
         self._refresh_views()
         self._ask_version(self.conn)
@@ -233,9 +272,13 @@ class GpuTuiApp(StackActions, VerifyActions, CoalescedRefresh, DevicePluginPane,
         self._refresh_views()
 
     async def _disconnect(self) -> None:
+        await self.stop_idle()
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
+        if self.fleet is not None and self.conn is not None and self.conn.context in self.fleet.members:
+            self.model = self.conn = None  # the fleet's: it keeps watching the cluster
+            return
         if self.model is not None:
             await self.model.stop()
             self.model = None
@@ -247,12 +290,16 @@ class GpuTuiApp(StackActions, VerifyActions, CoalescedRefresh, DevicePluginPane,
         self._main_ready = False
         await self.stop_verifications()  # their pods are deleted over the connection closed next
         await self._disconnect()
+        if self.fleet is not None:
+            await self.fleet.stop()
         self.exit()
 
     async def on_unmount(self) -> None:
         self._main_ready = False
         await self.stop_verifications()
         await self._disconnect()
+        if self.fleet is not None:
+            await self.fleet.stop()
 
     # -- selection and keys -------------------------------------------------------------------
     @on(DataTable.RowHighlighted, "#nodes-table")
@@ -303,6 +350,11 @@ class GpuTuiApp(StackActions, VerifyActions, CoalescedRefresh, DevicePluginPane,
         pod = model.pod(namespace, name) if model else None
         if pod is None:
             return
+        screen = TextScreen("GPU pod", self._pod_text(pod, model.events_for("Pod", namespace, name), "listing its events…"))
+        self.push_screen(screen)
+        self._list_pod_events(screen, pod)
+
+    def _pod_text(self, pod: Pod, events: list[Event], note: str | None = None) -> Text:
         shown = self._pod_view.get(pod.key)
         body = Text(end="")
         body.append_text(render.pod_name(pod))
@@ -311,13 +363,28 @@ class GpuTuiApp(StackActions, VerifyActions, CoalescedRefresh, DevicePluginPane,
         if shown is not None and shown[0].reason:
             body.append("\n\n")
             body.append_text(render.text(shown[0].reason, limit=10_000))
-        events = model.events_for("Pod", namespace, name)[:10]
-        if not events:
+        if not events and note is None:
             body.append("\nno events", style="dim")
-        for event_record in events:
+        for event_record in events[:10]:
             body.append("\n")
             body.append_text(render.event_line(event_record, self.clock()))
-        self.push_screen(TextScreen("GPU pod", body))
+        if note:
+            body.append("\n")
+            body.append_text(render.text(note, style="dim", limit=300))
+        return body
+
+    @work(group="pod-events", exclusive=True)
+    async def _list_pod_events(self, screen: TextScreen, pod: Pod) -> None:
+        """The pod's every event, listed as its details open: the events watch keeps only why a pod waits."""
+        model = self.model
+        if model is None:
+            return
+        try:
+            events, note = await model.events_of(pod.namespace, pod.name, pod.uid or None), None
+        except Exception as error:  # noqa: BLE001  (a 403, a lost connection: said, the watched events stay)
+            events, note = model.events_for("Pod", pod.namespace, pod.name), f"events not listed: {str(error).splitlines()[0] if str(error) else type(error).__name__}"
+        if screen.is_attached:
+            screen.set_body(self._pod_text(pod, events, note))
 
     def show_node(self, name: str) -> None:
         self.push_screen(NodeDetailsScreen(name, self.node_details, self.clock, on_show=lambda: self.want_node_metrics(name)))
@@ -328,8 +395,9 @@ class GpuTuiApp(StackActions, VerifyActions, CoalescedRefresh, DevicePluginPane,
         if model is None or summary is None:
             return None
         pods = [(pod, self.resources.of(pod.requests)) for pod in model.pods_on_node(name) if not pod.finished]
-        unknown, _ = render.allocation_basis(model.states, time.monotonic())  # as the Nodes pane: `…` or `?` until pods are listed
-        return NodeDetails(summary, pods, model.events_for("Node", "", name)[:20], model.node_metrics(name), model.metrics.series, unknown)
+        unknown, _ = self.allocation_basis(model)  # as the Nodes pane: `…` or `?` until pods are listed, or some namespaces only
+        return NodeDetails(summary, pods, model.events_for("Node", "", name)[:20], model.node_metrics(name), model.metrics.series, unknown,
+                           self.idle_view)
 
     def jump_to_node(self, name: str) -> None:
         table = self.nodes_table
@@ -339,6 +407,15 @@ class GpuTuiApp(StackActions, VerifyActions, CoalescedRefresh, DevicePluginPane,
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
+
+    def action_capacity(self) -> None:
+        self.push_screen(CapacityScreen())
+
+    def action_queues(self) -> None:
+        if self.model is not None and self.model.kueue_state() == kueue.NOT_INSTALLED:
+            self.notify(kueue.NOT_INSTALLED, markup=False)
+        elif not isinstance(self.screen, QueuesScreen):
+            self.push_screen(QueuesScreen())
 
     def action_toggle_all_pods(self) -> None:
         self.pods_all_nodes = not self.pods_all_nodes
@@ -373,13 +450,16 @@ class GpuTuiApp(StackActions, VerifyActions, CoalescedRefresh, DevicePluginPane,
             focused.set_filter("")  # the cursor stays on its row
             self.follow_node_cursor()
             self._refresh_views(("nodes", "pods"))
+            return
+        if self.fleet is not None:
+            self.back_to_fleet()
 
     def toggle_pane(self, pane_id: str) -> None:
         pane = self._main(f"#{pane_id}")
         pane.set_class(not pane.has_class("-hidden"), "-hidden")
 
     def set_namespace(self, namespace: str | None) -> None:
-        self.namespace = namespace
+        self.namespaces = (namespace,) if namespace else ()
         self._refresh_views(("header", "pods"))
 
     def switch_context(self, context: str) -> None:
@@ -396,6 +476,33 @@ class GpuTuiApp(StackActions, VerifyActions, CoalescedRefresh, DevicePluginPane,
         self.pods_table.show([])
         self.plugin_log.clear()
         self._connect()
+
+    # -- the fleet ---------------------------------------------------------------------------
+    @work(group="fleet")
+    async def _start_fleet(self) -> None:
+        from .fleet import FleetScreen  # noqa: PLC0415
+
+        assert self.fleet is not None
+        await self.fleet.start()
+        self._main("#header", ClusterHeader).update(Text("fleet: choose a cluster (enter)", style="dim"))
+        # Installed, so that leaving it for a cluster keeps it (its order, filter and cursor) for `esc`.
+        self.install_screen(FleetScreen(self.fleet, self.open_cluster), name=FLEET_SCREEN)
+        self._fleet_installed = True
+        await self.push_screen(FLEET_SCREEN)
+
+    def open_cluster(self, context: str) -> None:
+        """The Fleet screen's `enter`: this cluster's main screen, on the fleet's own watches."""
+        from .fleet import FleetScreen  # noqa: PLC0415
+
+        if isinstance(self.screen, FleetScreen):
+            self.pop_screen()
+        if context != self.context or self.model is None:
+            self.switch_context(context)
+
+    def back_to_fleet(self) -> None:
+        if not self._fleet_installed or self.verifications_running():
+            return  # a running verification keeps its cluster on screen: esc cancels it there
+        self.push_screen(FLEET_SCREEN)
 
     # -- filtering --------------------------------------------------------------------------
     def action_filter(self) -> None:

@@ -1,4 +1,5 @@
-"""The command palette (ctrl+p): switch context or namespace, jump to a node, toggle panes, the GPU stack, local GPUs."""
+"""The command palette (ctrl+p): switch context or namespace, jump to a node, toggle panes, the GPU stack, capacity, idle GPUs,
+Kueue's queues, local GPUs."""
 from __future__ import annotations
 
 from functools import partial
@@ -8,6 +9,7 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.content import Content
 from textual.fuzzy import Matcher
 
+from gputui.kube import kueue
 from gputui.sanitize import clean
 
 if TYPE_CHECKING:
@@ -26,16 +28,23 @@ class GpuCommands(Provider):
         for pane_id, title in PANES:
             yield f"Toggle pane: {title}", partial(app.toggle_pane, pane_id), "show or hide the pane"
         yield "GPU stack", app.action_stack, "components per node: driver, toolkit, plugin, GFD, DCGM, MIG manager, validator, NFD"
+        yield "Capacity", app.action_capacity, "what fits where: nodes that could take a pod of 1, 2, 4, 8 GPUs now, stranded GPUs"
+        yield "Idle GPUs", app.action_idle, "pods holding GPUs, the idle longest first: idle for, mean use, memory used"
         yield "Local GPUs (NVML)", app.action_local_gpus, "this host's GPUs; one line when it has none"
         yield "Namespace: all", partial(app.set_namespace, None), "GPU pods of every namespace"
         model = app.model
+        if model is not None and model.kueue_state() != kueue.NOT_INSTALLED:
+            yield "Queues (Kueue)", app.action_queues, "ClusterQueues: GPU quota, used, free, pending and admitted Workloads"
         if model is not None:
             for namespace in sorted({pod.namespace for pod in model.pods.records.values()}):
                 yield f"Namespace: {clean(namespace, 63)}", partial(app.set_namespace, namespace), "only this namespace's GPU pods"
             for summary in model.node_summaries():
                 yield f"Jump to node: {clean(summary.name, 63)}", partial(app.jump_to_node, summary.name), "select the node"
+        fleet = app.fleet.contexts if app.fleet is not None else []
+        for context in fleet:
+            yield f"Open cluster: {clean(context, 80)}", partial(app.open_cluster, context), "this cluster of the fleet"
         for context in app.list_contexts():
-            if context != app.context:
+            if context != app.context and context not in fleet:
                 yield f"Switch context: {clean(context, 80)}", partial(app.switch_context, context), "reconnect to this kubeconfig context"
 
     async def discover(self) -> Hits:

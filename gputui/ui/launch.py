@@ -35,11 +35,20 @@ def make_app(
     kubeconfig_from: Callable[[], Any] | None = None,
     verify: Any = None,
     metrics: dict[str, Any] | None = None,
+    fleet: list[str] | None = None,
+    max_live: int | None = None,
+    namespaces: list[str] | tuple[str, ...] = (),
+    fallback_namespaces: list[str] | tuple[str, ...] = (),
+    idle: Any = None,
 ) -> Any:
     """The app on a kubeconfig context (also used by tests, screenshots and the benchmark).
     kubeconfig_from: a blocking call that returns the kubeconfig path (the demo's simulator).
     verify: the verification pods' settings (`verify_settings`); None: the defaults.
-    metrics: the model's DCGM options (`MetricsConfig.model_options()`); None: the defaults."""
+    metrics: the model's DCGM options (`MetricsConfig.model_options()`); None: the defaults.
+    fleet: contexts to open as a fleet (the Fleet screen first); max_live: how many of them are watched.
+    namespaces: -n (the GPU pods shown; where to read pods when forbidden cluster-wide, else the context's
+    namespace and then fallback_namespaces, the config file's).
+    idle: the idle GPUs' settings (`IdleConfig.settings()`); None: no Prometheus, samples in memory."""
     from gputui.kube.config import connect  # noqa: PLC0415
     from gputui.kube.gpu import GpuResources  # noqa: PLC0415
 
@@ -61,10 +70,20 @@ def make_app(
         options["verify"] = verify
     if metrics is not None:
         options["model_options"] = metrics
+    if idle is not None:
+        options["idle"] = idle
+    resources = GpuResources(frozenset(extra_resources))
+    if namespaces or fallback_namespaces:
+        options.update(namespaces=tuple(namespaces), fallback_namespaces=tuple(fallback_namespaces))
+    if fleet:
+        from gputui.kube.fleet import MAX_LIVE, Fleet  # noqa: PLC0415
+
+        options["fleet"] = Fleet(fleet, connector, max_live=max_live or MAX_LIVE, resources=resources,
+                                 model_options=metrics, **({} if clock is None else {"clock": clock}))
     return GpuTuiApp(
         connector,
         context=context,
         contexts=lambda: kubeconfig_contexts(path) if path or kubeconfig_from is None else [],
-        resources=GpuResources(frozenset(extra_resources)),
+        resources=resources,
         **options,
     )

@@ -205,11 +205,15 @@ def gpus_cell(entry: GpuPod, narrow: bool) -> Text:
     return cell
 
 
-def pod_row(entry: GpuPod, age_text: str, narrow: bool, w: Widths | None = None) -> tuple[Text, ...]:
+def pod_row(entry: GpuPod, age_text: str, narrow: bool, w: Widths | None = None, note: Text | None = None) -> tuple[Text, ...]:
+    """note: what a bound pod's REASON cell says instead (its GPUs' use, ui/idle.py)."""
     w = w or widths(pod_columns(narrow))
     pod = entry.pod
     node = cut(pod.node, w["node"]) if pod.node else fit("<none>", w["node"], render.DIM_STYLE)
-    reason = clip(render.reason(entry, limit=max(60, w["reason"])), w["reason"], clean(entry.reason or "", 2000))
+    if note is not None and not entry.reason:
+        reason = clip(note, w["reason"])
+    else:
+        reason = clip(render.reason(entry, limit=max(60, w["reason"])), w["reason"], clean(entry.reason or "", 2000))
     name = clip(render.pod_name(pod, w["pod"]), w["pod"], f"{clean(pod.namespace, 63)}/{clean(pod.name, 253)}")
     status = clip(render.pod_status(pod), w["status"])
     age_cell = fit(age_text, w["age"])

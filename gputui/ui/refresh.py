@@ -19,9 +19,10 @@ from rich.text import Text
 from textual import work
 
 from gputui.kube import gpu
-from gputui.kube.model import DRA_KINDS, EVENTS, PODS, ClusterModel
+from gputui.kube.model import DRA_KINDS, EVENTS, KUEUE_KINDS, PODS, ClusterModel
 from gputui.kube.tables import Change, unreadable_line
 from gputui.kube.watch import ABSENT, LIVE, RETRYING, SYNCING
+from gputui.kube.watches import scope_lines
 
 from . import render
 from .panes import node_row, pod_row
@@ -67,13 +68,14 @@ class CoalescedRefresh:
     clock: Callable[[], float]
     context: str | None
     server_version: str
-    namespace: str | None
+    namespaces: tuple[str, ...]  # the GPU pods shown (-n, the palette); () all
     selected_node: str | None
     pods_all_nodes: bool
     _narrow: bool | None
     _main_ready: bool
     node_widths: dict[str, int]
     pod_widths: dict[str, int]
+    idle_note: Callable[[gpu.GpuPod], Text | None]  # a bound pod's GPU use (ui/idle.py)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -81,10 +83,12 @@ class CoalescedRefresh:
         self._changes = 0
         self.refreshes = 0  # coalesced refreshes done (tests and the benchmark read it)
         self._node_cells: dict[str, tuple[gpu.NodeSummary, tuple, tuple]] = {}  # name -> (summary, facts, cells)
-        # GPU pods shown or showable: key -> (GpuPod, age text, cells); None in
+        # GPU pods shown or showable: key -> (GpuPod, (age text, idle note), cells); None in
         # _stale_pods means every pod must be looked at again.
-        self._pod_view: dict[tuple[str, str], tuple[gpu.GpuPod, str, tuple]] = {}
+        self._pod_view: dict[tuple[str, str], tuple[gpu.GpuPod, tuple[str, str], tuple]] = {}
         self._stale_pods: set[tuple[str, str]] | None = None
+        self._pending_rows: set[tuple[str, str]] = set()  # GPU pods in _pod_view waiting for a node: their reasons end with the fit
+        self._fit_seen: tuple[int, object] = (-1, None)  # (summary_generation, model.fit()) when the pending rows were last looked at
         self._pods_filling = False  # rebuilding every row (start, layout, relist): slices follow each other soon
         self._pods_scope: tuple | None = None  # (all nodes?, node, namespace) of the rows the pods table was given
         self._nodes_generation = -1  # the model's summary_generation when node summaries were last gathered
@@ -125,6 +129,8 @@ class CoalescedRefresh:
             # What a pod holds through its claims: the rows of the holders, before and after.
             self._stale_pods.update(key for key, shown in self._pod_view.items() if shown[0].claims)
             self._stale_pods.update(self.model.dra_pod_keys())
+        elif change.kind in KUEUE_KINDS and self._stale_pods is not None:
+            self._stale_pods.update(self._pending_rows)  # a pending pod's reason starts with why Kueue holds it
         self._request(*ALL_PARTS)
 
     def _note_stale_pod(self, key: object) -> None:
@@ -219,7 +225,7 @@ class CoalescedRefresh:
             if "nodes" in parts or "header" in parts:
                 if summaries is None:
                     summaries = model.node_summaries()
-                mark, basis = render.allocation_basis(model.states, time.monotonic())
+                mark, basis = self.allocation_basis(model)
                 self._health = render.health_parts(summaries, model.node_metrics, now)  # DCGM, XIDs, health conditions
                 self._refresh_header(gpu.totals(summaries), mark, basis)
                 if "nodes" in parts:
@@ -242,8 +248,9 @@ class CoalescedRefresh:
         first.append(Text("context ", style="dim", end="") + render.text(self.context or "in-cluster", limit=60))
         if self.server_version:
             first.append(Text("server ", style="dim", end="") + render.text(self.server_version, limit=30))
-        if self.namespace:
-            first.append(Text("namespace ", style="dim", end="") + render.text(self.namespace, limit=63))
+        if self.namespaces:
+            label = "namespace " if len(self.namespaces) == 1 else "namespaces "
+            first.append(Text(label, style="dim", end="") + render.text(", ".join(self.namespaces), limit=100))
         model = self.model
         if model is None:
             first.append(Text("connecting…", style="dim", end=""))
@@ -276,6 +283,9 @@ class CoalescedRefresh:
         """`watches live`, or the watches that are not: `pods retrying in 4 s: connection refused`."""
         troubled = [(kind, state) for kind, state in model.states.items() if state.phase not in WATCH_OK]
         out = Text("watches ", style="dim", end="")
+        # Kinds forbidden cluster-wide and read in some namespaces, first (pods: allocation_basis says it, on the totals' line).
+        for line in scope_lines(scope for scope in model.partial_scopes() if scope.kind != PODS):
+            out += render.text(line, style=render.WARN_STYLE, limit=200) + Text(" · ", style="dim")
         unreadable = unreadable_line(model.unreadable())
         if not troubled and model.all_running():
             out.append("live", style=render.OK_STYLE)
@@ -298,6 +308,16 @@ class CoalescedRefresh:
         if unreadable:
             out += Text(" · ", style="dim") + render.text(unreadable, style=render.BAD_STYLE, limit=100)
         return out
+
+    def allocation_basis(self, model: ClusterModel) -> tuple[str | None, Text | None]:
+        """render.allocation_basis, and `?` while pods are read in some namespaces only: a node's
+        allocated would count only theirs, and its free would be a confident wrong number.
+        `allocation unknown: pods in 2 namespaces: ml, research; cluster-wide forbidden`."""
+        mark, basis = render.allocation_basis(model.states, time.monotonic())
+        pods = model.scope(PODS)
+        if mark is None and pods.partial:
+            return render.UNKNOWN_MARK, render.text(f"allocation unknown: {pods.words()}", style=render.BAD_STYLE, limit=300)
+        return mark, basis
 
     def _refresh_nodes(self, summaries: list[gpu.NodeSummary], mark: str | None = None, basis: Text | None = None) -> None:
         """mark: allocated and free are unknown (pods not listed); basis: what the counts rest on, when not live."""
@@ -340,8 +360,14 @@ class CoalescedRefresh:
         regroup = stale is None  # the rows shown are other pods, or in another order
         if stale is None:
             view.clear()
+            self._pending_rows.clear()
             stale = set(records)
             self._pods_filling = True
+        elif self._pending_rows and model.summary_generation != self._fit_seen[0]:
+            fits = model.fit()  # a pending pod's reason says where its GPUs would fit: when that changes, so does the row
+            if fits != self._fit_seen[1]:
+                stale.update(self._pending_rows)
+            self._fit_seen = (model.summary_generation, fits)
         narrow = bool(self._narrow)
         changed: dict[tuple[str, str], tuple] = {}
         deadline = time.perf_counter() + (FILL_SECONDS if self._pods_filling else POD_ROWS_SECONDS)
@@ -356,22 +382,29 @@ class CoalescedRefresh:
             entry = model.gpu_pod(pod, events) if pod is not None else None
             shown = view.get(key)
             if entry is None:
+                self._pending_rows.discard(key)
                 if shown is not None:
                     del view[key]
                     regroup = True
                 continue
+            if entry.pod.node is None:
+                self._pending_rows.add(key)
+            else:
+                self._pending_rows.discard(key)
             if shown is None or shown[0].pod.node != entry.pod.node:
                 regroup = True  # a new row, or one that moves in or out of a node's view
             age_text = render.age(entry.pod.created, now)
-            if shown is not None and shown[1] == age_text and _row_facts(shown[0]) == _row_facts(entry):
-                view[key] = (entry, age_text, shown[2])  # changed, but nothing the row shows
+            note = self.idle_note(entry)
+            marks = (age_text, note.plain if note is not None else "")
+            if shown is not None and shown[1] == marks and _row_facts(shown[0]) == _row_facts(entry):
+                view[key] = (entry, marks, shown[2])  # changed, but nothing the row shows
             else:
-                changed[key] = cells = pod_row(entry, age_text, narrow, self.pod_widths)
-                view[key] = (entry, age_text, cells)
+                changed[key] = cells = pod_row(entry, age_text, narrow, self.pod_widths, note)
+                view[key] = (entry, marks, cells)
         else:
             self._pods_filling = False
         node = None if self.pods_all_nodes else self.selected_node
-        scope = (self.pods_all_nodes, node, self.namespace)
+        scope = (self.pods_all_nodes, node, self.namespaces)
         if regroup or scope != self._pods_scope:
             self._pods_scope = scope
             self.pods_table.show(self._pod_rows(model, node))
@@ -379,8 +412,8 @@ class CoalescedRefresh:
             self.pods_table.update_rows({f"{key[0]}/{key[1]}": cells for key, cells in changed.items()})
         where = "all nodes" if self.pods_all_nodes else f"node {clean(self.selected_node or '-', 60)}"
         title = f"GPU pods · {where}"
-        if self.namespace:
-            title += f" · ns {clean(self.namespace, 63)}"
+        if self.namespaces:
+            title += f" · ns {clean(', '.join(self.namespaces), 100)}"
         pane = self._main("#pods", Pane)
         pane.set_title(title)
         pane.set_status(self._pane_status(PODS, self.pods_table))
@@ -402,7 +435,7 @@ class CoalescedRefresh:
         return [
             (f"{key[0]}/{key[1]}", view[key][2])
             for key in sorted(keys)
-            if self.namespace is None or key[0] == self.namespace
+            if not self.namespaces or key[0] in self.namespaces
         ]
 
     def _pane_status(self, kind: str, table: KeyedTable, basis: Text | None = None) -> str:
@@ -419,11 +452,14 @@ class CoalescedRefresh:
                 parts.append(f"no {noun} matches '{clean(table.filter_text, 40)}'")
             else:
                 parts.append(f"filter: {clean(table.filter_text, 40)}")
-        elif kind == PODS and table.row_count == 0 and self.model is not None and self.model.pods_known:
+        elif kind == PODS and table.row_count == 0 and self.model is not None and (self.model.pods_known or self.model.scope(PODS).partial):
+            among = "" if not self.namespaces else " in this namespace" if len(self.namespaces) == 1 else " in these namespaces"
+            if not self.model.pods_known:  # read in some namespaces only
+                among += f" (read in {clean(', '.join(self.model.scope(PODS).readable), 100)} only)"
             if self.pods_all_nodes:
-                parts.append("no GPU pods" + (" in this namespace" if self.namespace else ""))
+                parts.append("no GPU pods" + among)
             elif self.selected_node:
-                parts.append("no GPU pods on this node" + (" in this namespace" if self.namespace else ""))
+                parts.append("no GPU pods on this node" + among)
             else:
                 parts.append("no node selected")
         return " · ".join(parts)

@@ -247,7 +247,7 @@ def pod_status(pod: Pod) -> Text:
     status = pod.status
     if status in ("Running", "Completed", "Succeeded") and pod.deleted is None:
         style = OK_STYLE if pod.ready >= pod.total or status != "Running" else WARN_STYLE
-    elif status in ("Pending", "ContainerCreating", "PodInitializing", "Terminating") or status.startswith("Init:"):
+    elif status in ("Pending", "SchedulingGated", "ContainerCreating", "PodInitializing", "Terminating") or status.startswith("Init:"):
         style = WARN_STYLE
     else:
         style = BAD_STYLE

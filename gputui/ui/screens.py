@@ -12,12 +12,14 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Static
 
 from . import render
+from .idle import idle_words
 from .stack_render import components_section, dra_section, metrics_section
 
 if TYPE_CHECKING:
     from gputui.kube.dcgm import GpuReading
     from gputui.kube.dra import DraDevice
     from gputui.kube.gpu import NodeSummary
+    from gputui.kube.idle import IdleView
     from gputui.kube.metrics import NodeMetrics
     from gputui.kube.records import Event, Pod
 
@@ -32,9 +34,12 @@ KEYS_HELP: tuple[tuple[str, str], ...] = (
     ("l", "device-plugin logs full screen (esc back)"),
     ("s", "GPU stack: components per node (← → a component, l or enter: its logs)"),
     ("g", "this host's GPUs through NVML (one line when it has none)"),
+    ("c", "capacity: nodes that could take a pod of 1, 2, 4, 8 GPUs now, largest free block, stranded GPUs"),
+    ("i", "idle GPUs: pods holding GPUs, the idle longest first (mean use over the window, memory used)"),
+    ("u", "Kueue queues: each ClusterQueue's GPU quota, used, free, pending; why its Workloads wait"),
     ("v", "verify the selected node (or the marked ones): nvidia-smi in a pod, then deleted"),
     ("space  V", "Nodes: mark a node for v · verify every GPU node"),
-    ("ctrl+p  :", "command palette: context, namespace, jump to node, panes, stack, local GPUs"),
+    ("ctrl+p  :", "command palette: context, namespace, jump to node, panes, stack, capacity, idle GPUs, queues, local GPUs"),
     ("esc", "back"),
     ("?", "this help (↑ ↓ PgUp PgDn scroll it)"),
     ("q  ctrl+c", "quit (running verification pods are deleted first)"),
@@ -94,6 +99,12 @@ class TextScreen(ModalScreen[None]):
     @property
     def text(self) -> str:
         return self._body.plain
+
+    def set_body(self, body: Text) -> None:
+        """Show new text (a pod's events, once listed)."""
+        self._body = body
+        if self.is_mounted:
+            self.query_one(Static).update(body)
 
     def action_close(self) -> None:
         self.dismiss(None)
@@ -158,12 +169,12 @@ class NodeDetailsScreen(Screen[None]):
 class NodeDetails:
     """What the details screen shows, gathered by the app from the model."""
 
-    __slots__ = ("summary", "pods", "events", "metrics", "series", "unknown")
+    __slots__ = ("summary", "pods", "events", "metrics", "series", "unknown", "idle")
 
     def __init__(
         self, summary: "NodeSummary", pods: "list[tuple[Pod, dict[str, int]]]", events: "list[Event]",
         metrics: "NodeMetrics | None" = None, series: "Callable[[GpuReading], list[float]]" = lambda reading: [],
-        unknown: str | None = None,
+        unknown: str | None = None, idle: "IdleView | None" = None,
     ) -> None:
         self.summary = summary
         self.pods = pods
@@ -171,6 +182,7 @@ class NodeDetails:
         self.metrics = metrics  # DCGM readings or why there are none; None before the first poll
         self.series = series  # a GPU's utilisation history
         self.unknown = unknown  # allocated and free not known (`…` listing, `?` unreadable): render.allocation_basis
+        self.idle = idle  # the pods' GPU use (ui/idle.py); None before the first figures
 
 
 def _section(out: Text, title: str) -> None:
@@ -293,6 +305,10 @@ def details_text(details: NodeDetails, now: float, width: int = 120) -> Text:
         out.append("  ")
         out.append_text(render.pod_status(pod))
         out.append(f"  {render.age(pod.created, now)}", style="dim")
+        figures = details.idle.pod(pod.namespace, pod.name) if details.idle and (gpu or held) else None
+        if (figures is not None and figures.known) or ((gpu or held) and details.metrics is not None and details.metrics.current):
+            out.append("  ")  # its use, where known or on its way (the node's exporter is read)
+            out.append_text(idle_words(figures))
         out.append("\n")
     if summary.plugin is not None:
         out.append("  device plugin: ", style="dim")

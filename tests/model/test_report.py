@@ -73,14 +73,19 @@ async def test_json_is_the_contract(sim):
     rc, out, err = await report_of("--kubeconfig", str(sim.kubeconfig_path), "-o", "json")
     assert rc == 1, err  # gpu-2 is unhealthy, mig-1's plugin crash-loops
     data = json.loads(out)
-    assert set(data) == {"context", "stack", "nodes", "pods", "totals", "missing", "unreadable"} and data["context"] == "gputui-sim"
+    assert set(data) == {"context", "scope", "stack", "nodes", "pods", "totals", "fit", "queues", "idle", "missing", "unreadable"} \
+        and data["context"] == "gputui-sim"
+    assert data["queues"] is None  # no Kueue in this cluster (tests/model/test_kueue.py has one)
     assert data["missing"] == [] and data["unreadable"] == []  # every part read, every object readable
+    whole = {"cluster_wide": True, "namespaces": [], "forbidden": [], "partial": False}
+    assert data["scope"] == {"pods": whole, "events": whole, "daemonsets": whole}  # each listed cluster-wide
     # plugin pods without DaemonSets: no stack is recognised, no component is expected, no exporter to read
     assert data["stack"] == {"kind": "none", "install": None, "namespace": None, "cluster_policy": None}
     nodes = {n["name"]: n for n in data["nodes"]}
     assert [n["name"] for n in data["nodes"]] == ["gpu-1", "gpu-2", "mig-1", "cpu-1"]  # GPU nodes first
     for n in data["nodes"]:
-        assert set(n) == {"name", "ready", "schedulable", "product", "gpu", "problems", "components"}
+        assert set(n) == {"name", "ready", "schedulable", "product", "gpu", "problems", "components", "plugins"}
+        assert n["plugins"] == []  # device-plugin DaemonSets: none here
         for usage in n["gpu"].values():
             assert set(usage) == {"capacity", "allocatable", "allocated", "free"}
     assert nodes["gpu-1"]["product"] == "NVIDIA-H100-80GB-HBM3" and nodes["cpu-1"]["product"] is None
@@ -93,8 +98,10 @@ async def test_json_is_the_contract(sim):
     for p in data["pods"]:
         assert set(p) == {"namespace", "name", "node", "phase", "gpu", "reason", "claims"}
     scheduled = next(c for c in sim.store.get("pods", "ml", "waiting")["status"]["conditions"] if c["type"] == "PodScheduled")
+    # the scheduler's message, then why 16 GPUs fit no node (gpu-1 has 1 free of 8, gpu-2 none of 3)
+    fit_line = "needs 16 nvidia.com/gpu on one node; 1 free in the cluster, at most 8 on any node when empty"
     assert pods[("ml", "waiting")] == {"namespace": "ml", "name": "waiting", "node": None, "phase": "Pending",
-                                       "gpu": {"nvidia.com/gpu": 16}, "reason": scheduled["message"], "claims": []}
+                                       "gpu": {"nvidia.com/gpu": 16}, "reason": f"{scheduled['message']} · {fit_line}", "claims": []}
     assert "Insufficient nvidia.com/gpu" in scheduled["message"]
     assert ("ml", "finished") not in pods
     assert data["totals"]["nvidia.com/mig-1g.10gb"] == {"capacity": 7, "allocatable": 7, "allocated": 2, "free": 5}

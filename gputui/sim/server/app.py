@@ -58,7 +58,7 @@ class Api(Discovery, Reading, Writing, Subresources):
             if body is None:
                 raise PATH_NOT_FOUND
             return json_response(body)
-        target = parse_resource_path(segments, self.served)
+        target = parse_resource_path(segments, self.served, self.store.resource_at)
         query = request.query
         watching = request.method == "GET" and target.name is None and _flag(query.get("watch"))
         self._authorize(request, target, watching)
@@ -67,6 +67,11 @@ class Api(Discovery, Reading, Writing, Subresources):
 
     async def _handle(self, request: web.Request, t: Target, watching: bool) -> web.StreamResponse:
         method, sub = request.method, t.subresource
+        verb = _verb(method, t, watching)
+        if sub is None and verb not in t.resource.verbs and not (verb == "deletecollection" and "delete" in t.resource.verbs):
+            # A kind kept as given is read-only: kube-apiserver answers a verb a kind lacks so.
+            raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource",
+                           _details(t.resource, t.name))
         if t.name is None:
             if method == "GET":
                 return await (self.watch(request, t) if watching else self.list(request, t))
@@ -79,7 +84,7 @@ class Api(Discovery, Reading, Writing, Subresources):
         elif sub == "binding" and method == "POST":
             return await self.bind(request, t)
         elif sub == "proxy" and t.resource.kind in ("Pod", "Service") and method in ("GET", "HEAD"):
-            return self.proxied(t)
+            return await self.proxied(request, t)
         elif sub in (None, "status"):
             if method == "GET":
                 return self.get(request, t)
@@ -163,9 +168,39 @@ def _authentication(cluster: "SimCluster"):
     return authenticate
 
 
+def _counting(api: Api):  # type: ignore[no-untyped-def]
+    """Every request, by verb, counted as it comes (a watch as it opens), and the bodies of the answers to the
+    reads that are neither lists nor watches (those count their own bytes): features.ApiCounts."""
+
+    @web.middleware
+    async def count(request: web.Request, handler):  # type: ignore[no-untyped-def]
+        verb = _request_verb(request, api)
+        counts = api.cluster.api_counts
+        counts.request(verb)
+        response = await handler(request)
+        if request.method == "GET" and verb not in ("list", "watch") and isinstance(response, web.Response) \
+                and isinstance(response.body, bytes):
+            counts.get_bytes += len(response.body)
+        return response
+
+    return count
+
+
+def _request_verb(request: web.Request, api: Api) -> str:
+    """The verb as kube-apiserver's audit log names it; "discovery" under /api and /apis, else "other"."""
+    segments = [s for s in request.path.split("/") if s]
+    if not _resource_path(request.path):
+        return "discovery" if segments[:1] in (["api"], ["apis"]) else "other"
+    try:
+        t = parse_resource_path(segments, api.served, api.store.resource_at)
+    except ApiError:
+        return "other"
+    return _verb(request.method, t, request.method == "GET" and t.name is None and _flag(request.query.get("watch")))
+
+
 def make_app(cluster: "SimCluster") -> web.Application:
     api = Api(cluster)
-    app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[_authentication(cluster)])
+    app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[_counting(api), _authentication(cluster)])
     app.router.add_get("/version", api.version)
     app.router.add_get("/version/", api.version)  # the Python clients' VersionApi asks here
     for probe in ("/healthz", "/livez", "/readyz"):
