@@ -116,6 +116,7 @@ async def test_confirm_shows_the_pod_then_pass_on_a_free_node(cluster, created):
         for part in ("name: gputui-verify-gpu-ok-", "kubernetes.io/hostname", "nvidia.com/gpu: '1'", f"image: {v.DEFAULT_IMAGE}", "restartPolicy: Never"):
             assert part in spec, part
         assert created == [] or dialog.plans[0].name not in created  # nothing exists before y
+        assert screen_text(app).count(f"Cluster {app.context.upper()}") == 1  # the context, in capitals
         await pilot.press("y")
 
         await wait_for(pilot, lambda: isinstance(app.screen, VerifyScreen), what="the live screen")

@@ -106,7 +106,7 @@ class VerifyActions:
             else:
                 raise result  # cancellation
         if plans:
-            app.push_screen(ConfirmVerifyScreen(plans), lambda confirmed: self._confirmed(plans, confirmed))
+            app.push_screen(ConfirmVerifyScreen(plans, app.context), lambda confirmed: self._confirmed(plans, confirmed))
 
     def _confirmed(self, plans: list[v.Plan], confirmed: bool | None) -> None:
         app: Any = self

@@ -36,9 +36,10 @@ class ConfirmVerifyScreen(ModalScreen[bool]):
         Binding("k", "scroll_up", show=False),
     ]
 
-    def __init__(self, plans: Sequence[v.Plan]) -> None:
+    def __init__(self, plans: Sequence[v.Plan], context: str | None = None) -> None:
         super().__init__()
         self.plans = list(plans)
+        self.context = context  # named in capitals: nobody verifies on production by mistake
 
     def compose(self) -> ComposeResult:
         first = self.plans[0]
@@ -61,6 +62,9 @@ class ConfirmVerifyScreen(ModalScreen[bool]):
 
     def _head(self) -> Text:
         out = Text(end="")
+        out.append("Cluster ")
+        out.append_text(render.text((self.context or "in-cluster").upper(), style="bold reverse", limit=253))
+        out.append("\n")
         if len(self.plans) == 1:
             plan = self.plans[0]
             out.append("Node ")
