@@ -36,7 +36,8 @@ async def open_capacity(pilot) -> CapacityScreen:
     await pilot.press("c")
     screen = await wait_for(pilot, lambda: isinstance(app.screen, CapacityScreen) and app.screen, what="the Capacity screen")
     await wait_for(pilot, lambda: "STRANDED" in screen.text and "h100-7" in screen.text, what="the figures")
-    await wait_for(pilot, lambda: "h100-7" in screen_text(app) and "Back" in screen_text(app), what="the figures drawn")
+    await wait_for(pilot, lambda: "h100-7" in screen_text(app) and "Back" in screen_text(app), timeout=30,
+                   what="the figures drawn")  # a loaded CI machine draws late
     await pilot.pause(0.1)
     return screen
 
