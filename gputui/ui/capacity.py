@@ -11,15 +11,12 @@ import time
 from typing import Mapping
 
 from rich.text import Text
-from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import VerticalScroll
-from textual.screen import Screen
-from textual.widgets import Footer, Static
 
 from gputui.kube.fit import SIZES, ResourceFit
 
 from . import render
+from .page import ModelPage
 
 STRANDED_SHOWN = 12  # stranded nodes named per resource; the rest are counted
 _COLUMNS = [("N=1", 5), *((str(size), 5) for size in SIZES[1:]), ("LARGEST", 9), ("FREE", 7), ("STRANDED", 10)]
@@ -78,50 +75,15 @@ def capacity_text(fits: Mapping[str, ResourceFit] | None, mark: str | None, basi
     return out
 
 
-class CapacityScreen(Screen[None]):
+class CapacityScreen(ModelPage):
     """What fits where, redrawn from the model after each coalesced refresh."""
 
-    DEFAULT_CSS = """
-    CapacityScreen > VerticalScroll { padding: 0 1; }
-    """
-    BINDINGS = [
-        Binding("escape,q,c", "back", "Back"),
-        Binding("j", "scroll(1)", show=False),
-        Binding("k", "scroll(-1)", show=False),
-    ]
+    BINDINGS = [Binding("c", "back", "Back", show=False)]
+    PAGE_TITLE = "Capacity"
 
-    def __init__(self) -> None:
-        super().__init__()
-        self._shown: Text | None = None
-
-    def compose(self) -> ComposeResult:
-        with VerticalScroll(id="capacity"):
-            yield Static(id="capacity-body")
-        yield Footer()
-
-    def on_mount(self) -> None:
-        self.title = "Capacity"
-        self.refresh_from_model()
-        self.query_one("#capacity", VerticalScroll).focus()
-
-    def refresh_from_model(self) -> None:
+    def body(self) -> Text:
         model = self.app.model  # type: ignore[attr-defined]
         if model is None:
-            body = Text("connecting…", style=render.DIM_STYLE)
-        else:
-            mark, basis = render.allocation_basis(model.states, time.monotonic())
-            body = capacity_text(model.fit(), mark, basis)
-        if body != self._shown:  # no redraw when nothing changed
-            self._shown = body
-            self.query_one("#capacity-body", Static).update(body)
-
-    @property
-    def text(self) -> str:
-        """The page as plain text (tests)."""
-        return self._shown.plain if self._shown is not None else ""
-
-    def action_back(self) -> None:
-        self.app.pop_screen()
-
-    def action_scroll(self, lines: int) -> None:
-        self.query_one("#capacity", VerticalScroll).scroll_relative(y=lines, animate=False)
+            return Text("connecting…", style=render.DIM_STYLE)
+        mark, basis = render.allocation_basis(model.states, time.monotonic())
+        return capacity_text(model.fit(), mark, basis)

@@ -15,16 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual import work
-from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import VerticalScroll
-from textual.screen import Screen
-from textual.widgets import Footer, Static
 
 from gputui.kube.duration import human_duration
 from gputui.kube.idle import PROMETHEUS, SLICE, HistoryError, IdleSettings, IdleTracker, IdleView, PodIdle, holders
 
 from . import render
+from .page import ModelPage
 
 if TYPE_CHECKING:
     from gputui.kube.gpu import GpuPod
@@ -130,56 +127,19 @@ def _percent(value: float | None) -> str:
     return "?" if value is None else f"{value:.0f}%"
 
 
-class IdleScreen(Screen[None]):
+class IdleScreen(ModelPage):
     """The pods holding GPUs, the idle longest first; redrawn after each coalesced refresh."""
 
-    DEFAULT_CSS = """
-    IdleScreen > VerticalScroll { padding: 0 1; }
-    """
-    BINDINGS = [
-        Binding("escape,q,i", "back", "Back"),
-        Binding("j", "scroll(1)", show=False),
-        Binding("k", "scroll(-1)", show=False),
-    ]
+    BINDINGS = [Binding("i", "back", "Back", show=False)]
+    PAGE_TITLE = "Idle GPUs"
 
-    def __init__(self) -> None:
-        super().__init__()
-        self._shown: Text | None = None
-
-    def compose(self) -> ComposeResult:
-        with VerticalScroll(id="idle"):
-            yield Static(id="idle-body")
-        yield Footer()
-
-    def on_mount(self) -> None:
-        self.title = "Idle GPUs"
-        self.refresh_from_model()
-        self.query_one("#idle", VerticalScroll).focus()
-
-    def refresh_from_model(self) -> None:
-        if not self.is_mounted:
-            return  # on_mount draws it
+    def body(self) -> Text:
         app: Any = self.app
         if app.model is None:
-            body = Text("connecting…", style=render.DIM_STYLE)
-        elif not app.model.pods_known and not (app.idle_view and app.idle_view.pods):
-            body = Text("listing the pods…", style=render.DIM_STYLE)  # "no pod holds GPUs" would be a guess
-        else:
-            body = idle_text(app.idle_view, app.idle_settings, self.app.size.width - 2)
-        if body != self._shown:  # no redraw when nothing changed
-            self._shown = body
-            self.query_one("#idle-body", Static).update(body)
-
-    @property
-    def text(self) -> str:
-        """The page as plain text (tests)."""
-        return self._shown.plain if self._shown is not None else ""
-
-    def action_back(self) -> None:
-        self.app.pop_screen()
-
-    def action_scroll(self, lines: int) -> None:
-        self.query_one("#idle", VerticalScroll).scroll_relative(y=lines, animate=False)
+            return Text("connecting…", style=render.DIM_STYLE)
+        if not app.model.pods_known and not (app.idle_view and app.idle_view.pods):
+            return Text("listing the pods…", style=render.DIM_STYLE)  # "no pod holds GPUs" would be a guess
+        return idle_text(app.idle_view, app.idle_settings, self.app.size.width - 2)
 
 
 class IdleActions:
