@@ -87,7 +87,9 @@ def figures(context: str, model: ClusterModel, now: float) -> dict[str, Any]:
         if s.facts.product:
             for usage in s.usage.values():
                 by_model.setdefault(s.facts.product, gpu.Usage()).add(usage)
-    waiting = [g.pod.created for g in model.gpu_pods() if g.pod.node is None]
+    # Only the unbound pods are looked at closely: this runs once a second for each cluster that changed.
+    unbound = (model.gpu_pod(pod) for pod in model.pods.records.values() if pod.node is None and not pod.finished)
+    waiting = [g.pod.created for g in unbound if g is not None]
     known_since = [created for created in waiting if created is not None]
     out.update(
         totals=gpu.totals(summaries),
