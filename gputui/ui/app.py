@@ -295,11 +295,16 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, CoalescedRefresh, Devi
         self.exit()
 
     async def on_unmount(self) -> None:
+        """Every way out (`q`, a hangup, a signal, an error) passes here: Textual has cancelled the workers,
+        and the verification workers' pods are deleted before the connection closes."""
         self._main_ready = False
-        await self.stop_verifications()
-        await self._disconnect()
-        if self.fleet is not None:
-            await self.fleet.stop()
+        try:
+            await self.stop_verifications()
+            await self._disconnect()
+            if self.fleet is not None:
+                await self.fleet.stop()
+        finally:
+            self.session_cleaned_up()
 
     # -- selection and keys -------------------------------------------------------------------
     @on(DataTable.RowHighlighted, "#nodes-table")

@@ -40,8 +40,7 @@ class ModelPage(Screen[None]):
         self.query_one("#page", VerticalScroll).focus()
 
     def refresh_from_model(self) -> None:
-        if self.is_mounted:  # else on_mount draws it
-            self._draw()
+        self._draw()
 
     def _draw(self) -> None:
         body = self.body()

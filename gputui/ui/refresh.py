@@ -235,7 +235,8 @@ class CoalescedRefresh:
             if "plugin" in parts:
                 self._refresh_plugin(model, now)
             refresh_screen = getattr(self.screen, "refresh_from_model", None)  # details, stack, component logs
-            if refresh_screen is not None:
+            # A screen pushed but not yet composed has nothing to update: its on_mount draws it.
+            if refresh_screen is not None and self.screen.is_mounted:
                 refresh_screen()
 
     def _refresh_header(

@@ -6,11 +6,12 @@ hangup goes to the wrapper and gputui is left with a terminal that is gone:
 every read returns at once with nothing, and Textual's input thread spins. So
 the app also looks at its terminal once a second (poll(2), no read, no write).
 
-Either way (SIGHUP, or the terminal seen hung up) the app quits as for `q`:
-running verification pods are deleted first, within a bounded wait, and the
-connection closed. Then it exits; Textual's own shutdown writes to the terminal
-to restore it and can wait for good on a terminal that is gone, so once the
-cleanup is done the process ends regardless, a few seconds later.
+Either way (SIGHUP, or the terminal seen hung up) the app ends, and its unmount,
+which every way out passes through (`q`, a signal, a hangup, Textual ending the
+app on an error of its own), deletes running verification pods within a bounded
+wait and closes the connection. Then the process exits; Textual's own shutdown
+writes to the terminal to restore it and can wait for good on a terminal that is
+gone, so after a hangup the process ends regardless, a second after the cleanup.
 """
 from __future__ import annotations
 
@@ -74,12 +75,6 @@ class TerminalWatch:
         if self._terminal_fds and not app.is_headless:  # tests and pipes have no terminal to lose
             app.set_interval(HANGUP_CHECK_INTERVAL, self._look_at_terminal, name="gputui-terminal-watch")
 
-    def on_unmount(self) -> None:
-        loop = asyncio.get_running_loop()
-        for sig in QUIT_SIGNALS:
-            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                loop.remove_signal_handler(sig)
-
     def _quit_on_signal(self, sig: int) -> None:
         app: Any = self
         if sig == signal.SIGHUP:
@@ -92,19 +87,21 @@ class TerminalWatch:
             self.terminal_lost()
 
     def terminal_lost(self) -> None:
-        """Delete running verification pods, close the connection, exit; once."""
+        """End the app, once; its unmount deletes running verification pods and closes the connection."""
         if self._hung_up:
             return
         self._hung_up = True
         app: Any = self
-        app.run_worker(self._end_session(), name="gputui-hangup", group="gputui-hangup", exclusive=True)
-
-    async def _end_session(self) -> None:
-        app: Any = self
         app._main_ready = False
-        try:
-            await app.stop_verifications()
-            await app._disconnect()
-        finally:
+        app.exit(return_code=HANGUP_EXIT_STATUS)
+
+    def session_cleaned_up(self) -> None:
+        """Called last by the app's unmount, on every way out, once its pods and connection are dealt with:
+        the signals go back to their defaults and, after a hangup, the process ends a little later
+        whatever Textual's restore of the terminal that is gone does."""
+        loop = asyncio.get_running_loop()
+        for sig in QUIT_SIGNALS:
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.remove_signal_handler(sig)
+        if self._hung_up:
             _exit_soon(EXIT_GRACE, HANGUP_EXIT_STATUS)
-            app.exit(return_code=HANGUP_EXIT_STATUS)

@@ -84,3 +84,16 @@ async def test_details_on_a_cluster_whose_pods_are_forbidden(cluster):
             assert re.search(r"memory\s+1Ti\s+1023Gi", app.screen.text), app.screen.text
     finally:
         cluster.call(cluster.sim.faults.clear, "pods")
+
+
+async def test_a_refresh_between_pushing_details_and_its_mount_waits_for_the_mount(cluster):
+    """The model's refresh can come after `show_node` pushed the screen and before Textual composed it;
+    it used to look for the unmounted body and end the app with a traceback (seen on a loaded machine)."""
+    app = app_on(cluster)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.model is not None and app.nodes_table.row_count == 1, what="the node row")
+        app.show_node("full-1")
+        assert isinstance(app.screen, NodeDetailsScreen) and not app.screen.is_mounted
+        app._refresh_views({"pods", "plugin"})  # as the coalesced refresh does, before the screen's mount
+        await wait_for(pilot, lambda: "nvidia.com/gpu" in app.screen.text, what="node details")
+        assert app.is_running

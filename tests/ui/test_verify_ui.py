@@ -20,6 +20,7 @@ from kubernetes_asyncio.config import new_client_from_config
 
 from gputui.kube import verify as v
 from gputui.kube.config import connect
+from gputui.ui import session
 from gputui.ui.launch import make_app
 from gputui.ui.screens import TextScreen
 from gputui.ui.verify import READ_ONLY_MESSAGE, ConfirmVerifyScreen, LeftoversScreen, VerifyManyScreen, VerifyScreen, VerifySettings
@@ -213,6 +214,21 @@ async def test_a_signal_mid_run_quits_after_deleting_the_pod(cluster, created, s
     assert name in created
     assert verification_pods(cluster) == []
     assert sig not in asyncio.get_running_loop()._signal_handlers
+
+
+async def test_a_hangup_cut_short_by_textual_still_deletes_the_pod_before_the_process_ends(cluster, created, monkeypatch):
+    """A closed terminal can also fail Textual's input thread, which then ends the app at once (its panic),
+    cancelling every worker: the process is ended only once the pod is gone (seen on a loaded machine)."""
+    cluster.sim.speed = 1
+    pods_when_ending: list[list[str]] = []
+    monkeypatch.setattr(session, "_exit_soon", lambda _delay, _status: pods_when_ending.append(verification_pods(cluster)))
+    app = app_for(cluster, seed=9)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await confirmed(app, pilot, "gpu-shared")
+        await wait_for(pilot, lambda: verification_pods(cluster), what="the pod created")
+        app.terminal_lost()
+        app.panic("the input thread failed on the closed terminal")  # leaving the block waits for the app's end
+    assert pods_when_ending == [[]]
 
 
 async def test_a_crash_of_the_view_still_deletes_the_pod(cluster, created, monkeypatch):

@@ -137,8 +137,9 @@ def test_sighup_to_gputui_verify_deletes_its_pod(slow_cluster, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-m", "gputui", "verify", "--yes", "gpu-ok", "--kubeconfig", str(kubeconfig)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env)
+    before = set(pods_now(cluster))  # a pod another test left must not be taken for this one's
     try:
-        wait_until(lambda: pods_now(cluster), 30, "the verification pod")
+        wait_until(lambda: set(pods_now(cluster)) - before, 30, "the verification pod")
         proc.send_signal(signal.SIGHUP)
         proc.wait(15)
     finally:
