@@ -216,11 +216,18 @@ class Share:
             self.keys.discard(key)
 
     def hand_over(self, other: "Share", namespace: str) -> None:
-        """The records of one namespace become other's (its next list reconciles them)."""
-        mine = {key for key in self.keys if isinstance(key, tuple) and key[0] == namespace}
+        """The records of one namespace become other's (its next list reconciles them). Those this
+        share's list in progress put there count too: kept here, its next list would drop them from
+        the table while other still holds them."""
+        def of_namespace(keys: set[Hashable]) -> set[Hashable]:
+            return {key for key in keys if isinstance(key, tuple) and key[0] == namespace}
+
+        mine = of_namespace(self.keys)
         self.keys -= mine
         if self._seen is not None:
-            self._seen -= mine
+            listed = of_namespace(self._seen)
+            self._seen -= listed
+            mine |= listed
         other.keys |= mine
 
 

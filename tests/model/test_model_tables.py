@@ -57,3 +57,33 @@ async def test_summaries_are_cached_and_refreshed_by_changes():
     model.nodes.apply("DELETED", node("n1"))
     assert model.summary("n1") is None and model.node_summaries() == []
     assert NODES in model.states
+
+
+def test_a_namespace_handed_over_mid_list_stays_in_the_table_through_the_next_relist():
+    """The soak's lost device-plugin pods: kube-system was read whole while the cluster-wide pods list
+    was in progress, the pods it had listed so far stayed that list's, and its next relist (which leaves
+    kube-system to the new reader) dropped them from the table though the new reader held them."""
+    from gputui.kube.tables import Share, Table
+
+    table: Table = Table(PODS, lambda obj: obj, lambda change: None)
+    cluster_wide = Share(table, accepts=lambda obj: obj["metadata"]["namespace"] not in owned)
+    owned: set[str] = set()
+    plugin, job = plugin_pod("n1"), pod("ml", "job", node="n1", gpu={"nvidia.com/gpu": 1})
+
+    cluster_wide.begin_list()
+    cluster_wide.list_item(plugin)  # listed, the list not yet ended
+    owned.add("kube-system")
+    whole = Share(table)
+    cluster_wide.hand_over(whole, "kube-system")
+    whole.begin_list()
+    whole.list_item(plugin)
+    whole.end_list()
+    cluster_wide.list_item(job)
+    cluster_wide.end_list()
+
+    cluster_wide.begin_list()  # a relist (410, a restart): kube-system is no longer this list's
+    cluster_wide.list_item(plugin)
+    cluster_wide.list_item(job)
+    cluster_wide.end_list()
+    assert set(table.records) == {("kube-system", plugin["metadata"]["name"]), ("ml", "job")}
+    assert whole.keys == {("kube-system", plugin["metadata"]["name"])} and cluster_wide.keys == {("ml", "job")}
