@@ -133,7 +133,7 @@ def kinds(tmp_path: Path, server: str) -> dict[str, tuple[dict, dict]]:
     (tmp_path / "client.crt").write_bytes(cert)
     (tmp_path / "client.key").write_bytes(key)
     (tmp_path / "token").write_text(SECRET + "\n")
-    plugin = script(tmp_path, "plugin.py", EXEC_PLUGIN)
+    script(tmp_path, "plugin.py", EXEC_PLUGIN)
     ca_data = {"certificate-authority-data": b64(ca.pem)}
     return {
         "certificate-authority file": ({"certificate-authority": "ca.crt"}, {"token": SECRET}),

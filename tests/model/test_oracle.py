@@ -15,7 +15,6 @@ import pytest
 import pytest_asyncio
 
 from gputui.kube.config import connect
-from gputui.kube.gpu import GpuResources
 from gputui.kube.model import ClusterModel
 from gputui.sim.cluster import SimCluster
 from scenario import FAST, matches_fresh_list, small_cluster, until

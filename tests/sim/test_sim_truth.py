@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
 
 from gputui.sim import builders as b

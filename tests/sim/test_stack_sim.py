@@ -7,11 +7,9 @@ import json
 import re
 import time
 
-import aiohttp
 import pytest
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
-from kubernetes.client.rest import ApiException
 from prometheus_client.parser import text_string_to_metric_families
 
 from gputui.sim import SimCluster, scenarios, stacks

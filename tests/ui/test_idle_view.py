@@ -129,7 +129,7 @@ async def fixed_figures(pilot) -> None:
     app.workers.cancel_group(app, "idle")  # the live figures stop: the fixed ones stay
     await pilot.pause()
     app.idle_view = FIXED
-    screen = await idle_screen(pilot)
+    await idle_screen(pilot)
     await wait_for(pilot, lambda: "finetune-a100-0" in screen_text(app), what="the fixed figures drawn")
     await pilot.pause(0.1)
 

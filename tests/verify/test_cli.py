@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from gputui.kube import verify as v
 from gputui.sim.cluster import SimCluster
 
 sys.path.insert(0, str(Path(__file__).parent))
