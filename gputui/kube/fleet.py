@@ -26,6 +26,7 @@ from . import gpu
 from .config import ConnectError, Connection, Forbidden, Unauthorized, check
 from .model import NODES, PODS, ClusterModel
 from .watch import LIVE as WATCH_LIVE
+from .watches import namespaces_to_try, scope_lines
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,7 @@ class ClusterRow:
     stack: str | None = None  # the stack's kind and install: "gpu-operator", "device-plugin (helm)", "none"
     policy: str | None = None  # the ClusterPolicy's state, when there is one
     updated: float | None = None  # clock() when the figures were taken
+    partial: str = ""  # pods readable in some namespaces only: "pods, events in namespace ml; cluster-wide forbidden"
 
     @property
     def known(self) -> bool:
@@ -68,14 +70,14 @@ class ClusterRow:
 
 def figures(context: str, model: ClusterModel, now: float) -> dict[str, Any]:
     """A cluster's row figures from its model; the GPU figures only once nodes and pods are listed."""
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {"partial": "; ".join(scope_lines(model.partial_scopes()))}
     stack_known = model.stack_known
     if stack_known:
         stack = model.stack()
         out["stack"] = f"{stack.kind} ({stack.install})" if stack.install and stack.install != "operator" else stack.kind
         out["policy"] = stack.cluster_policy.state if stack.cluster_policy else None
     if not (model.pods_known and model.states[NODES].synced):
-        return out
+        return out  # partial: other namespaces' pods may hold any of the GPUs, so no figure passes as complete
     summaries = model.node_summaries()
     gpu_nodes = [s for s in summaries if s.gpu_node]
     with_problems = [s for s in gpu_nodes if s.problems]
@@ -206,7 +208,7 @@ class Member:
                 self._set(state=trouble(error), detail=str(error), retry_at=time.monotonic() + delay)
                 await asyncio.sleep(delay)
                 continue
-            self.model = ClusterModel(self.conn.api, resources=self.fleet.resources, **self.fleet.model_options)
+            self.model = self.fleet.model_of(self.conn)
             self._unsubscribe = self.model.subscribe(lambda change: self.fleet.dirty.add(self.context))
             await self.model.start()
             self._set(state=SYNCING, detail="", retry_at=None, server_version=version)
@@ -221,7 +223,7 @@ class Member:
                 self._set(state=trouble(error), detail=str(error), retry_at=time.monotonic() + self.fleet.summary_interval)
             else:
                 try:
-                    async with ClusterModel(conn.api, resources=self.fleet.resources, **self.fleet.model_options) as model:
+                    async with self.fleet.model_of(conn) as model:
                         synced = await model.wait_synced(SUMMARY_SYNC_TIMEOUT, kinds=(NODES, PODS))
                         state, detail = (SUMMARY, "") if synced else watch_state(model)
                         self._set(state=state, detail=detail, retry_at=None, server_version=version,
@@ -246,8 +248,13 @@ class Fleet:
         self, contexts: Iterable[str], connector: Connector, *, max_live: int = MAX_LIVE,
         summary_interval: float = SUMMARY_INTERVAL, resources: gpu.GpuResources | None = None,
         model_options: dict[str, Any] | None = None, clock: Callable[[], float] = time.time,
+        namespaces: Iterable[str] = (), configured_namespaces: Iterable[str] = (),
     ) -> None:
+        """namespaces (-n) and configured_namespaces (the config file's): where each cluster's pods are
+        read when they cannot be listed cluster-wide, with its context's namespace, as for one cluster."""
         self.connector = connector
+        self.namespaces = tuple(namespaces)
+        self.configured_namespaces = tuple(configured_namespaces)
         self.max_live = max(1, max_live)
         self.summary_interval = summary_interval
         self.resources = resources or gpu.GpuResources()
@@ -260,6 +267,10 @@ class Fleet:
     @property
     def contexts(self) -> list[str]:
         return list(self.members)
+
+    def model_of(self, conn: Connection) -> ClusterModel:
+        return ClusterModel(conn.api, resources=self.resources,
+                            namespaces=namespaces_to_try(self.namespaces, conn.namespace, self.configured_namespaces), **self.model_options)
 
     async def start(self) -> None:
         for member in self.members.values():

@@ -70,6 +70,8 @@ def detail_line(row: f.ClusterRow | None, now: float) -> Text:
     """The cursor row's state in full: `lab: unreachable: cannot reach https://…: connection refused, retry in 8 s`."""
     if row is None:
         return Text("", end="")
+    if row.partial and row.state not in f.TROUBLE:
+        return Text(clean(f"{row.context}: {row.partial}: allocated and free unknown", 400), style=render.WARN_STYLE, end="")
     if row.state in f.TROUBLE or row.detail:
         return Text(clean(f"{row.context}: {row.state}: {row.detail}{retry(row, now)}", 400),
                     style=render.BAD_STYLE if row.state in f.TROUBLE else render.WARN_STYLE, end="")
@@ -82,7 +84,7 @@ def detail_line(row: f.ClusterRow | None, now: float) -> Text:
 
 
 def row_cells(row: f.ClusterRow, columns: list[Column], now: float, wall: float) -> Cells:
-    unknown = UNKNOWN_TROUBLE if row.state in f.TROUBLE else UNKNOWN_SYNCING
+    unknown = UNKNOWN_TROUBLE if row.state in f.TROUBLE or row.partial else UNKNOWN_SYNCING
     widths = {c.key: c.width or 0 for c in columns}
     main = main_resource(row.totals) if row.totals is not None else None
     values: dict[str, Text] = {
