@@ -7,7 +7,7 @@
 One simulator (`gputui sim --nodes N --pods M --faults`, its own process) serves three groups of clients,
 one group after the other:
   gputui     --instances ClusterModels (every kind, as the app watches them; the model without the UI), each
-             with its own connection (its own aiohttp session and TCP connections), --per-process of them in
+             with its own connection (its own HTTP connection pool), --per-process of them in
              each process (this script again, `--child-models`)
   kubectl-w  --watchers `kubectl get pods -A -w` processes, each with a cache directory of its own (cold, as
              a new user's)

@@ -444,7 +444,7 @@ async def model_vs_server(model: Any, http: Any, server: str) -> tuple[list[str]
     nodes = {o["metadata"]["name"]: node_from(o) for o in nodes_raw}
     pods = {}
     for obj in pods_raw:
-        record = model._build_pod(obj)
+        record = model.keep.pod(obj)
         if record is not None:
             pods[object_key(obj)] = record
     differences = diff_records("node", dict(model.nodes.records), nodes) + diff_records("pod", dict(model.pods.records), pods)

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Mapping
 
-from .records import Event, Node, Pod, parse_count
+from .quantities import parse_count
+from .records import Event, Node, Pod
 
 if TYPE_CHECKING:  # stack.py and dra.py build on this module
     from .dra import ClaimHold, DraDevice

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from .gpu import GpuResources
-from .records import Pod, effective_requests, parse_count, parse_time
+from .quantities import parse_count, parse_time
+from .records import Pod, effective_requests
 from .watch import ABSENT, FORBIDDEN, ResourceState
 
 Obj = dict[str, Any]

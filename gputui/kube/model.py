@@ -7,7 +7,7 @@ live by one reflector each, with the GPU summary on top.
     model.node_summaries(); model.totals(); model.gpu_pods(node="n1"); model.fit()
     await model.stop()
 
-Kept pods: those with a GPU request that are not finished, the GPU stack's
+Kept pods (keep.py): those with a GPU request that are not finished, the GPU stack's
 own pods (every device-plugin install style, GPU Operator operands, NFD),
 unfinished pods that mount the kubelet's device-plugin directory (device
 plugins gputui does not know by name), and pods labelled
@@ -49,17 +49,13 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-import orjson
-
 from . import dcgm, dra, fit, gpu, kueue, stack
 from .metrics import (
     DEFAULT_BACKGROUND_INTERVAL, DEFAULT_CONCURRENCY, DEFAULT_INTERVAL, DEFAULT_READS_PER_MINUTE, Exporter, MetricsPoller,
     NodeMetrics,
 )
-from .records import (
-    JSON_NAME_ESCAPE, DaemonSet, Event, Node, Obj, Pod, daemonset_from, effective_requests, event_from, node_from,
-    mounts_device_plugin_dir, pod_from, raw_metadata_labels, raw_pod_phase,
-)
+from .keep import Keep
+from .records import DaemonSet, Event, Node, Obj, Pod, daemonset_from, event_from, node_from
 from .tables import Change, DaemonSetTable, EventTable, Listener, NodeTable, PodTable, Table
 from .watch import ABSENT, FORBIDDEN, Reflector, ResourceState
 from .watches import Scope, Watches, namespaced
@@ -114,33 +110,9 @@ def _nonempty(items: tuple[Any, ...]) -> tuple[Any, ...] | None:
     return items or None
 
 
-FINISHED_PHASES = ("Succeeded", "Failed")
-
-
 def _collect_and_freeze() -> None:
     gc.collect()
     gc.freeze()
-
-
-def _labels_matter(labels: dict[str, str]) -> bool:
-    """A pod is kept for its labels when it is part of the GPU stack or gputui's own."""
-    return bool(gpu.stack_component(labels)) or labels.get(gpu.MANAGED_BY_GPUTUI[0]) == gpu.MANAGED_BY_GPUTUI[1]
-
-
-def _name_markers(resources: gpu.GpuResources) -> tuple[bytes, ...] | None:
-    """Byte strings, one of which every GPU resource name contains as JSON writes it:
-    each name's domain (`nvidia.com/`). None when a name needs JSON escapes (then raw
-    pods cannot be judged by their bytes)."""
-    names = (gpu.GPU, gpu.GPU_SHARED, gpu.MIG_PREFIX, *sorted(resources.extra))
-    markers: list[bytes] = []
-    for name in names:
-        encoded = orjson.dumps(name)[1:-1]
-        if b"\\" in encoded or not encoded:
-            return None
-        marker = encoded[: encoded.index(b"/") + 1] if b"/" in encoded else encoded
-        if marker not in markers:
-            markers.append(marker)
-    return tuple(markers)
 
 
 class ClusterModel:
@@ -166,7 +138,6 @@ class ClusterModel:
         forbidden (watches.namespaces_to_try). selectors: the field selectors of each kind's watches."""
         self.api = api
         self.resources = resources
-        self._gpu_names: dict[str, bool] = {}
         self._listeners: list[Listener] = []
         self._summaries: dict[str, gpu.NodeSummary] = {}
         self.summary_generation = 0  # see _forget_summary
@@ -179,13 +150,12 @@ class ClusterModel:
         # Why no exporter is read at all (a cluster served from a dump: "not in the dump"); None: read them.
         self._metrics_unavailable = metrics_unavailable
 
+        self.keep = Keep(resources, pod_kept=lambda key: key in self.pods.records, pods_listed=self._pods_listed)
         self.nodes = NodeTable(NODES, node_from, self._notify)
-        self.pods = PodTable(PODS, self._build_pod, self._notify, on_node_dirty=self._node_dirty)
-        self._gpu_name_markers = _name_markers(resources)
-        self._labels_verdicts: dict[bytes, bool] = {}  # raw labels JSON -> may the pod matter (replicas share labels)
-        if self._gpu_name_markers is not None:
-            self.pods.may_matter = self._pod_may_matter
-        self.events = EventTable(EVENTS, self._build_event, self._notify, per_object=events_per_object, limit=events_limit)
+        self.pods = PodTable(PODS, self.keep.pod, self._notify, on_node_dirty=self._node_dirty)
+        if self.keep.gpu_name_markers is not None:
+            self.pods.may_matter = self.keep.pod_may_matter
+        self.events = EventTable(EVENTS, self.keep.event, self._notify, per_object=events_per_object, limit=events_limit)
         self.daemonsets = DaemonSetTable(DAEMONSETS, daemonset_from, self._notify)
         # ClusterPolicies stay raw (a cluster has one or two); DRA objects become their parsed devices,
         # allocations, and the extended resource a DeviceClass stands for (classes without one are not kept).
@@ -283,7 +253,7 @@ class ClusterModel:
         elif change.kind == PODS:
             if change.key is None:
                 self._forget_summary()
-                self.events.prune(self._event_matters)
+                self.events.prune(self.keep.event_matters)
             elif change.key not in self.pods.records:
                 self.events.drop_object(("Pod", *change.key))  # type: ignore[misc]
         for listener in tuple(self._listeners):
@@ -328,90 +298,6 @@ class ClusterModel:
         self._forget_summary(node)  # xid-errors
         self._notify(Change(METRICS, node))
 
-    # -- what is kept ----------------------------------------------------------------
-    def _is_gpu_name(self, name: str) -> bool:
-        known = self._gpu_names.get(name)
-        if known is None:
-            known = self._gpu_names[name] = name in self.resources
-        return known
-
-    def _mentions_gpu(self, spec: Obj) -> bool:
-        """Cheap first look (most pods of a big cluster have no GPU): does any container name a GPU resource?"""
-        is_gpu = self._is_gpu_name
-        for key in ("containers", "initContainers"):
-            for c in spec.get(key) or ():
-                resources = c.get("resources")
-                if resources:
-                    for table in (resources.get("limits"), resources.get("requests")):
-                        if table and any(is_gpu(name) for name in table):
-                            return True
-        return False
-
-    def _build_pod(self, obj: Obj) -> Pod | None:
-        # What is kept here, _pod_may_matter must never reject (tests/model/test_raw_items.py).
-        spec = obj.get("spec") or {}
-        if self._mentions_gpu(spec):
-            requests = effective_requests(spec)
-            if any(self._is_gpu_name(name) for name in requests):
-                if (obj.get("status") or {}).get("phase") in FINISHED_PHASES:  # kept only as the GPU stack's (validation pods)
-                    return pod_from(obj, requests) if _labels_matter((obj.get("metadata") or {}).get("labels") or {}) else None
-                return pod_from(obj, requests)
-        if spec.get("resourceClaims") and (obj.get("status") or {}).get("phase") not in FINISHED_PHASES:
-            return pod_from(obj)  # may hold GPUs through Dynamic Resource Allocation (the claims say)
-        if _labels_matter((obj.get("metadata") or {}).get("labels") or {}):
-            return pod_from(obj)
-        if mounts_device_plugin_dir(spec) and (obj.get("status") or {}).get("phase") not in FINISHED_PHASES:
-            return pod_from(obj)  # a device plugin's, whoever made it
-        return None
-
-    def _pod_may_matter(self, body: bytes, start: int, end: int) -> bool:
-        """A look at one raw pod in a list page; False only when _build_pod would drop it.
-        Labels are read exactly. A pod is kept for GPUs, or as a device plugin's, only if a GPU
-        resource name or `device-plugins` is in its bytes (or an escape that could spell one)
-        and it has not finished."""
-        if self._raw_labels_matter(body, start, end):
-            return True
-        assert self._gpu_name_markers is not None
-        if any(body.find(marker, start, end) >= 0 for marker in self._gpu_name_markers) or body.find(
-            b'"resourceClaims"', start, end
-        ) >= 0 or body.find(b"device-plugins", start, end) >= 0 or JSON_NAME_ESCAPE.search(body, start, end):
-            return raw_pod_phase(body, start, end) not in FINISHED_PHASES
-        return False
-
-    def _raw_labels_matter(self, body: bytes, start: int, end: int) -> bool:
-        """Whether the raw pod's labels keep it; True as well when they cannot be read."""
-        labels = raw_metadata_labels(body, start, end)
-        if labels is None:
-            return True
-        matters = self._labels_verdicts.get(labels)
-        if matters is None:
-            try:
-                parsed = orjson.loads(labels)
-            except orjson.JSONDecodeError:
-                parsed = None
-            matters = not isinstance(parsed, dict) or _labels_matter(parsed)
-            if len(self._labels_verdicts) >= 10_000:
-                self._labels_verdicts.clear()
-            self._labels_verdicts[labels] = matters
-        return matters
-
-    def _build_event(self, obj: Obj) -> Event | None:
-        involved = obj.get("involvedObject") or obj.get("regarding") or {}
-        kind = involved.get("kind")
-        if kind == "Node":
-            return event_from(obj)
-        if kind == "Pod":
-            pods_listed = PODS in self.reflectors and self.watches.state(PODS).synced
-            key = (involved.get("namespace") or "", involved.get("name") or "")
-            if key in self.pods.records or not pods_listed:
-                return event_from(obj)
-        return None
-
-    def _event_matters(self, event: Event) -> bool:
-        if event.object_kind == "Node":
-            return True
-        return (event.object_namespace, event.object_name) in self.pods.records
-
     # -- queries -----------------------------------------------------------------
     @property
     def states(self) -> dict[str, ResourceState]:
@@ -425,6 +311,9 @@ class ClusterModel:
     def partial_scopes(self) -> list[Scope]:
         """The kinds read in some namespaces only: figures computed from them are not complete."""
         return [scope for kind in NAMESPACED if kind in self.reflectors and (scope := self.scope(kind)).partial]
+
+    def _pods_listed(self) -> bool:
+        return PODS in self.reflectors and self.watches.state(PODS).synced
 
     def _known(self, kind: str) -> bool:
         """Listed cluster-wide, and neither forbidden nor unserved: an empty table then means none exist."""

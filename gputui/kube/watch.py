@@ -19,7 +19,7 @@ connection is caught by a read-inactivity timeout.
 Responses are read raw and parsed with orjson (no generated models: they are
 far too slow for big lists). A sink that keeps few of its
 objects (pods: only GPU and GPU-stack ones) judges each raw list item first,
-and only the items that may matter are parsed (see `item_spans`).
+and only the items that may matter are parsed (`raw_json.item_spans`).
 """
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ import orjson
 
 from .config import describe_network_error, status_message
 from .http import HttpError, Timeout
-from .records import OBJECT_OPENING
+from .raw_json import item_spans, list_head, list_metadata
 
 if TYPE_CHECKING:
     from .client import Client
@@ -153,13 +153,6 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def list_metadata(body: bytes) -> Obj:
-    """A list's metadata without parsing its items: servers write metadata before items
-    (Go field order), so the head is parsed alone; otherwise the whole body is."""
-    return _list_head(body)[0]
-
-
-_ITEMS_KEY = b',"items":['
 YIELD_EVERY = 100  # list items handled between two yields to the event loop
 QUICK_CLOSES = 3  # watches in a row ended at once before that counts as a failure
 WATCHLIST, CACHE, PAGED = "watchlist", "cache", "paged"
@@ -168,57 +161,6 @@ LIST_MODES = (WATCHLIST, CACHE, PAGED)
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 WATCHLIST_FIRST_LINE = 15.0  # seconds a WatchList may take to send its first line
 RETRY_AFTER_MAX = 60.0
-
-
-def _list_head(body: bytes) -> tuple[Obj, int]:
-    """(metadata, offset just past `"items":[`), or offset -1 when the head could not be
-    read alone. The head parsing as a complete object proves `items` is a top-level key."""
-    head_end = body.find(_ITEMS_KEY, 0, 1 << 16)
-    if head_end > 0:
-        try:
-            head = orjson.loads(body[:head_end] + b"}")
-        except orjson.JSONDecodeError:
-            pass
-        else:
-            if isinstance(head, dict):
-                return head.get("metadata") or {}, head_end + len(_ITEMS_KEY)
-    return orjson.loads(body).get("metadata") or {}, -1
-
-
-def item_spans(body: bytes, items_at: int) -> list[tuple[int, int]] | None:
-    """Where each item of a raw list lies (start, end), found without parsing the items;
-    None when the body is not laid out so (then it must be parsed whole).
-
-    Items are cut where `},` is followed by the first item's opening (`{"metadata":{` from
-    kube-apiserver). Such a match is always structural, never inside a string: a string
-    cannot hold an unescaped `"`, and the `"` after `{` is followed by a letter, which
-    cannot follow a closing quote; so the `}`, `,` and `{` before it are outside strings
-    too, and the match is the boundary between two objects of an array. That array is the
-    items array because an object whose members start with `metadata` occurs in a
-    Kubernetes object only at its top level (templates are members, not array elements).
-    Callers still check that every span they parse is an object.
-    """
-    if items_at < 0:
-        return None
-    tail = len(body.rstrip())
-    if body[tail - 2:tail] != b"]}":
-        return None
-    end = tail - 2  # the items array's closing bracket
-    if body[items_at:end].strip() == b"":
-        return []
-    opening = OBJECT_OPENING.match(body, items_at)
-    if opening is None:
-        return None
-    cut = b"}," + opening.group()
-    spans = []
-    start = items_at
-    at = body.find(cut, start, end)
-    while at >= 0:
-        spans.append((start, at + 1))
-        start = at + 2
-        at = body.find(cut, start, end)
-    spans.append((start, end))
-    return spans
 
 
 def _too_large(status: Obj) -> bool:
@@ -446,7 +388,7 @@ class Reflector:
                     body = await page
                     # Ask for the next page before parsing this one; yielding now and then while
                     # parsing lets its request go out and its bytes come in meanwhile.
-                    meta, items_at = _list_head(body)
+                    meta, items_at = list_head(body)
                     token = meta.get("continue")
                     if token:
                         page = asyncio.ensure_future(self._fetch_page(token))

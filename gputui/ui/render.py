@@ -13,7 +13,8 @@ from rich.text import Text
 from gputui.kube import duration
 from gputui.kube.gpu import GPU, GpuPod, NodeSummary, Problem, Usage
 from gputui.kube.metrics import NodeMetrics
-from gputui.kube.records import Event, Node, Pod, format_quantity
+from gputui.kube.quantities import format_quantity
+from gputui.kube.records import Event, Node, Pod
 from gputui.kube.watch import ABSENT, LIVE, SYNCING, ResourceState
 
 from gputui.sanitize import clean

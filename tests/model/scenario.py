@@ -48,7 +48,7 @@ def expected_pods(model: ClusterModel, store) -> dict:
     """What a fresh list gives: the store's pods through the model's own filter."""
     out = {}
     for obj in store.objects("pods"):
-        record = model._build_pod(obj)
+        record = model.keep.pod(obj)
         if record is not None:
             out[object_key(obj)] = record
     return out

@@ -12,8 +12,8 @@ import pytest_asyncio
 from gputui.kube import gpu
 from gputui.kube.client import Client
 from gputui.kube.model import PODS, ClusterModel
-from gputui.kube.records import raw_metadata_labels, raw_pod_phase
-from gputui.kube.watch import Reflector, _list_head, item_spans
+from gputui.kube.raw_json import item_spans, list_head, raw_metadata_labels, raw_pod_phase
+from gputui.kube.watch import Reflector
 from gputui.sim import scenarios, stacks
 from objects import container, plugin_pod, pod
 
@@ -37,7 +37,7 @@ def go_layout(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def spans_of(body: bytes) -> list[tuple[int, int]] | None:
-    return item_spans(body, _list_head(body)[1])
+    return item_spans(body, list_head(body)[1])
 
 
 @pytest_asyncio.fixture
@@ -118,11 +118,11 @@ async def test_prefilter_keeps_every_pod_the_model_keeps(api):
     for obj in pods:
         for layout in (go_layout(obj), obj):
             raw = orjson.dumps(layout)
-            if m._build_pod(layout) is not None:
+            if m.keep.pod(layout) is not None:
                 kept += 1
-                assert m._pod_may_matter(raw, 0, len(raw)), layout["metadata"]
+                assert m.keep.pod_may_matter(raw, 0, len(raw)), layout["metadata"]
             else:
-                dropped += m._pod_may_matter(raw, 0, len(raw)) is False
+                dropped += m.keep.pod_may_matter(raw, 0, len(raw)) is False
     assert kept > 100 and dropped > 100  # both sides of the filter were exercised
 
 
@@ -130,28 +130,28 @@ async def test_prefilter_drops_what_cannot_matter_and_reads_escapes(api):
     m = model(api)
     for obj in (pod("web", "cpu", node="cpu-1"), pod("ml", "done", node="gpu-1", phase="Succeeded", gpu={"nvidia.com/gpu": 1})):
         raw = orjson.dumps(go_layout(obj))
-        assert not m._pod_may_matter(raw, 0, len(raw))
+        assert not m.keep.pod_may_matter(raw, 0, len(raw))
     # JSON may spell a name with escapes; such a pod is parsed, and kept
     escaped = orjson.dumps(go_layout(pod("ml", "escaped", node="gpu-1", gpu={"nvidia.com/gpu": 1}))).replace(b"nvidia.com/gpu", b"nvidia.com\\/gpu")
-    assert b"nvidia.com/" not in escaped and m._pod_may_matter(escaped, 0, len(escaped))
-    assert m._build_pod(orjson.loads(escaped)) is not None
+    assert b"nvidia.com/" not in escaped and m.keep.pod_may_matter(escaped, 0, len(escaped))
+    assert m.keep.pod(orjson.loads(escaped)) is not None
     # a configured extra resource is a marker too
     amd = orjson.dumps(go_layout(pod("ml", "amd", node="gpu-1", gpu={"amd.com/gpu": 1})))
-    assert not m._pod_may_matter(amd, 0, len(amd))
+    assert not m.keep.pod_may_matter(amd, 0, len(amd))
     with_amd = model(api, gpu.GpuResources(frozenset({"amd.com/gpu"})))
-    assert with_amd._pod_may_matter(amd, 0, len(amd)) and with_amd._build_pod(orjson.loads(amd)) is not None
+    assert with_amd.keep.pod_may_matter(amd, 0, len(amd)) and with_amd.keep.pod(orjson.loads(amd)) is not None
 
 
 async def test_labels_that_cannot_be_read_cheaply_mean_parse(api):
     m = model(api)
     odd = orjson.dumps(go_layout(pod("web", "odd", node="cpu-1", labels={"app": "x}y"})))  # no server allows this value
-    assert m._pod_may_matter(odd, 0, len(odd))
+    assert m.keep.pod_may_matter(odd, 0, len(odd))
 
 
 class Sink:
     def __init__(self, m: ClusterModel) -> None:
         self.may_matter = m.pods.may_matter
-        self.build = m._build_pod
+        self.build = m.keep.pod
 
 
 @pytest.mark.parametrize("layout", [go_layout, lambda obj: obj], ids=["kube-apiserver", "with-kind"])
@@ -160,10 +160,10 @@ async def test_reflector_page_items_equal_a_full_parse_after_the_model_filter(ap
     items = [layout(p) for p in all_scenario_pods()[:300]] + [layout(TRICKY)]
     body = page(items)
     reflector = Reflector(PODS, api, "/api/v1/pods", Sink(m))
-    parsed = await reflector._page_items(body, _list_head(body)[1])
+    parsed = await reflector._page_items(body, list_head(body)[1])
     assert len(parsed) < len(items)
-    kept = [obj for obj in items if m._build_pod(obj) is not None]
-    assert [obj for obj in parsed if m._build_pod(obj) is not None] == kept
+    kept = [obj for obj in items if m.keep.pod(obj) is not None]
+    assert [obj for obj in parsed if m.keep.pod(obj) is not None] == kept
 
 
 async def test_a_page_that_does_not_split_cleanly_is_parsed_whole(api):
@@ -174,4 +174,4 @@ async def test_a_page_that_does_not_split_cleanly_is_parsed_whole(api):
     items = [go_layout(pod("web", "a")), odd, go_layout(pod("web", "b"))]
     body = page(items)
     reflector = Reflector(PODS, api, "/api/v1/pods", Sink(m))
-    assert await reflector._page_items(body, _list_head(body)[1]) == items
+    assert await reflector._page_items(body, list_head(body)[1]) == items

@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 
 from gputui.kube import gpu
-from gputui.kube.records import display_status, effective_requests, event_from, node_from, parse_count, pod_from
+from gputui.kube.quantities import parse_count
+from gputui.kube.records import display_status, effective_requests, event_from, node_from, pod_from
 from objects import container, event, fixture_labels, fixture_resources, node, plugin_pod, pod
 
 R = gpu.GpuResources()

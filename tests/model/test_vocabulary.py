@@ -14,7 +14,8 @@ import pytest
 
 from gputui.cli import main as cli_main
 from gputui.kube import duration
-from gputui.kube.records import daemonset_from, format_quantity, node_from
+from gputui.kube.quantities import format_quantity
+from gputui.kube.records import daemonset_from, node_from
 from gputui.kube.stack import NOT_EXPECTED, daemonset_targets, detect_stack, node_components
 from gputui.report import contract, formats
 from gputui.ui import render

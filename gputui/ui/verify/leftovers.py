@@ -13,7 +13,7 @@ from textual.widgets import Static
 
 from gputui.kube import verify as v
 from gputui.kube.http import HttpError
-from gputui.kube.records import parse_time
+from gputui.kube.quantities import parse_time
 
 from .. import render
 from gputui.sanitize import clean

@@ -1,0 +1,136 @@
+"""What the model keeps of the pods and events it reads (the rules are listed in model.py's
+docstring): the record builders of its pod and event tables, which return None for an object
+that does not matter, and the look at a raw pod in a list page that spares parsing most pods
+of a big cluster.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import orjson
+
+from . import gpu
+from .raw_json import JSON_NAME_ESCAPE, raw_metadata_labels, raw_pod_phase
+from .records import Event, Obj, Pod, PodKey, effective_requests, event_from, mounts_device_plugin_dir, pod_from
+
+FINISHED_PHASES = ("Succeeded", "Failed")
+
+
+def _labels_matter(labels: dict[str, str]) -> bool:
+    """A pod is kept for its labels when it is part of the GPU stack or gputui's own."""
+    return bool(gpu.stack_component(labels)) or labels.get(gpu.MANAGED_BY_GPUTUI[0]) == gpu.MANAGED_BY_GPUTUI[1]
+
+
+def _name_markers(resources: gpu.GpuResources) -> tuple[bytes, ...] | None:
+    """Byte strings, one of which every GPU resource name contains as JSON writes it:
+    each name's domain (`nvidia.com/`). None when a name needs JSON escapes (then raw
+    pods cannot be judged by their bytes)."""
+    names = (gpu.GPU, gpu.GPU_SHARED, gpu.MIG_PREFIX, *sorted(resources.extra))
+    markers: list[bytes] = []
+    for name in names:
+        encoded = orjson.dumps(name)[1:-1]
+        if b"\\" in encoded or not encoded:
+            return None
+        marker = encoded[: encoded.index(b"/") + 1] if b"/" in encoded else encoded
+        if marker not in markers:
+            markers.append(marker)
+    return tuple(markers)
+
+
+class Keep:
+    """Which pods and events the model keeps. pod_kept(key): the pod is in the model's pod table;
+    pods_listed(): the pods have been listed (until then every pod's events are kept)."""
+
+    def __init__(self, resources: gpu.GpuResources, pod_kept: Callable[[PodKey], bool], pods_listed: Callable[[], bool]) -> None:
+        self.resources = resources
+        self.pod_kept = pod_kept
+        self.pods_listed = pods_listed
+        self._gpu_names: dict[str, bool] = {}
+        self.gpu_name_markers = _name_markers(resources)
+        self._labels_verdicts: dict[bytes, bool] = {}  # raw labels JSON -> may the pod matter (replicas share labels)
+
+    def _is_gpu_name(self, name: str) -> bool:
+        known = self._gpu_names.get(name)
+        if known is None:
+            known = self._gpu_names[name] = name in self.resources
+        return known
+
+    def _mentions_gpu(self, spec: Obj) -> bool:
+        """Cheap first look (most pods of a big cluster have no GPU): does any container name a GPU resource?"""
+        is_gpu = self._is_gpu_name
+        for key in ("containers", "initContainers"):
+            for c in spec.get(key) or ():
+                resources = c.get("resources")
+                if resources:
+                    for table in (resources.get("limits"), resources.get("requests")):
+                        if table and any(is_gpu(name) for name in table):
+                            return True
+        return False
+
+    def pod(self, obj: Obj) -> Pod | None:
+        """The pod's record when it matters, else None."""
+        # What is kept here, pod_may_matter must never reject (tests/model/test_raw_items.py).
+        spec = obj.get("spec") or {}
+        if self._mentions_gpu(spec):
+            requests = effective_requests(spec)
+            if any(self._is_gpu_name(name) for name in requests):
+                if (obj.get("status") or {}).get("phase") in FINISHED_PHASES:  # kept only as the GPU stack's (validation pods)
+                    return pod_from(obj, requests) if _labels_matter((obj.get("metadata") or {}).get("labels") or {}) else None
+                return pod_from(obj, requests)
+        if spec.get("resourceClaims") and (obj.get("status") or {}).get("phase") not in FINISHED_PHASES:
+            return pod_from(obj)  # may hold GPUs through Dynamic Resource Allocation (the claims say)
+        if _labels_matter((obj.get("metadata") or {}).get("labels") or {}):
+            return pod_from(obj)
+        if mounts_device_plugin_dir(spec) and (obj.get("status") or {}).get("phase") not in FINISHED_PHASES:
+            return pod_from(obj)  # a device plugin's, whoever made it
+        return None
+
+    def pod_may_matter(self, body: bytes, start: int, end: int) -> bool:
+        """A look at one raw pod in a list page; False only when `pod` would drop it.
+        Labels are read exactly. A pod is kept for GPUs, or as a device plugin's, only if a GPU
+        resource name or `device-plugins` is in its bytes (or an escape that could spell one)
+        and it has not finished."""
+        if self._raw_labels_matter(body, start, end):
+            return True
+        assert self.gpu_name_markers is not None
+        if any(body.find(marker, start, end) >= 0 for marker in self.gpu_name_markers) or body.find(
+            b'"resourceClaims"', start, end
+        ) >= 0 or body.find(b"device-plugins", start, end) >= 0 or JSON_NAME_ESCAPE.search(body, start, end):
+            return raw_pod_phase(body, start, end) not in FINISHED_PHASES
+        return False
+
+    def _raw_labels_matter(self, body: bytes, start: int, end: int) -> bool:
+        """Whether the raw pod's labels keep it; True as well when they cannot be read."""
+        labels = raw_metadata_labels(body, start, end)
+        if labels is None:
+            return True
+        matters = self._labels_verdicts.get(labels)
+        if matters is None:
+            try:
+                parsed = orjson.loads(labels)
+            except orjson.JSONDecodeError:
+                parsed = None
+            matters = not isinstance(parsed, dict) or _labels_matter(parsed)
+            if len(self._labels_verdicts) >= 10_000:
+                self._labels_verdicts.clear()
+            self._labels_verdicts[labels] = matters
+        return matters
+
+    def event(self, obj: Obj) -> Event | None:
+        """The event's record when it is about a node or a kept pod (any pod until the pods are listed), else None."""
+        involved = obj.get("involvedObject") or obj.get("regarding") or {}
+        kind = involved.get("kind")
+        if kind == "Node":
+            return event_from(obj)
+        if kind == "Pod":
+            pods_listed = self.pods_listed()
+            key = (involved.get("namespace") or "", involved.get("name") or "")
+            if self.pod_kept(key) or not pods_listed:
+                return event_from(obj)
+        return None
+
+    def event_matters(self, event: Event) -> bool:
+        """A kept event still matters: it is about a node or a pod that is kept."""
+        if event.object_kind == "Node":
+            return True
+        return self.pod_kept((event.object_namespace, event.object_name))
