@@ -31,6 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_model import Simulator, peak_rss_mb  # noqa: E402
 
+TICK = 0.02  # seconds between the event-loop probe's turns
+
 
 def merged(kubeconfigs: list[str], out: Path) -> list[str]:
     """One kubeconfig with each simulator's context, named cluster-00, cluster-01, ..."""
@@ -56,6 +58,15 @@ async def watch_fleet(kubeconfig: str, contexts: list[str], max_live: int) -> di
     fleet = f.Fleet(contexts, lambda context: connect(kubeconfig, context), max_live=max_live)
     started = time.monotonic()
     live_at: dict[str, float] = {}
+    stalls: list[float] = []
+
+    async def tick() -> None:  # how long the event loop (the UI's, in the app) went without a turn
+        while True:
+            before = time.monotonic()
+            await asyncio.sleep(TICK)
+            stalls.append(time.monotonic() - before - TICK)
+
+    ticker = asyncio.create_task(tick())
     await fleet.start()
     try:
         while len(live_at) < len(contexts) and time.monotonic() - started < 600:
@@ -65,8 +76,10 @@ async def watch_fleet(kubeconfig: str, contexts: list[str], max_live: int) -> di
             await asyncio.sleep(0.05)
         rows = {row.context: row for row in fleet.rows()}
     finally:
+        ticker.cancel()
         await fleet.stop()
     return {"live_s": live_at, "all_live_s": max(live_at.values()) if len(live_at) == len(contexts) else None,
+            "longest_stall_s": max(stalls, default=0.0), "stall_p99_s": statistics.quantiles(stalls, n=100, method="inclusive")[98] if len(stalls) > 1 else 0.0,
             "peak_rss_mb": peak_rss_mb(),
             "gpus": {c: rows[c].totals["nvidia.com/gpu"].allocatable if rows[c].totals and "nvidia.com/gpu" in rows[c].totals else None
                      for c in contexts}}
@@ -124,6 +137,8 @@ def main() -> int:
     if times:
         print(f"  median cluster live after: {statistics.median(times):.2f} s")
     print(f"  one cluster alone live after: {one['all_live_s']:.2f} s" if one["all_live_s"] is not None else "  one cluster alone: NOT live")
+    print(f"  event loop, longest stall: {whole['longest_stall_s'] * 1000:.0f} ms (p99 {whole['stall_p99_s'] * 1000:.0f} ms); "
+          f"one cluster alone: {one['longest_stall_s'] * 1000:.0f} ms (p99 {one['stall_p99_s'] * 1000:.0f} ms)")
     print("\n== memory ==")
     per_cluster = (whole["peak_rss_mb"] - one["peak_rss_mb"]) / max(1, len(contexts) - 1)
     print(f"  peak RSS, one cluster's model: {one['peak_rss_mb']:.1f} MB")

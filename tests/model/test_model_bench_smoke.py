@@ -11,6 +11,7 @@ from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent.parent / "bench_model.py"
 NUMBER = r"(\d[\d,]*(?:\.\d+)?)"
+SIGNED = r"(-?\d[\d,]*(?:\.\d+)?)"  # a difference of two noisy medians
 
 
 def figure(pattern: str, text: str) -> list[float]:
@@ -38,11 +39,13 @@ def test_bench_model_smoke_prints_its_figures():
     per_second, = figure(rf"model applies {NUMBER} events/s", text)
     report, = figure(rf"gputui report -o json\s+{NUMBER} s\s+whole process", text)
     _, report_fraction = figure(rf"gputui takes 1/{NUMBER} of it; gputui report, whole process, 1/{NUMBER}", text)
-    version, = figure(rf"gputui --version\s+{NUMBER} s", text)
-    empty_report, more = figure(rf"gputui report -o json, one node\s+{NUMBER} s\s+\({NUMBER} s more than --version\)", text)
+    version, = figure(rf"gputui --version\s+{NUMBER} s\s+as installed", text)
+    empty_report, more = figure(rf"gputui report -o json, one node\s+{NUMBER} s\s+as installed \({NUMBER} s more than --version\)", text)
+    checkout, compiling = figure(rf"the same from a checkout, no bytecode\s+{NUMBER} s\s+\({SIGNED} s compiling gputui's sources\)", text)
 
     assert min(raw, ours, models, seed, rss, per_second, report, version, empty_report) > 0
     assert abs(more - (empty_report - version)) <= 0.002
+    assert checkout > 0 and abs(compiling - (checkout - empty_report)) <= 0.002
     assert abs(report_fraction - seed / report) <= 0.15 * report_fraction
     # the ratios are those of the printed medians (rounded to milliseconds, so compare loosely)
     assert abs(ratio - ours / raw) <= 0.15 * ratio
