@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 MAX_LIVE = 8
 SUMMARY_INTERVAL = 180.0
 SUMMARY_SYNC_TIMEOUT = 60.0
+FIGURES_INTERVAL = 0.5  # seconds: a watched cluster's row figures are taken at most this often
 BACKOFF = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
 
 CONNECTING, SYNCING, LIVE, SUMMARY = "connecting", "syncing", "live", "summary"
@@ -68,8 +69,9 @@ class ClusterRow:
         return self.totals is not None
 
 
-def figures(context: str, model: ClusterModel, now: float) -> dict[str, Any]:
-    """A cluster's row figures from its model; the GPU figures only once nodes and pods are listed."""
+async def figures(context: str, model: ClusterModel, now: float) -> dict[str, Any]:
+    """A cluster's row figures from its model; the GPU figures only once nodes and pods are listed.
+    The node summaries are computed in turns: ten clusters listed at once must not hold the UI's loop."""
     out: dict[str, Any] = {"partial": "; ".join(scope_lines(model.partial_scopes()))}
     stack_known = model.stack_known
     if stack_known:
@@ -78,7 +80,7 @@ def figures(context: str, model: ClusterModel, now: float) -> dict[str, Any]:
         out["policy"] = stack.cluster_policy.state if stack.cluster_policy else None
     if not (model.pods_known and model.states[NODES].synced):
         return out  # partial: other namespaces' pods may hold any of the GPUs, so no figure passes as complete
-    summaries = model.node_summaries()
+    summaries = await model.node_summaries_in_turns()
     gpu_nodes = [s for s in summaries if s.gpu_node]
     with_problems = [s for s in gpu_nodes if s.problems]
     worst = min(((gpu.by_severity(s.problems)[0], s.name) for s in with_problems),
@@ -154,6 +156,7 @@ class Member:
         self.model: ClusterModel | None = None
         self.row = ClusterRow(context, CONNECTING)
         self.ready = asyncio.Event()  # set while conn and model are up (live members)
+        self._stale = asyncio.Event()  # the model changed since the row's figures were taken
         self._task: asyncio.Task | None = None
         self._unsubscribe: Callable[[], None] | None = None
 
@@ -197,7 +200,8 @@ class Member:
         return conn, version
 
     async def _watch(self) -> None:
-        """Connect (with back-off), then keep a model of the cluster; its reflectors retry on their own."""
+        """Connect (with back-off), then keep a model of the cluster (its reflectors retry on their own)
+        and the row's figures."""
         failures = 0
         while self.model is None:
             try:
@@ -209,10 +213,19 @@ class Member:
                 await asyncio.sleep(delay)
                 continue
             self.model = self.fleet.model_of(self.conn)
-            self._unsubscribe = self.model.subscribe(lambda change: self.fleet.dirty.add(self.context))
+            self._unsubscribe = self.model.subscribe(lambda change: self._stale.set())
             await self.model.start()
             self._set(state=SYNCING, detail="", retry_at=None, server_version=version)
             self.ready.set()
+        await self._keep_figures(self.model)
+
+    async def _keep_figures(self, model: ClusterModel) -> None:
+        """Take the row's figures again after each change, at most once every FIGURES_INTERVAL."""
+        while True:
+            await self._stale.wait()
+            self._stale.clear()
+            self._set(**await figures(self.context, model, self.fleet.clock()))
+            await asyncio.sleep(FIGURES_INTERVAL)
 
     async def _summarise(self) -> None:
         """A fresh list every summary_interval: connect, sync once, take the figures, close."""
@@ -227,19 +240,19 @@ class Member:
                         synced = await model.wait_synced(SUMMARY_SYNC_TIMEOUT, kinds=(NODES, PODS))
                         state, detail = (SUMMARY, "") if synced else watch_state(model)
                         self._set(state=state, detail=detail, retry_at=None, server_version=version,
-                                  **figures(self.context, model, self.fleet.clock()))
+                                  **await figures(self.context, model, self.fleet.clock()))
                 finally:
                     await conn.close()
             await asyncio.sleep(self.fleet.summary_interval)
 
     def current(self) -> ClusterRow:
-        """The row now: a watched cluster's figures are taken from its model when asked."""
+        """The row now: a watched cluster's state from its model's watches, its figures as last taken."""
         model = self.model
         if not self.live or model is None:
             return self.row
         state, detail = watch_state(model)
-        self.row = ClusterRow(**{**self.row.__dict__, "state": state, "detail": detail,
-                                 **figures(self.context, model, self.fleet.clock())})
+        if (state, detail) != (self.row.state, self.row.detail):
+            self.row = ClusterRow(**{**self.row.__dict__, "state": state, "detail": detail})
         return self.row
 
 

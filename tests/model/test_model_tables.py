@@ -87,3 +87,28 @@ def test_a_namespace_handed_over_mid_list_stays_in_the_table_through_the_next_re
     cluster_wide.end_list()
     assert set(table.records) == {("kube-system", plugin["metadata"]["name"]), ("ml", "job")}
     assert whole.keys == {("kube-system", plugin["metadata"]["name"])} and cluster_wide.keys == {("ml", "job")}
+
+
+async def test_summaries_in_turns_are_the_summaries_and_give_the_loop_its_turns():
+    """The fleet takes ten clusters' figures at once in the UI's loop: the summaries come a batch per turn."""
+    import asyncio
+
+    model = await fresh_model()
+    for i in range(450):
+        model.nodes.apply("ADDED", node(f"n{i:03d}", capacity={"nvidia.com/gpu": 8}))
+    turns = 0
+
+    async def other_work() -> None:
+        nonlocal turns
+        while True:
+            turns += 1
+            await asyncio.sleep(0)
+
+    beside = asyncio.create_task(other_work())
+    await asyncio.sleep(0)
+    started = turns
+    in_turns = await model.node_summaries_in_turns(per_turn=100)
+    ran_meanwhile = turns - started
+    beside.cancel()
+    assert in_turns == model.node_summaries() and len(in_turns) == 451
+    assert ran_meanwhile >= 4  # 451 nodes, 100 a turn
