@@ -57,6 +57,7 @@ from .metrics import (
 from .keep import Keep
 from .records import DaemonSet, Event, Node, Obj, Pod, daemonset_from, event_from, node_from
 from .tables import Change, DaemonSetTable, EventTable, Listener, NodeTable, PodTable, Table
+from .turns import Turns
 from .watch import ABSENT, FORBIDDEN, Reflector, ResourceState
 from .watches import Scope, Watches, namespaced
 
@@ -86,7 +87,6 @@ KUEUE_KINDS = (WORKLOADS, LOCALQUEUES, CLUSTERQUEUES)
 ALL_KINDS = (NODES, PODS, EVENTS, DAEMONSETS, CLUSTERPOLICIES, *DRA_KINDS, *KUEUE_KINDS)
 STATE = "state"
 METRICS = "metrics"
-SUMMARIES_PER_TURN = 200  # node_summaries_in_turns: about 20 ms of the loop at a time
 # What the server sends, one cluster-wide watch per field selector (kube-apiserver's selectable fields):
 # pods that may still hold a GPU (the GPU stack's namespaces are read whole, see watches.py); the events
 # the screens show without asking (a node's; why a pod waits). A pod's other events are listed when its
@@ -372,16 +372,17 @@ class ClusterModel:
         out = [self.summary(name) for name in self.nodes.records]
         return sorted((s for s in out if s is not None), key=lambda s: (not s.gpu_node, s.name))
 
-    async def node_summaries_in_turns(self, per_turn: int = SUMMARIES_PER_TURN) -> list[gpu.NodeSummary]:
-        """node_summaries(), `per_turn` nodes per turn of the event loop, for code that shares the loop with
+    async def node_summaries_in_turns(self) -> list[gpu.NodeSummary]:
+        """node_summaries(), giving the event loop its turns (turns.py), for code that shares the loop with
         a UI: after a full list, summarising costs about 0.1 ms a node. Each summary is right as of its turn."""
         out = []
-        for i, name in enumerate(list(self.nodes.records)):
-            if i and i % per_turn == 0:
-                await asyncio.sleep(0)
+        turns = Turns()
+        for name in list(self.nodes.records):
             summary = self.summary(name)
             if summary is not None:
                 out.append(summary)
+            if turns.due():
+                await turns.take()
         return sorted(out, key=lambda s: (not s.gpu_node, s.name))
 
     def totals(self) -> dict[str, gpu.Usage]:

@@ -37,6 +37,7 @@ import orjson
 from .config import describe_network_error, status_message
 from .http import HttpError, Timeout
 from .raw_json import item_spans, list_head, list_metadata
+from .turns import Turns
 
 if TYPE_CHECKING:
     from .client import Client
@@ -153,7 +154,6 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-YIELD_EVERY = 100  # list items handled between two yields to the event loop
 QUICK_CLOSES = 3  # watches in a row ended at once before that counts as a failure
 WATCHLIST, CACHE, PAGED = "watchlist", "cache", "paged"
 # Tried in this order: the WatchList stream, a list from the watch cache (resourceVersion=0), pages.
@@ -382,6 +382,7 @@ class Reflector:
         self._listing()
         self.sink.begin_list()
         page: asyncio.Future[bytes] = asyncio.ensure_future(self._fetch_page(None))
+        turns = Turns()
         try:
             with gc_paused():
                 while True:
@@ -392,13 +393,13 @@ class Reflector:
                     token = meta.get("continue")
                     if token:
                         page = asyncio.ensure_future(self._fetch_page(token))
-                    items = await self._page_items(body, items_at)
+                    items = await self._page_items(body, items_at, turns)
                     del body
                     list_item = self.sink.list_item
-                    for n, item in enumerate(items, 1):
+                    for item in items:
                         list_item(item)
-                        if n % YIELD_EVERY == 0:
-                            await asyncio.sleep(0)
+                        if turns.due():
+                            await turns.take()
                     del items
                     if not token:
                         break
@@ -407,7 +408,7 @@ class Reflector:
                 page.cancel()
         self._listed(meta.get("resourceVersion"))
 
-    async def _page_items(self, body: bytes, items_at: int) -> list[Obj]:
+    async def _page_items(self, body: bytes, items_at: int, turns: Turns) -> list[Obj]:
         """A page's items, parsed; with a sink that can tell, only those that may matter."""
         may_matter = getattr(self.sink, "may_matter", None)
         spans = item_spans(body, items_at) if may_matter is not None else None
@@ -415,11 +416,11 @@ class Reflector:
             view = memoryview(body)
             items: list[Obj] | None = []
             try:
-                for n, (start, end) in enumerate(spans, 1):
+                for start, end in spans:
                     if _may_matter(may_matter, body, start, end):
                         items.append(orjson.loads(view[start:end]))
-                    if n % YIELD_EVERY == 0:
-                        await asyncio.sleep(0)
+                    if turns.due():
+                        await turns.take()
             except orjson.JSONDecodeError:
                 items = None
             finally:
@@ -463,6 +464,7 @@ class Reflector:
             else:
                 self._set(LIVE)
             pending = bytearray()
+            turns = Turns()
             with gc_paused() if listing else contextlib.nullcontext():
                 while True:
                     if listing and applied == 0:
@@ -482,7 +484,7 @@ class Reflector:
                         continue
                     lines = bytes(pending).split(b"\n")  # bytes, not bytearrays: raw judgements key caches by them
                     pending = bytearray(lines.pop())
-                    for n, line in enumerate(lines, 1):
+                    for line in lines:
                         if not line:
                             continue
                         if listing:
@@ -490,8 +492,8 @@ class Reflector:
                         else:
                             self._apply_line(line)
                         applied += 1
-                        if n % YIELD_EVERY == 0:
-                            await asyncio.sleep(0)
+                        if turns.due():
+                            await turns.take()
                 if pending.strip():
                     if listing:
                         listing = self._initial_line(pending)

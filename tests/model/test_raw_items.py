@@ -13,6 +13,7 @@ from gputui.kube import gpu
 from gputui.kube.client import Client
 from gputui.kube.model import PODS, ClusterModel
 from gputui.kube.raw_json import item_spans, list_head, raw_metadata_labels, raw_pod_phase
+from gputui.kube.turns import Turns
 from gputui.kube.watch import Reflector
 from gputui.sim import scenarios, stacks
 from objects import container, plugin_pod, pod
@@ -160,7 +161,7 @@ async def test_reflector_page_items_equal_a_full_parse_after_the_model_filter(ap
     items = [layout(p) for p in all_scenario_pods()[:300]] + [layout(TRICKY)]
     body = page(items)
     reflector = Reflector(PODS, api, "/api/v1/pods", Sink(m))
-    parsed = await reflector._page_items(body, list_head(body)[1])
+    parsed = await reflector._page_items(body, list_head(body)[1], Turns())
     assert len(parsed) < len(items)
     kept = [obj for obj in items if m.keep.pod(obj) is not None]
     assert [obj for obj in parsed if m.keep.pod(obj) is not None] == kept
@@ -174,4 +175,4 @@ async def test_a_page_that_does_not_split_cleanly_is_parsed_whole(api):
     items = [go_layout(pod("web", "a")), odd, go_layout(pod("web", "b"))]
     body = page(items)
     reflector = Reflector(PODS, api, "/api/v1/pods", Sink(m))
-    assert await reflector._page_items(body, list_head(body)[1]) == items
+    assert await reflector._page_items(body, list_head(body)[1], Turns()) == items
