@@ -36,12 +36,14 @@ def small_cluster() -> list[dict[str, Any]]:
     ]
 
 
-async def until(condition: Callable[[], bool], timeout: float = 5.0, what: str = "condition") -> None:
+async def until(condition: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
+    """Wait until condition() is true; its value."""
     deadline = time.monotonic() + timeout
-    while not condition():
+    while not (value := condition()):
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         await asyncio.sleep(0.02)
+    return value
 
 
 def expected_pods(model: ClusterModel, store) -> dict:

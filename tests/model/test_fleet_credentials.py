@@ -3,7 +3,6 @@ its own token, never another's), and a user who may read pods in some namespaces
 and shows no figure as complete, as the single-cluster screen does."""
 from __future__ import annotations
 
-import asyncio
 import sys
 import textwrap
 import time
@@ -19,6 +18,7 @@ from gputui.sim.auth import MASTERS
 from gputui.sim.cluster import ADMIN_TOKEN, SimCluster, kubeconfig_for
 from gputui.ui.fleet import UNKNOWN_TROUBLE, detail_line, fleet_columns, row_cells
 from objects import node, plugin_pod, pod
+from scenario import until
 from test_namespaced_rbac import ALICE
 from test_namespaced_rbac import objects as rbac_objects
 
@@ -33,14 +33,6 @@ TOKEN_PLUGIN = """
     print(json.dumps({"apiVersion": info["apiVersion"], "kind": "ExecCredential", "status": {"token": sys.argv[1]}}))
 """
 
-
-async def until(condition, timeout: float = 15.0, what: str = ""):
-    deadline = time.monotonic() + timeout
-    while not (value := condition()):
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what or condition}")
-        await asyncio.sleep(0.05)
-    return value
 
 
 def gpu_cluster(name: str, gpus: int) -> list[dict]:

@@ -9,18 +9,10 @@ import pytest_asyncio
 
 from gputui.kube import fleet as f
 from gputui.kube.config import connect
+from scenario import until
 from test_report_fleet import clusters, fleet_kubeconfig  # noqa: F401  (fixtures: the same five contexts)
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
-
-
-async def until(condition, timeout: float = 10.0, what: str = ""):
-    deadline = time.monotonic() + timeout
-    while not (value := condition()):
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what or condition}")
-        await asyncio.sleep(0.05)
-    return value
 
 
 @pytest_asyncio.fixture(loop_scope="module")
