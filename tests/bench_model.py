@@ -150,6 +150,7 @@ async def child_events(kubeconfig: str) -> dict:
 async def child_watch_e2e(_: str) -> dict:
     """End to end through a real watch stream: an in-process simulator (sharing these cores) writes, the model follows."""
     from gputui.kube.config import connect
+    from gputui.kube.keep import FINISHED_PHASES
     from gputui.kube.model import PODS, ClusterModel
     from gputui.sim.cluster import SimCluster
 
@@ -161,7 +162,9 @@ async def child_watch_e2e(_: str) -> dict:
                 await model.wait_synced(60)
                 await asyncio.sleep(0.2)
                 reflector = model.reflectors[PODS]
-                pods = [(p["metadata"]["namespace"], p["metadata"]["name"]) for p in sim.store.objects("pods")]
+                # Only the pods the model's watch is sent: it leaves finished ones out (its field selector).
+                pods = [(p["metadata"]["namespace"], p["metadata"]["name"]) for p in sim.store.objects("pods")
+                        if (p.get("status") or {}).get("phase") not in FINISHED_PHASES]
                 before = reflector.events
                 start = time.perf_counter()
                 for i in range(n):
@@ -169,7 +172,10 @@ async def child_watch_e2e(_: str) -> dict:
                     sim.store.mutate("pods", ns, name, lambda p: p["metadata"].setdefault("annotations", {}).update(bench=str(i)))
                     if i % 200 == 0:
                         await asyncio.sleep(0)
+                deadline = time.monotonic() + 120
                 while reflector.events - before < n:
+                    if time.monotonic() > deadline:
+                        raise SystemExit(f"the model saw {reflector.events - before} of the {n} changes within 120 s")
                     await asyncio.sleep(0.005)
                 seconds = time.perf_counter() - start
     return {"seconds": seconds, "events": n, "per_second": n / seconds}
