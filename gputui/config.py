@@ -244,10 +244,7 @@ def parse_config(data: Mapping[str, Any], path: Path | None = None) -> Config:
     read_only = data.get("read_only", False)
     if not isinstance(read_only, bool):
         raise bad(f"read_only must be true or false, not {_shown(read_only)}")
-    table = data.get("verify", {})
-    if not isinstance(table, dict):
-        raise bad(f"verify must be a table ([verify]), not {_shown(table)}")
-    _no_unknown(table, _VERIFY_KEYS, "verify.", bad)
+    table = _section(data, "verify", _VERIFY_KEYS, bad)
     texts: dict[str, str | None] = {}
     for key in ("image", "namespace", "runtime_class", "resource"):
         value = table.get(key)
@@ -267,10 +264,7 @@ def parse_config(data: Mapping[str, Any], path: Path | None = None) -> Config:
 
 
 def _idle(data: Mapping[str, Any], bad: Any) -> IdleConfig:
-    table = data.get("idle", {})
-    if not isinstance(table, dict):
-        raise bad(f"idle must be a table ([idle]), not {_shown(table)}")
-    _no_unknown(table, _IDLE_KEYS, "idle.", bad)
+    table = _section(data, "idle", _IDLE_KEYS, bad)
     window = table.get("window", DEFAULT_IDLE_WINDOW)
     if isinstance(window, bool) or not isinstance(window, (int, float)) or not MIN_IDLE_WINDOW <= window <= MAX_IDLE_WINDOW:
         raise bad(f"idle.window must be a number of seconds between {MIN_IDLE_WINDOW:g} and {MAX_IDLE_WINDOW:g}, not {_shown(window)}")
@@ -299,10 +293,7 @@ class FleetConfig:
 
 
 def _fleet(data: Mapping[str, Any], bad: Any) -> FleetConfig:
-    table = data.get("fleet", {})
-    if not isinstance(table, dict):
-        raise bad(f"fleet must be a table ([fleet]), not {_shown(table)}")
-    _no_unknown(table, _FLEET_KEYS, "fleet.", bad)
+    table = _section(data, "fleet", _FLEET_KEYS, bad)
     contexts = table.get("contexts", [])
     if not isinstance(contexts, list) or not all(isinstance(c, str) and c.strip() and c == c.strip() for c in contexts):
         raise bad(f"fleet.contexts must be a list of context names or globs, not {_shown(contexts)}")
@@ -320,10 +311,7 @@ def _namespaces(data: Mapping[str, Any], bad: Any) -> tuple[str, ...]:
 
 
 def _metrics(data: Mapping[str, Any], bad: Any) -> MetricsConfig:
-    table = data.get("metrics", {})
-    if not isinstance(table, dict):
-        raise bad(f"metrics must be a table ([metrics]), not {_shown(table)}")
-    _no_unknown(table, _METRICS_KEYS, "metrics.", bad)
+    table = _section(data, "metrics", _METRICS_KEYS, bad)
     interval = table.get("interval", DEFAULT_METRICS_INTERVAL)
     if isinstance(interval, bool) or not isinstance(interval, (int, float)) or not (interval == 0 or 1 <= interval <= MAX_TIMEOUT):
         raise bad(f"metrics.interval must be 0 (off) or a number of seconds between 1 and {MAX_TIMEOUT:g}, not {_shown(interval)}")
@@ -334,6 +322,15 @@ def _metrics(data: Mapping[str, Any], bad: Any) -> MetricsConfig:
             raise bad(f"metrics.{key} must be a whole number between 1 and {top}, not {_shown(value)}")
         whole[key] = value
     return MetricsConfig(interval=float(interval), **whole)
+
+
+def _section(data: Mapping[str, Any], name: str, keys: tuple[str, ...], bad: Any) -> dict[str, Any]:
+    """The `[name]` table (empty when absent), refused when it is not a table or holds a key not in `keys`."""
+    table = data.get(name, {})
+    if not isinstance(table, dict):
+        raise bad(f"{name} must be a table ([{name}]), not {_shown(table)}")
+    _no_unknown(table, keys, f"{name}.", bad)
+    return table
 
 
 def _no_unknown(table: Mapping[str, Any], known: tuple[str, ...], prefix: str, bad: Any) -> None:

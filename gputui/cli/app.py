@@ -11,7 +11,7 @@ import argparse
 import sys
 from typing import Any
 
-from gputui.cli.arguments import dump_clash, fleet_contexts
+from gputui.cli.arguments import fleet_contexts, read_dump
 from gputui.config import ConfigError, load_config
 from gputui.kube.config import ConnectError, resolve
 
@@ -63,18 +63,10 @@ def run(args: argparse.Namespace) -> int:
 def _run_dump(args: argparse.Namespace, config: Any) -> int:
     """--from: the app on a dump, served as it was dumped (ui/demo.py's dump_app); an unreadable dump is one
     line before any screen."""
-    from gputui.sim.dump import Dump  # noqa: PLC0415
-    from gputui.sim.scenarios import ScenarioError  # noqa: PLC0415
     from gputui.ui.demo import dump_app  # noqa: PLC0415
 
-    clash = dump_clash(args)
-    if clash:
-        print(f"gputui: {clash}", file=sys.stderr)
-        return 2
-    try:
-        dump = Dump.read(args.dump)
-    except ScenarioError as error:
-        print(f"gputui: {error}", file=sys.stderr)
+    dump = read_dump(args, "gputui")
+    if dump is None:
         return 2
     app, served = dump_app(dump, config, args.resource, namespaces=args.namespaces)
     try:

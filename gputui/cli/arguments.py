@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import argparse
-from typing import Callable
+import sys
+from typing import Any, Callable
 
 
 def whole_number(minimum: int, maximum: int | None = None, what: str = "") -> Callable[[str], int]:
@@ -72,7 +73,7 @@ def add_dump_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def dump_clash(args: argparse.Namespace) -> str | None:
+def _dump_clash(args: argparse.Namespace) -> str | None:
     """Why --from cannot go with the other flags given (a dump is not a live cluster), or None."""
     flags = (("--kubeconfig", "kubeconfig"), ("--context", "context"), ("--contexts", "contexts"),
              ("--all-contexts", "all_contexts"), ("--demo", "demo"), ("--prometheus", "prometheus"))
@@ -80,3 +81,20 @@ def dump_clash(args: argparse.Namespace) -> str | None:
     if not getattr(args, "dump", None) or not given:
         return None
     return f"--from reads a dump, not a cluster: it does not go with {', '.join(given)}"
+
+
+def read_dump(args: argparse.Namespace, program: str) -> Any:
+    """--from's dump (a gputui.sim.dump.Dump); None once one line on stderr has said why not (exit 2):
+    flags that do not go with a dump, or a dump that cannot be read."""
+    clash = _dump_clash(args)
+    if clash:
+        print(f"{program}: {clash}", file=sys.stderr)
+        return None
+    from gputui.sim.dump import Dump  # noqa: PLC0415  (the simulator loads only for --from)
+    from gputui.sim.scenarios import ScenarioError  # noqa: PLC0415
+
+    try:
+        return Dump.read(args.dump)
+    except ScenarioError as error:
+        print(f"{program}: {error}", file=sys.stderr)
+        return None

@@ -13,7 +13,7 @@ import asyncio
 import sys
 from typing import Any
 
-from gputui.cli.arguments import add_dump_args, add_fleet_args, add_namespace_arg, dump_clash, fleet_contexts, whole_number
+from gputui.cli.arguments import add_dump_args, add_fleet_args, add_namespace_arg, fleet_contexts, read_dump, whole_number
 from gputui.config import ConfigError, add_idle_args, load_config
 from gputui.kube.config import ConnectError, add_connection_args
 
@@ -102,19 +102,12 @@ def write_report(output: str, data: dict[str, Any], created: Any) -> int:
 def run_dump(args: argparse.Namespace, config: Any) -> int:
     """--from: the dump served on loopback as it was dumped (nothing runs, no metrics), read through the
     same model and client as a live cluster."""
-    clash = dump_clash(args)
-    if clash:
-        print(f"gputui report: {clash}", file=sys.stderr)
+    dump = read_dump(args, "gputui report")
+    if dump is None:
         return 2
     from gputui.report.contract import collect  # noqa: PLC0415
-    from gputui.sim.dump import NOT_IN_DUMP, Dump  # noqa: PLC0415  (the simulator loads only for --from)
-    from gputui.sim.scenarios import ScenarioError  # noqa: PLC0415
+    from gputui.sim.dump import NOT_IN_DUMP  # noqa: PLC0415  (the simulator loads only for --from)
 
-    try:
-        dump = Dump.read(args.dump)
-    except ScenarioError as exc:
-        print(f"gputui report: {exc}", file=sys.stderr)
-        return 2
     print(f"gputui report: {dump.context}: {dump.summary()}", file=sys.stderr)
 
     async def collect_dump() -> Any:

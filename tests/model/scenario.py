@@ -2,14 +2,48 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from typing import Any, Callable
+from typing import Any, AsyncIterator, Callable
 
+from gputui.kube.config import connect
 from gputui.kube.model import ClusterModel
 from gputui.kube.records import node_from, object_key
 from objects import container, event, node, plugin_pod, pod
 
 FAST = dict(backoff_initial=0.05, backoff_max=0.2, forbidden_retry=0.3)
+
+
+@contextlib.asynccontextmanager
+async def model_on(cluster: Any, sync: bool = True) -> AsyncIterator[ClusterModel]:
+    """A ClusterModel of a SimCluster, over its own connection; synced first unless told."""
+    conn = await connect(str(cluster.kubeconfig_path))
+    try:
+        async with ClusterModel(conn.api, **FAST) as model:
+            if sync:
+                assert await model.wait_synced(20)
+            yield model
+    finally:
+        await conn.close()
+
+
+async def synced(sim: Any, kinds: tuple[str, ...], **options: Any) -> tuple[Any, ClusterModel]:
+    """(connection, started model of these kinds, synced); end it with stop()."""
+    conn = await connect(str(sim.kubeconfig_path))
+    model = ClusterModel(conn.api, kinds=kinds, **FAST, **options)
+    await model.start()
+    assert await model.wait_synced(10), model.states
+    return conn, model
+
+
+async def stop(conn: Any, model: ClusterModel) -> None:
+    await model.stop()
+    await conn.close()
+
+
+def reads(sim: Any, resource: str) -> list[tuple[str, dict[str, str]]]:
+    """The simulator's recent requests for a resource: (verb, query)."""
+    return [(verb, query) for verb, res, query in sim.api_counts.recent if res == resource]
 
 
 def small_cluster() -> list[dict[str, Any]]:

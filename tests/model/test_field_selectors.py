@@ -12,12 +12,12 @@ from kubernetes_asyncio import watch as k8s_watch
 from kubernetes_asyncio.client import CoreV1Api
 from kubernetes_asyncio.config import new_client_from_config
 
-from gputui.kube.config import connect
 from gputui.kube.model import EVENTS, NODE_EVENTS, NODES, PODS, SCHEDULING_EVENTS, UNFINISHED_PODS, ClusterModel
 from gputui.sim import stacks
 from gputui.sim.cluster import SimCluster
 from objects import event, pod
-from scenario import FAST, expected_pods, small_cluster, until
+import scenario
+from scenario import expected_pods, reads, small_cluster, stop, until
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/: the bench script
 import bench_selectors  # noqa: E402
@@ -26,20 +26,7 @@ KINDS = (NODES, PODS, EVENTS, "daemonsets", "clusterpolicies")
 
 
 async def synced(sim: SimCluster, **options) -> tuple[object, ClusterModel]:
-    conn = await connect(str(sim.kubeconfig_path))
-    model = ClusterModel(conn.api, kinds=options.pop("kinds", KINDS), **FAST, **options)
-    await model.start()
-    assert await model.wait_synced(10), model.states
-    return conn, model
-
-
-async def stop(conn, model) -> None:
-    await model.stop()
-    await conn.close()
-
-
-def reads(sim: SimCluster, resource: str) -> list[tuple[str, dict[str, str]]]:
-    return [(verb, query) for verb, res, query in sim.api_counts.recent if res == resource]
+    return await scenario.synced(sim, options.pop("kinds", KINDS), **options)
 
 
 async def test_the_pods_watch_asks_for_unfinished_pods_in_every_list_mode_and_keeps_what_an_unfiltered_one_does():

@@ -14,8 +14,7 @@ import pytest_asyncio
 
 from gputui.cli import report
 from gputui.kube import fit, gpu
-from gputui.kube.config import connect
-from gputui.kube.model import NODES, PODS, ClusterModel
+from gputui.kube.model import NODES, PODS
 from gputui.kube.records import node_from, pod_from
 from gputui.kube.watch import FORBIDDEN
 from gputui.sim import builders as b
@@ -23,7 +22,7 @@ from gputui.sim import fragmented
 from gputui.sim.cluster import SimCluster
 from gputui.sim.cluster_builder import GPU_TOLERATION
 from objects import node, pod
-from scenario import FAST, until
+from scenario import model_on, until
 
 on_the_module_loop = pytest.mark.asyncio(loop_scope="module")  # the async tests share the module's simulator
 
@@ -51,18 +50,6 @@ async def sim():
 def _scheduled_reason(cluster: SimCluster, name: str) -> str | None:
     conditions = (cluster.store.get("pods", "ml", name).get("status") or {}).get("conditions") or []
     return next((c.get("reason") for c in conditions if c["type"] == "PodScheduled"), None)
-
-
-@contextlib.asynccontextmanager
-async def model_on(cluster: SimCluster, sync: bool = True):
-    conn = await connect(str(cluster.kubeconfig_path))
-    try:
-        async with ClusterModel(conn.api, **FAST) as model:
-            if sync:
-                assert await model.wait_synced(20)
-            yield model
-    finally:
-        await conn.close()
 
 
 def scheduler_oracle(cluster: SimCluster) -> dict[str, dict[str, int]]:

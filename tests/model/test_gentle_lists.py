@@ -12,26 +12,13 @@ from gputui.kube.model import NODES, PODS, UNFINISHED_PODS, ClusterModel
 from gputui.kube.watch import CACHE, PAGED, WATCHLIST
 from gputui.sim.cluster import SimCluster
 from objects import pod
-from scenario import FAST, expected_pods, matches_fresh_list, small_cluster, until
+from scenario import FAST, expected_pods, matches_fresh_list, reads, small_cluster, stop, synced, until
 
 KINDS = (NODES, PODS, "events", "daemonsets")
 
 
 async def synced_model(sim: SimCluster, **options) -> tuple[object, ClusterModel]:
-    conn = await connect(str(sim.kubeconfig_path))
-    model = ClusterModel(conn.api, kinds=KINDS, **FAST, **options)
-    await model.start()
-    assert await model.wait_synced(10), model.states
-    return conn, model
-
-
-async def stop(conn, model) -> None:
-    await model.stop()
-    await conn.close()
-
-
-def reads(sim: SimCluster, resource: str) -> list[tuple[str, dict[str, str]]]:
-    return [(verb, query) for verb, res, query in sim.api_counts.recent if res == resource]
+    return await synced(sim, KINDS, **options)
 
 
 async def test_a_current_server_streams_the_initial_state_and_nothing_comes_from_etcd():

@@ -15,13 +15,12 @@ import pytest_asyncio
 
 from gputui.cli import report
 from gputui.kube import kueue
-from gputui.kube.config import connect
-from gputui.kube.model import CLUSTERQUEUES, LOCALQUEUES, WORKLOADS, ClusterModel
+from gputui.kube.model import CLUSTERQUEUES, LOCALQUEUES, WORKLOADS
 from gputui.kube.watch import ABSENT, FORBIDDEN
 from gputui.sim import fragmented, kueue_quota
 from gputui.sim.builders import kueue as k
 from gputui.sim.cluster import SimCluster
-from scenario import FAST, until
+from scenario import model_on, until
 
 on_the_module_loop = pytest.mark.asyncio(loop_scope="module")
 
@@ -37,18 +36,6 @@ HELD = f"queued in Kueue ClusterQueue team-a: {kueue_quota.PENDING} (Workload te
 async def sim():
     async with SimCluster(OBJECTS, speed=50, faults=True) as cluster:
         yield cluster
-
-
-@contextlib.asynccontextmanager
-async def model_on(cluster: SimCluster, sync: bool = True):
-    conn = await connect(str(cluster.kubeconfig_path))
-    try:
-        async with ClusterModel(conn.api, **FAST) as model:
-            if sync:
-                assert await model.wait_synced(20)
-            yield model
-    finally:
-        await conn.close()
 
 
 def stored(cluster: SimCluster, kind: str, namespace: str, name: str) -> dict:

@@ -11,9 +11,8 @@ import pytest
 
 from gputui.sim import fragmented
 from gputui.ui.capacity import CapacityScreen
-from gputui.ui.commands import GpuCommands
-from gputui.ui.screens import HelpScreen, TextScreen
-from ui_helpers import app_on, screen_text, start_cluster, wait_for
+from gputui.ui.screens import TextScreen
+from ui_helpers import app_on, help_text, palette_titles, screen_text, start_cluster, wait_for
 from ui_scenario import NOW
 
 GPU_ROW = ["gpu", "4", "3", "0", "0", "3", "8", "14"]  # N=1 2 4 8, LARGEST, FREE, STRANDED
@@ -65,12 +64,8 @@ async def test_the_key_is_in_the_help_and_the_palette(cluster):
     app = app_on(cluster)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: app.model is not None, what="the app to connect")
-        await pilot.press("question_mark")
-        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), what="help")
-        assert re.search(r"\bc\s+capacity: nodes that could take a pod", screen_text(app))
-        await pilot.press("escape")
-        titles = [title for title, _, _ in GpuCommands(app.screen)._commands()]
-        assert "Capacity" in titles
+        assert re.search(r"\bc\s+capacity: nodes that could take a pod", await help_text(app, pilot))
+        assert "Capacity" in palette_titles(app)
 
 
 async def test_unknown_while_the_pods_are_listed(cluster):

@@ -12,11 +12,10 @@ from pathlib import Path
 import pytest
 
 from gputui.kube.idle import EXPORTERS, IdleSettings, IdleView, PodIdle
-from gputui.ui.commands import GpuCommands
 from gputui.ui.idle import IdleScreen
 from gputui.ui.launch import make_app
-from gputui.ui.screens import HelpScreen, NodeDetailsScreen
-from ui_helpers import app_on, screen_text, show_all_pods, start_cluster, wait_for
+from gputui.ui.screens import NodeDetailsScreen
+from ui_helpers import app_on, help_text, palette_titles, screen_text, show_all_pods, start_cluster, wait_for
 from ui_scenario import NOW_TS, gpu_cluster
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "model"))
@@ -105,11 +104,8 @@ async def test_the_key_is_in_the_help_and_the_palette(cluster):
     app = app_on(cluster)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: app.model is not None, what="the app to connect")
-        await pilot.press("question_mark")
-        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), what="help")
-        assert re.search(r"\bi\s+idle GPUs: pods holding GPUs, the idle longest", screen_text(app))
-        await pilot.press("escape")
-        assert "Idle GPUs" in [title for title, _, _ in GpuCommands(app.screen)._commands()]
+        assert re.search(r"\bi\s+idle GPUs: pods holding GPUs, the idle longest", await help_text(app, pilot))
+        assert "Idle GPUs" in palette_titles(app)
 
 
 # -- snapshots: fixed figures for the cluster's pods (nothing here depends on when it runs) --------------

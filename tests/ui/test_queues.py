@@ -14,10 +14,9 @@ import pytest
 from gputui.kube import kueue
 from gputui.sim import fragmented, kueue_quota
 from gputui.sim.builders import kueue as k
-from gputui.ui.commands import GpuCommands
 from gputui.ui.queues import QueuesScreen, details_text, pending_rows, queue_row
-from gputui.ui.screens import HelpScreen, TextScreen
-from ui_helpers import app_on, screen_text, start_cluster, wait_for
+from gputui.ui.screens import TextScreen
+from ui_helpers import app_on, help_text, palette_titles, screen_text, start_cluster, wait_for
 from ui_scenario import NOW
 
 QUOTA_MESSAGE = kueue_quota.PENDING  # the Workloads' QuotaReserved=False message, as Kueue's scheduler writes it
@@ -92,12 +91,8 @@ async def test_the_key_is_in_the_help_and_the_palette(cluster):
     app = app_on(cluster)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: app.model is not None and app.model.kueue_state() is None, what="Kueue's kinds listed")
-        await pilot.press("question_mark")
-        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), what="help")
-        assert re.search(r"\bu\s+Kueue queues: each ClusterQueue's GPU quota", screen_text(app))
-        await pilot.press("escape")
-        titles = [title for title, _, _ in GpuCommands(app.screen)._commands()]
-        assert "Queues (Kueue)" in titles
+        assert re.search(r"\bu\s+Kueue queues: each ClusterQueue's GPU quota", await help_text(app, pilot))
+        assert "Queues (Kueue)" in palette_titles(app)
 
 
 async def test_forbidden_workloads_give_no_count_and_no_kueue_words_on_the_pod(cluster):
@@ -176,7 +171,7 @@ async def test_without_kueue_the_key_says_so_in_one_line_and_nothing_shows(witho
         await pilot.press("u")
         await wait_for(pilot, lambda: [n.message for n in app._notifications] == [kueue.NOT_INSTALLED], what="the one line")
         assert not isinstance(app.screen, QueuesScreen)
-        assert "Queues (Kueue)" not in [title for title, _, _ in GpuCommands(app.screen)._commands()]
+        assert "Queues (Kueue)" not in palette_titles(app)
         gated = app.model.gpu_pod(app.model.pod("ml", "queued-job-0"))
         assert gated.reason.startswith("held by scheduling gate kueue.x-k8s.io/admission")  # the gate's words only
         assert "watches live" in screen_text(app)  # the absent kinds are not trouble

@@ -8,8 +8,10 @@ from typing import Any, Callable, Iterator
 import pytest
 from rich.console import Console
 
+from gputui.ui.commands import GpuCommands
 from gputui.ui.demo import BackgroundCluster
 from gputui.ui.launch import make_app
+from gputui.ui.screens import HelpScreen
 
 from ui_scenario import NOW_TS
 
@@ -54,3 +56,17 @@ async def show_all_pods(pilot: Any, count: int) -> None:
     await wait_for(pilot, lambda: app.selected_node and app.model is not None and app.model.pods_known, what="the first node")
     await pilot.press("a")
     await wait_for(pilot, lambda: app.pods_all_nodes and app.pods_table.row_count == count, what=f"all {count} GPU pods")
+
+
+async def help_text(app: Any, pilot: Any) -> str:
+    """`?` on the current screen: the help's text, then `esc` back."""
+    await pilot.press("question_mark")
+    await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), what="help")
+    text = screen_text(app)
+    await pilot.press("escape")
+    return text
+
+
+def palette_titles(app: Any) -> list[str]:
+    """The command palette's commands on the current screen."""
+    return [title for title, _, _ in GpuCommands(app.screen)._commands()]
