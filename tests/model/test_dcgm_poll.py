@@ -33,10 +33,14 @@ async def operator():
                 yield sim, model
 
 
-@pytest.fixture(autouse=True)
-def no_faults_left(operator):
+@pytest_asyncio.fixture(autouse=True, loop_scope="module")
+async def no_faults_or_rounds_left(operator):
+    """Each test starts with no fault set and no round of an earlier test's demand still in flight
+    (such a round holds its node, so a test counting requests would see one fewer)."""
     yield
-    operator[0].faults.clear()
+    sim, model = operator
+    sim.faults.clear()
+    await model.metrics.stop()
 
 
 async def test_one_poll_reads_every_exporter_whatever_its_hostname_label(operator):
