@@ -150,7 +150,9 @@ def holders(model: ClusterModel, namespaces: Iterable[str] = (), pods: Iterable[
             continue
         entry = model.gpu_pod(pod, ())
         if entry is not None:
-            out.append(Holder(pod.namespace, pod.name, pod.node, sum(entry.gpu.values())))
+            # A device held only through DRA (a MIG device of its own class) is counted by its claims.
+            held = sum(entry.gpu.values()) or sum(len(hold.devices) for hold in entry.claims)
+            out.append(Holder(pod.namespace, pod.name, pod.node, held))
     return out
 
 

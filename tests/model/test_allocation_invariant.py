@@ -7,6 +7,7 @@ from collections import Counter
 from pathlib import Path
 
 from gputui.kube.config import connect
+from gputui.kube import idle
 from gputui.kube.model import ClusterModel
 from gputui.report.contract import as_contract
 from gputui.sim import demo, fragmented, stacks, synthetic
@@ -87,5 +88,7 @@ async def test_demo_dra_holders_are_listed_with_their_claims_and_devices():
                 report = {p["name"]: p for p in as_contract(model, None, None)["pods"]}
                 assert report["qwen-72b-serving-0"]["claims"][0]["devices"] == ["gpu-0", "gpu-1"]
                 assert report["whisper-dra-0"]["claims"][0]["claim"].startswith("inference/whisper-dra-0-mig-")
+                held = {h.name: h.gpus for h in idle.holders(model) if h.node == demo.DRA_NODE}
+                assert held == {"qwen-72b-serving-0": 2, "whisper-dra-0": 1}  # the idle view's GPUS, not 0
         finally:
             await conn.close()
