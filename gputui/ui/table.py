@@ -76,9 +76,12 @@ class KeyedTable(DataTable):
         self._wanted = []  # rows were built for the old columns; the owner shows new ones
         self._wanted_at = {}
         self._cursor_after_layout = cursor_key or self._cursor_after_layout
-        self.clear(columns=True)
+        # Forgotten before clear(): it scrolls to the top, and rows coming into view would get cells
+        # built for the old columns.
+        self._deferred.clear()
         self._shown.clear()
         self._set_order([])
+        self.clear(columns=True)
         for column in columns:
             self.add_column(column.label, key=column.key, width=column.width)
         self._apply(cursor_key)

@@ -81,3 +81,22 @@ async def test_rows_out_of_view_get_their_cells_when_scrolled_to():
         table.update_rows({"p02": row("p02", "later")})  # out of view now; a full show() settles it too
         table.show([(f"p{i:02}", row(f"p{i:02}", "later" if i == 2 else "ok")) for i in range(50)])
         assert cells_of(table, "p02") == ["p02", "later"] and cells_of(table, "p40") == ["p40", "ok"]
+
+
+async def test_new_columns_while_rows_wait_out_of_view_drop_those_rows_cells():
+    # A resize to 80 columns changes the pods table's columns; clearing it scrolled it to the top,
+    # and the rows waiting there for their new cells were drawn into columns that were gone (KeyError).
+    app = TableApp()
+    async with app.run_test(size=(40, 8)) as pilot:
+        table = app.query_one(KeyedTable)
+        table.set_columns([Column("name", "NAME"), Column("state", "STATE"), Column("age", "AGE")])
+        table.show([(f"p{i:02}", (*row(f"p{i:02}", "ok"), Text("1m"))) for i in range(50)])
+        table.move_cursor(row=40)
+        await pilot.pause()
+        assert table.scroll_y > 0 and "p01" not in table.visible_keys()
+        table.update_rows({"p01": (*row("p01", "new"), Text("2m"))})  # above the view: waits
+
+        table.set_columns([Column("name", "NAME"), Column("state", "STATE")])
+        table.show([(f"p{i:02}", row(f"p{i:02}", "later")) for i in range(50)])
+        await pilot.pause()
+        assert cells_of(table, "p01") == ["p01", "later"] and table.cursor_key == "p40"
