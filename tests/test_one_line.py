@@ -4,10 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import fcntl
 import json
 import os
+import pty
+import re
+import select
+import signal
+import struct
 import subprocess
 import sys
+import termios
+import time
 from pathlib import Path
 
 import pytest
@@ -125,6 +133,63 @@ def test_debug_lets_the_traceback_through(demo_kubeconfig):
     result = gputui("report", "--debug", "--kubeconfig", str(demo_kubeconfig), code=UNEXPECTED)
     assert result.returncode != 0
     assert "Traceback (most recent call last)" in result.stderr and "ValueError: a bug in the table" in result.stderr
+
+
+APP_BUG = (
+    "import sys\n"
+    "from gputui.ui import capacity\n"
+    "def broken(*args, **kwargs):\n"
+    f"    token = {SECRET!r}  # a local a traceback with locals would print\n"
+    "    raise RuntimeError('a bug in the capacity view')\n"
+    "capacity.capacity_text = broken\n"
+    "from gputui.cli.main import main\n"
+    "sys.exit(main(sys.argv[1:]))\n"
+)
+
+
+def app_on_a_pty(*args: str) -> tuple[int, str]:
+    """The app on a 100x30 pseudo-terminal with a bug behind `c`: (its exit status, all it wrote)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TERM": "xterm-256color"}
+    env.pop("KUBECONFIG", None)
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execve(sys.executable, [sys.executable, "-c", APP_BUG, *args], env)
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
+    output, pressed = bytearray(), False
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if not pressed and b"watches" in output:
+            time.sleep(0.5)
+            os.write(fd, b"c")
+            pressed = True
+        try:
+            ready, _, _ = select.select([fd], [], [], 0.1)
+            if ready:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    break
+                output += chunk
+        except OSError:  # the child has gone: the pty is closed
+            break
+    else:
+        os.kill(pid, signal.SIGKILL)
+    os.close(fd)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status), output.decode("utf-8", "replace")
+
+
+def test_a_bug_in_the_app_ends_it_with_one_line_not_textual_traceback(demo_kubeconfig):
+    status, output = app_on_a_pty("--kubeconfig", str(demo_kubeconfig))
+    after_screen = re.sub(r"\x1b\[[0-9;?<>=]*[A-Za-z]", "", output.rsplit("\x1b[?1049l", 1)[-1])  # once the terminal was back
+    lines = [line for line in after_screen.replace("\r", "").splitlines() if line.strip()]
+    assert status == 1 and len(lines) == 1, after_screen
+    assert lines[0].startswith("gputui: unexpected RuntimeError in gputui/") and "a bug in the capacity view" in lines[0]
+    assert "Traceback" not in output and "locals" not in output and SECRET not in output
+
+
+def test_debug_lets_the_apps_traceback_through(demo_kubeconfig):
+    status, output = app_on_a_pty("--debug", "--kubeconfig", str(demo_kubeconfig))
+    assert status == 1 and "RuntimeError" in output and "a bug in the capacity view" in output and "Traceback" in output
 
 
 def test_broken_json_bodies_are_read_again_not_a_traceback(tmp_path):

@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
         return _run_app(make_app(args.kubeconfig, args.context, args.resource, verify=verify, metrics=config.metrics.model_options(),
                                  idle=config.idle.settings(args.prometheus, args.history), fleet=fleet, max_live=config.fleet.live,
-                                 namespaces=args.namespaces, fallback_namespaces=config.namespaces))
+                                 namespaces=args.namespaces, fallback_namespaces=config.namespaces), args.debug)
     from gputui.ui.demo import BackgroundCluster  # noqa: PLC0415
 
     # The app draws its first frame, then its connector starts the simulator
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         return _run_app(make_app(None, None, args.resource, kubeconfig_from=started_demo, verify=verify, metrics=config.metrics.model_options(),
                                  idle=config.idle.settings(args.prometheus, args.history),
-                                 namespaces=args.namespaces, fallback_namespaces=config.namespaces))
+                                 namespaces=args.namespaces, fallback_namespaces=config.namespaces), args.debug)
     finally:
         demo.stop()
 
@@ -70,12 +70,13 @@ def _run_dump(args: argparse.Namespace, config: Any) -> int:
         return 2
     app, served = dump_app(dump, config, args.resource, namespaces=args.namespaces)
     try:
-        return _run_app(app)
+        return _run_app(app, args.debug)
     finally:
         served.stop()
 
 
-def _run_app(app: Any) -> int:
+def _run_app(app: Any, debug: bool) -> int:
+    app.show_tracebacks = debug
     app.run()
     if app.error:
         print(f"gputui: {app.error}", file=sys.stderr)

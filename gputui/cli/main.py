@@ -4,14 +4,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import traceback
-from pathlib import Path
 
 from gputui import __version__
-
+from gputui.last_resort import DEBUG_FLAG, last_resort_line
 
 SUBCOMMANDS = ("sim", "report", "verify")  # the modules below register them
-DEBUG_FLAG = "--debug"  # any command: let an unexpected error's traceback through
 
 
 def _top_parser() -> argparse.ArgumentParser:
@@ -119,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     if debug:
         _log_to_stderr()
     args = _parse_app_args(argv) or _parse_all(argv)
+    args.debug = debug
     run = args.run if args.command is not None else launch_app
     command = f"gputui {args.command}" if args.command else "gputui"
     try:
@@ -133,18 +131,6 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"{command}: {last_resort_line(exc)}", file=sys.stderr)
         return 2
-
-
-def last_resort_line(exc: BaseException) -> str:
-    """'unexpected ValueError in gputui/kube/gpu.py:120: <message>; run with --debug for the traceback'."""
-    where = ""
-    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
-        parts = Path(frame.filename).parts
-        if "gputui" in parts:
-            where = f" in {'/'.join(parts[len(parts) - parts[::-1].index('gputui') - 1:])}:{frame.lineno}"
-            break
-    message = (str(exc).strip().splitlines() or [""])[0][:200]
-    return f"unexpected {type(exc).__name__}{where}" + (f": {message}" if message else "") + f"; run with {DEBUG_FLAG} for the traceback"
 
 
 def _log_to_stderr() -> None:

@@ -27,6 +27,7 @@ from gputui.kube.idle import IdleSettings
 from gputui.kube.model import ClusterModel
 from gputui.kube.records import Event, Pod
 from gputui.kube.watches import namespaces_to_try
+from gputui.last_resort import last_resort_line
 
 from . import render
 from .capacity import CapacityScreen
@@ -102,6 +103,7 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, CoalescedRefresh, Devi
     CSS_PATH = str(stylesheet())
     TITLE = "gputui"
     COMMANDS = App.COMMANDS | {GpuCommands}
+    show_tracebacks = False  # --debug: an unexpected error's traceback, as Textual prints it
     BINDINGS = [
         Binding("q", "quit", "Quit"),
         Binding("ctrl+c", "quit", "Quit", show=False),  # as in k9s; a running verification's screen cancels it first
@@ -305,6 +307,17 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, CoalescedRefresh, Devi
                 await self.fleet.stop()
         finally:
             self.session_cleaned_up()
+
+    def _fatal_error(self) -> None:
+        # Textual's end after an exception nothing caught: it would print the traceback with its locals
+        # (a token among them, maybe). One line instead, printed once the terminal is back; the unmount
+        # above still deletes the verification pods.
+        if self.show_tracebacks or self._exception is None:
+            super()._fatal_error()
+            return
+        self.bell()
+        self.error = last_resort_line(self._exception)
+        self._close_messages_no_wait()
 
     # -- selection and keys -------------------------------------------------------------------
     @on(DataTable.RowHighlighted, "#nodes-table")
