@@ -158,6 +158,8 @@ class KeyedTable(DataTable):
         self._show_deferred()
 
     def on_resize(self, event: events.Resize) -> None:
+        if self.cursor_key is not None:
+            self.move_cursor(row=self.cursor_row)  # a smaller terminal must not leave the cursor out of view
         self._show_deferred()
 
     def _show_deferred(self) -> None:

@@ -40,6 +40,8 @@ async def test_resize_across_the_narrow_layout_and_back(cluster):
             for table in (app.nodes_table, app.pods_table):
                 assert all(len(table.get_row(key)) == len(table.column_keys) for key in table.shown_keys)
             assert "a100-1" in screen_text(app)
+            await wait_for(pilot, lambda: "research/notebook-alice-0" in app.pods_table.visible_keys(),
+                           what=f"the cursor's row in view at {width}x{height}")
         assert app.pods_table.cursor_key == "research/notebook-alice-0"
 
         await pilot.press("s")  # the Stack screen switches its own layout at 120 columns

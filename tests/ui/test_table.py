@@ -83,7 +83,7 @@ async def test_rows_out_of_view_get_their_cells_when_scrolled_to():
         assert cells_of(table, "p02") == ["p02", "later"] and cells_of(table, "p40") == ["p40", "ok"]
 
 
-async def test_new_columns_while_rows_wait_out_of_view_drop_those_rows_cells():
+async def test_new_columns_while_rows_wait_out_of_view_drop_those_rows_cells_and_keep_the_cursor_in_view():
     # A resize to 80 columns changes the pods table's columns; clearing it scrolled it to the top,
     # and the rows waiting there for their new cells were drawn into columns that were gone (KeyError).
     app = TableApp()
@@ -100,3 +100,4 @@ async def test_new_columns_while_rows_wait_out_of_view_drop_those_rows_cells():
         table.show([(f"p{i:02}", row(f"p{i:02}", "later")) for i in range(50)])
         await pilot.pause()
         assert cells_of(table, "p01") == ["p01", "later"] and table.cursor_key == "p40"
+        assert "p40" in table.visible_keys()  # the cursor's row is still in view
