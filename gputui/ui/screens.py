@@ -233,7 +233,7 @@ def details_text(details: NodeDetails, now: float, width: int = 120) -> Text:
     out.rstrip()
 
     metrics_section(out, summary, details.metrics, details.series, now, width)
-    components_section(out, summary)
+    components_section(out, summary, width)
     dra_section(out, summary.dra_devices)
 
     _section(out, "Resources")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
+from rich.cells import cell_len
 from rich.text import Text
 
 from gputui.kube import stack
@@ -194,8 +195,9 @@ def _section(out: Text, title: str) -> None:
     out.append("\n")
 
 
-def components_section(out: Text, summary: NodeSummary) -> None:
-    """The node's column of the matrix: component, state, pod and what is wrong."""
+def components_section(out: Text, summary: NodeSummary, width: int = 120) -> None:
+    """The node's column of the matrix: component, state, pod and what is wrong (on a line of its own,
+    indented, when the line would not fit `width`)."""
     if not summary.components:
         return
     _section(out, "GPU stack on this node")
@@ -207,12 +209,12 @@ def components_section(out: Text, summary: NodeSummary) -> None:
         word = state_word(state.state)
         word.pad_right(16 - word.cell_len)
         out.append_text(word)
+        tail = render.text(state.pod or "", limit=120)
         facts = render.text(state_facts(state), style=render.DIM_STYLE, limit=300)
-        if state.pod:
-            out.append_text(render.text(state.pod, limit=120))
-            if facts:
-                out.append("  ")
-        out.append_text(facts)
+        if state.pod and facts:
+            tail.append("  ")
+        tail.append_text(facts)
+        _append_hanging(out, tail, 2 + 18 + 16, width - 6)  # the page's padding and scrollbar
         out.append("\n")
     for plugin in summary.plugins:
         if plugin.nvidia:
@@ -221,9 +223,30 @@ def components_section(out: Text, summary: NodeSummary) -> None:
         word = state_word(plugin.state.state)
         word.pad_right(16 - word.cell_len)
         out.append_text(word)
-        out.append_text(render.text(f"{plugin.daemonset.ref} ({plugin_words(plugin.daemonset)})", limit=200))
+        _append_hanging(out, render.text(f"{plugin.daemonset.ref} ({plugin_words(plugin.daemonset)})", limit=200), 2 + 18 + 16, width - 6)
         out.append("\n")
     out.rstrip()
+
+
+def _append_hanging(out: Text, tail: Text, used: int, width: int, indent: int = 6) -> None:
+    """`tail` after `used` cells of the line, wrapped at spaces within `width`, the lines after the first
+    indented by `indent` (a screen's own wrap would start them at the margin)."""
+    plain, start, room = tail.plain, 0, width - used
+    while cell_len(plain[start:]) > room:
+        cut = plain.rfind(" ", start, start + room + 1)
+        if cut <= start:
+            word = plain.find(" ", start)
+            if room < width - indent and cell_len(plain[start:word if word >= 0 else None]) <= width - indent:
+                out.rstrip()
+                out.append("\n" + " " * indent)  # a long name (a pod's) goes whole to the next line
+                room = width - indent
+                continue
+            cut = start + max(1, room)  # longer than any line: cut it there
+        out.append_text(tail[start:cut])
+        out.append("\n" + " " * indent)
+        start = cut + 1 if plain[cut:cut + 1] == " " else cut
+        room = width - indent
+    out.append_text(tail[start:])
 
 
 def sparkline(values: Sequence[float], width: int = SPARK_SAMPLES, top: float = 100.0) -> str:

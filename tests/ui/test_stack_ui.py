@@ -183,6 +183,22 @@ async def test_node_details_say_why_there_are_no_metrics(demo_cluster):
         assert "no DCGM exporter on this node" in app.screen.text
 
 
+async def test_at_80_columns_a_components_reason_wraps_under_itself_not_at_the_margin(demo_cluster):
+    app = app_on(demo_cluster)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await connected(app, pilot)
+        await show_details(app, pilot, "a100-1")  # operands switched off: each component says why, at length
+        lines = app.screen.text.splitlines()
+        at = lines.index("GPU stack on this node")
+        section = lines[at + 1:lines.index("Resources", at) - 1]
+        assert max(len(line) for line in section) <= 80 - 6  # nothing left for the screen to wrap at the margin
+        assert all(line.startswith(("  driver", "  container-toolkit", "  device-plugin", "  gfd", "  dcgm-exporter",
+                                    "  mig-manager", "  validator", "  nfd-worker", "      ")) for line in section)
+        driver = lines.index(next(line for line in section if line.startswith("  driver ")))
+        reason = " ".join(line.strip() for line in lines[driver:driver + 3])
+        assert "not-expected gpu-operator/nvidia-driver-daemonset: the node has nvidia.com/gpu.deploy.operands=false" in " ".join(reason.split())
+
+
 async def test_node_details_list_dra_devices_and_their_holders(demo_cluster):
     app = app_on(demo_cluster)
     async with app.run_test(size=(120, 40)) as pilot:
