@@ -15,7 +15,24 @@ from gputui.sanitize import log_line
 LOG_LINES_KEPT = 2_000
 
 
-class PluginLog(Log):
+class FollowingLog(Log):
+    """A Log that keeps following its end when it is made smaller (a pane above it grows, the terminal
+    shrinks): Log keeps its scroll offset then, and the last lines, new ones included, fell out of view."""
+
+    def __init__(self, *, max_lines: int | None = None, id: str | None = None) -> None:
+        super().__init__(max_lines=max_lines, auto_scroll=True, id=id)
+        self._at_end = True
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        self._at_end = new_value >= self.max_scroll_y
+
+    def on_resize(self) -> None:
+        if self._at_end:
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
+
+
+class PluginLog(FollowingLog):
     """Container log lines, sanitised and bounded. Text stays text: Log never reads markup.
 
     `queue` collects lines as they stream in and writes them in one go at most
@@ -26,7 +43,7 @@ class PluginLog(Log):
     FLUSH_INTERVAL = 0.1
 
     def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(max_lines=LOG_LINES_KEPT, auto_scroll=True, id=id)
+        super().__init__(max_lines=LOG_LINES_KEPT, id=id)
         self._pending: deque[bytes | str] = deque(maxlen=LOG_LINES_KEPT)
         self._flush_timer: Timer | None = None
 

@@ -13,14 +13,14 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import Footer, Log, Static
+from textual.widgets import Footer, Static
 from textual.worker import Worker, WorkerState
 
 from gputui.kube import verify as v
 
 from .. import render
 from gputui.sanitize import clean
-from ..widgets import Pane, PluginLog
+from ..widgets import FollowingLog, Pane, PluginLog
 from .settings import FLUSH_INTERVAL, VERIFY_GROUP
 from .words import STAGE_WORDS, _elapsed, _error_text, _event_line, verdict_text
 
@@ -69,7 +69,7 @@ class VerifyScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Static(id="verify-head")
         with Pane("Events", id="verify-events"):
-            yield Log(max_lines=500, id="verify-events-log")
+            yield FollowingLog(max_lines=500, id="verify-events-log")
         with Pane("Logs · nvidia-smi", id="verify-logs"):
             yield PluginLog(id="verify-log")
         with Pane("Verdict", id="verify-verdict"):
@@ -116,7 +116,7 @@ class VerifyScreen(Screen[None]):
     def _flush(self) -> None:
         if self._pending_events:
             self.events.extend(self._pending_events)
-            self.query_one("#verify-events-log", Log).write_lines([_event_line(e) for e in self._pending_events])
+            self.query_one("#verify-events-log", FollowingLog).write_lines([_event_line(e) for e in self._pending_events])
             self._pending_events.clear()
         if self._pending_lines:
             self.log_line_count += len(self._pending_lines)
