@@ -165,8 +165,7 @@ def fleet_line(rows: list[f.ClusterRow], width: int) -> Text:
              for name, u in by_resource.items()]
     parts += [Text(f"{clean(product.removeprefix('NVIDIA-'), 40)} {u.allocated}/{u.allocatable}", style=render.DIM_STYLE, end="")
               for product, u in by_model.items()]
-    lines = [out, *render.pack(parts, width)]
-    return Text("\n", end="").join(lines[:3])
+    return Text("\n", end="").join(render.at_most([out, *render.pack(parts, width)], 3, width))
 
 
 class FleetScreen(Screen[None]):

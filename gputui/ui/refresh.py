@@ -271,10 +271,7 @@ class CoalescedRefresh:
             lines = render.pack(first + totals, width)
         else:
             lines = render.pack(first, width, sep="  ") + render.pack(totals, width)
-        if len(lines) > 2:
-            lines = lines[:2]
-            lines[1].append(" …", style="dim")
-        content = Text("\n", end="").join(lines)
+        content = Text("\n", end="").join(render.at_most(lines, 2, width))
         if content != header.shown:
             header.shown = content
             header.update(content)

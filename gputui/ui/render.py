@@ -342,6 +342,18 @@ def pack(parts: list[Text], width: int, sep: str = " · ") -> list[Text]:
     return lines
 
 
+def at_most(lines: list[Text], count: int, width: int) -> list[Text]:
+    """The first `count` lines; when some are left out, the last one kept ends with ` …` (within `width`)."""
+    if len(lines) <= count:
+        return lines
+    kept = lines[:count]
+    last = kept[-1].copy()
+    if last.cell_len + 2 > width:
+        last.truncate(max(0, width - 2))
+    last.append(" …", style=DIM_STYLE)
+    return [*kept[:-1], last]
+
+
 def event_line(event: Event, now: float) -> Text:
     out = Text(f"{age(event.last, now):>6} ", style=DIM_STYLE, end="")
     out.append_text(text(event.type or "-", style=WARN_STYLE if event.type == "Warning" else "", limit=10))

@@ -115,3 +115,16 @@ def test_fleet_screen_snapshot(tmp_path, training, inference, snap_compare, size
         await pilot.pause(1.2)
 
     assert snap_compare(app, terminal_size=size, run_before=settled)
+
+
+def test_the_fleet_line_says_when_it_leaves_figures_out():
+    from gputui.kube.fleet import ClusterRow
+    from gputui.kube.gpu import Usage
+    from gputui.ui.fleet import fleet_line
+
+    models = {f"GPU-MODEL-{i}-80GB": Usage(capacity=8, allocatable=8, allocated=i % 8) for i in range(12)}
+    row = ClusterRow("prod", "live", totals={"nvidia.com/gpu": Usage(capacity=96, allocatable=96, allocated=66)}, by_model=models)
+    lines = fleet_line([row], 80).plain.splitlines()
+    assert len(lines) == 3 and all(len(line) <= 80 for line in lines)
+    assert lines[2].endswith(" …")  # not every model fitted: said, not silently dropped
+    assert "GPU-MODEL-11" not in fleet_line([row], 80).plain and "GPU-MODEL-11-80GB 3/8" in fleet_line([row], 400).plain
