@@ -173,6 +173,8 @@ def write_table(data: dict[str, Any], out: TextIO, created: PodTimes | None = No
         rows = [["NAMESPACE/NAME", "NODE", "PHASE", "GPU", "AGE"]]
         for p in data["pods"]:
             gpus = ",".join(f"{short_resource(r)}={n}" for r, n in p["gpu"].items())
+            if not gpus and p.get("claims"):  # devices of a DRA class that counts as no extended resource (a MIG device)
+                gpus = f"dra={sum(len(c['devices']) for c in p['claims'])}"
             rows.append([f"{p['namespace']}/{p['name']}", p["node"] or "<none>", p["phase"], gpus, age(created.get((p["namespace"], p["name"])), now)])
         reasons = {i + 1: p["reason"] for i, p in enumerate(data["pods"]) if p["reason"]}
         for i, line in enumerate(_columns(rows, [42, 20, 9, 14, 9], names={0, 1}, total=WIDTH - 2)):

@@ -98,6 +98,16 @@ def test_report_table_uses_kubectls_words_and_ages():
     assert pod.split()[-1] == "2y10d"  # kubectl's age, not `740d`
 
 
+def test_report_table_counts_a_pods_dra_only_devices():
+    report = _report([_node_row_data()])
+    report["pods"].append({"namespace": "ml", "name": "asr", "node": "gpu-1", "phase": "Running", "gpu": {}, "reason": None,
+                           "claims": [{"claim": "ml/asr-mig", "devices": ["gpu-7-mig-1g10gb-19-0"]}]})
+    out = io.StringIO()
+    formats.write_table(report, out, {}, now=0.0)
+    pod = next(line for line in out.getvalue().splitlines() if "ml/asr" in line)
+    assert pod.split()[1:4] == ["gpu-1", "Running", "dra=1"]  # not an empty GPU cell
+
+
 def test_report_table_stays_within_100_columns_with_long_names():
     long = "ip-10-0-123-234.us-west-2.compute.internal"
     out = io.StringIO()
