@@ -249,6 +249,7 @@ async def test_a_crash_of_the_view_still_deletes_the_pod(cluster, created, monke
             await wait_for(pilot, lambda: not app.is_running, timeout=15, what="the crash")
     assert len(created) == before + 1  # it was created, and then deleted
     assert verification_pods(cluster) == []
+    assert app.error == "unexpected RuntimeError: the view crashed; run with --debug for the traceback"  # the line printed, not a traceback
 
 
 async def test_ctrl_c_cancels_a_running_verification(cluster):
