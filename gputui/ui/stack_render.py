@@ -195,6 +195,9 @@ def _section(out: Text, title: str) -> None:
     out.append("\n")
 
 
+PAGE_MARGIN = 4  # the details page's padding (1 + 1) and its scrollbar (2): a line any longer wraps at the margin
+
+
 def components_section(out: Text, summary: NodeSummary, width: int = 120) -> None:
     """The node's column of the matrix: component, state, pod and what is wrong (on a line of its own,
     indented, when the line would not fit `width`)."""
@@ -214,7 +217,7 @@ def components_section(out: Text, summary: NodeSummary, width: int = 120) -> Non
         if state.pod and facts:
             tail.append("  ")
         tail.append_text(facts)
-        _append_hanging(out, tail, 2 + 18 + 16, width - 6)  # the page's padding and scrollbar
+        _append_hanging(out, tail, 2 + 18 + 16, width - PAGE_MARGIN)
         out.append("\n")
     for plugin in summary.plugins:
         if plugin.nvidia:
@@ -223,7 +226,7 @@ def components_section(out: Text, summary: NodeSummary, width: int = 120) -> Non
         word = state_word(plugin.state.state)
         word.pad_right(16 - word.cell_len)
         out.append_text(word)
-        _append_hanging(out, render.text(f"{plugin.daemonset.ref} ({plugin_words(plugin.daemonset)})", limit=200), 2 + 18 + 16, width - 6)
+        _append_hanging(out, render.text(f"{plugin.daemonset.ref} ({plugin_words(plugin.daemonset)})", limit=200), 2 + 18 + 16, width - PAGE_MARGIN)
         out.append("\n")
     out.rstrip()
 
