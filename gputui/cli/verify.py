@@ -237,11 +237,12 @@ class _Command:
         assert self.conn is not None
         finals: dict[str, v.Verdict] = {}
         show_logs = len(plans) == 1 and self.args.output == "text"
+        node_width = max(len(clean(plan.node)) for plan in plans)  # the progress lines' columns line up
 
         def on_update(update: v.Update) -> None:
             if update.verdict is not None:
                 finals[update.node] = update.verdict
-            self._print_update(update, show_logs)
+            self._print_update(update, show_logs, node_width)
 
         work = asyncio.ensure_future(v.run_plans(self.conn.api, plans, self.options, on_update, self.args.concurrency))
         interrupted = False
@@ -269,10 +270,10 @@ class _Command:
                 loop.remove_signal_handler(sig)
         return verdicts, interrupted
 
-    def _print_update(self, update: v.Update, show_logs: bool) -> None:
+    def _print_update(self, update: v.Update, show_logs: bool, node_width: int = 0) -> None:
         from gputui.kube import verify as v  # noqa: PLC0415
 
-        head = f"{clean(update.node)} {update.elapsed:6.1f}s"
+        head = f"{clean(update.node):<{node_width}} {update.elapsed:6.1f}s"
         if update.stage == v.CREATING:
             self.say(f"{head}  creating pod {clean(update.pod or '')}")
         elif update.stage == v.DELETING:

@@ -92,6 +92,8 @@ async def test_json_and_exit_1_when_a_node_fails(sim):
     assert code == 1, err
     doc = json.loads(out)
     assert [(d["node"], d["result"], d["code"]) for d in doc["verdicts"]] == [("gpu-ok", "PASS", "pass"), ("gpu-full", "FAIL", "unschedulable")]
+    creating = [line for line in err.splitlines() if "creating pod" in line]
+    assert len(creating) == 2 and len({line.index("creating pod") for line in creating}) == 1  # one column, node names padded
     assert doc["verdicts"][0]["gpus"][0]["model"] == "NVIDIA H100 80GB HBM3"
     assert "Insufficient nvidia.com/gpu" in doc["verdicts"][1]["reason"]
     assert all(d["deleted"] for d in doc["verdicts"])
