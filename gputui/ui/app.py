@@ -72,6 +72,7 @@ class MainScreen(Screen[None]):
         Binding("slash", "app.filter", "Filter"),
         Binding("a", "app.toggle_all_pods", "Node/all"),
         Binding("l", "app.logs_full", "Logs"),
+        Binding("escape", "app.back_in_fleet", "Fleet"),  # shown (and taken) only in a fleet's cluster
         Binding("escape", "app.back", "Back", show=False),
         Binding("v", "app.verify", "Verify"),
         Binding("V", "app.verify_all", "Verify all", show=False),
@@ -453,6 +454,14 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, CoalescedRefresh, Devi
         before, self._focus_before_logs = self._focus_before_logs, None
         if before is not None and before.is_attached and before.focusable:
             before.focus()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "back_in_fleet":
+            return self.fleet is not None  # else esc's other binding, app.back, takes the key
+        return True
+
+    def action_back_in_fleet(self) -> None:
+        self.action_back()
 
     def action_back(self) -> None:
         bar = self._main(FilterBar)

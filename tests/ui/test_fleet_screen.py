@@ -73,6 +73,7 @@ async def test_fleet_rows_drill_in_and_back(tmp_path, training, inference):
         await pilot.press("enter")
         await wait_for(pilot, lambda: not isinstance(app.screen, FleetScreen) and app.nodes_table.row_count == 5, what="training's nodes")
         assert app.context == "training" and app.model is app.fleet.members["training"].model
+        await wait_for(pilot, lambda: "esc Fleet" in screen_text(app).splitlines()[-1], what="the way back in the footer")
         await pilot.press("escape")
         await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen), what="back to the fleet")
         assert app.fleet.members["training"].model is not None  # still watched

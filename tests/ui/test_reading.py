@@ -86,7 +86,7 @@ async def test_keys_focus_quit_palette_footer_and_help(cluster):
     app = app_on(cluster)
     async with app.run_test(size=(80, 24)) as pilot:
         await started(app, pilot)
-        assert "v Verify" in screen_text(app)
+        assert "v Verify" in screen_text(app) and "Fleet" not in screen_text(app)  # esc's way back only in a fleet
         await pilot.press("tab")
         assert app.focused is app.pods_table
         await pilot.press("l")
