@@ -91,13 +91,24 @@ class Terminal:
         return float("inf")
 
     def close(self) -> None:
+        """`q`, reading what the app writes meanwhile as a terminal does: an app whose frames fill the
+        pty's buffer blocks on its write and never reads the key (seen under load)."""
         try:
             os.write(self.master, b"q")
-            self.proc.wait(timeout=10)
-        except (OSError, subprocess.TimeoutExpired):
+        except OSError:
+            pass
+        if not self._read_until_exit(10):
             os.killpg(self.proc.pid, signal.SIGTERM)
-            self.proc.wait(timeout=10)
+            if not self._read_until_exit(10):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
         os.close(self.master)
+
+    def _read_until_exit(self, timeout: float) -> bool:
+        deadline = time.perf_counter() + timeout
+        while self.proc.poll() is None and time.perf_counter() < deadline:
+            self.read(0.05)
+        return self.proc.poll() is not None
 
 
 def gputui(*args: str) -> list[str]:
