@@ -199,7 +199,7 @@ PAGE_MARGIN = 4  # the details page's padding (1 + 1) and its scrollbar (2): a l
 
 
 def components_section(out: Text, summary: NodeSummary, width: int = 120) -> None:
-    """The node's column of the matrix: component, state, pod and what is wrong (on a line of its own,
+    """The node's column of the matrix: component, state, pod and what is wrong (wrapped under itself,
     indented, when the line would not fit `width`)."""
     if not summary.components:
         return
