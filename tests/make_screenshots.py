@@ -2,9 +2,11 @@
 
     python tests/make_screenshots.py [--out screenshots]
 
-The demo's objects are built for a fixed instant and the app reads that
-instant as "now", so ages do not change from run to run; the simulated
-kubelets still stamp their log lines with the real time.
+The demo's objects are built for the instant the script starts and the app
+reads the real clock, so ages read the same from run to run (as long as a
+run lasts less than a minute), while the DCGM readings and the simulated
+kubelets' log lines, stamped with the real time, read as fresh ("as of 1s"),
+not as from the future (a frozen clock made that "as of <invalid>").
 """
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from gputui.sim import demo  # noqa: E402
 from gputui.ui.demo import BackgroundCluster  # noqa: E402
 from gputui.ui.launch import make_app  # noqa: E402
 
-NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=timezone.utc)
+START = datetime.now(timezone.utc)  # the demo's "now"
 SIZE = (120, 40)
 DETAILS_NODE = "h100-mig-1"
 LOGS_NODE = "a100-2"  # its plugin crash-loops: the log shows why
@@ -38,7 +40,7 @@ async def wait_for(pilot, condition, timeout: float = 15.0) -> None:
 
 
 async def shoot(kubeconfig: str, out: Path) -> list[Path]:
-    app = make_app(kubeconfig, clock=NOW.timestamp)
+    app = make_app(kubeconfig)
     written = []
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.model is not None and app.pods_table.row_count > 0 and app.server_version)
@@ -73,7 +75,7 @@ async def shoot(kubeconfig: str, out: Path) -> list[Path]:
 async def shoot_fleet(kubeconfig: str, contexts: list[str], out: Path) -> Path:
     from gputui.ui.fleet import FleetScreen  # noqa: PLC0415
 
-    app = make_app(kubeconfig, fleet=contexts, clock=NOW.timestamp)
+    app = make_app(kubeconfig, fleet=contexts)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen) and all(
             row.known or row.state in ("unreachable", "unauthorized") for row in app.fleet.rows()))
@@ -102,7 +104,7 @@ def main() -> int:
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    with BackgroundCluster(scenario=demo.build(now=NOW)) as cluster:
+    with BackgroundCluster(scenario=demo.build(now=START)) as cluster:
         for path in asyncio.run(shoot(str(cluster.kubeconfig_path), out)):
             print(path)
         with BackgroundCluster(scenario="gpu-operator-healthy") as inference, \
