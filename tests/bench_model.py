@@ -169,7 +169,7 @@ async def child_watch_e2e(_: str) -> dict:
                 start = time.perf_counter()
                 for i in range(n):
                     ns, name = pods[i % len(pods)]
-                    sim.store.mutate("pods", ns, name, lambda p: p["metadata"].setdefault("annotations", {}).update(bench=str(i)))
+                    sim.store.mutate("pods", ns, name, lambda p, i=i: p["metadata"].setdefault("annotations", {}).update(bench=str(i)))
                     if i % 200 == 0:
                         await asyncio.sleep(0)
                 deadline = time.monotonic() + 120

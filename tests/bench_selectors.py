@@ -73,9 +73,12 @@ def job_pod(template: dict, n: int) -> dict:
             "status": {"phase": "Pending", "qosClass": "Burstable"}}
 
 
-async def churn(sim: SimCluster, lifecycles: int, seconds: float) -> None:
+async def churn(sim: SimCluster, lifecycles: int, seconds: float) -> int:
     """`lifecycles` Job pods, spread over `seconds`: created, bound, running, finished (a GPU pod one in
-    five), their events, and the oldest finished pod deleted for each one that finishes."""
+    five), their events, and the oldest finished pod deleted for each one that finishes. Returns the
+    resourceVersion of the last pod to finish: the last change every way's pods watch is sent (a filtered
+    one as DELETED), where the store's own last version may be a change a filtered watch never sees."""
+    last_finished = 0
     store = sim.store
     pods = store.objects("pods")
     batch = next(p for p in pods if p["metadata"]["name"].startswith("batch-"))
@@ -88,15 +91,17 @@ async def churn(sim: SimCluster, lifecycles: int, seconds: float) -> None:
         pod = store.create("pods", job_pod(train if n % 5 == 0 else batch, n))
         ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
         node = nodes[n % len(nodes)]
-        store.mutate("pods", ns, name, lambda p: p["spec"].update(nodeName=node))
+        store.mutate("pods", ns, name, lambda p, node=node: p["spec"].update(nodeName=node))
         store.mutate("pods", ns, name, lambda p: p["status"].update(phase="Running", hostIP="10.0.0.1"))
         for serial, reason in enumerate(POD_EVENTS):
             store.create("events", b.event(pod, reason, f"{reason} {name}", serial=serial))
-        store.mutate("pods", ns, name, lambda p: p["status"].update(phase="Succeeded"))
+        done = store.mutate("pods", ns, name, lambda p: p["status"].update(phase="Succeeded"))
+        last_finished = int(done["metadata"]["resourceVersion"])
         finished.append((ns, name))
         if len(finished) > 1:
             store.delete("pods", *finished.pop(0))  # the TTL controller: the oldest finished pod goes
         await asyncio.sleep(max(0.0, started + (n + 1) * step - time.monotonic()))
+    return last_finished
 
 
 def view(model: ClusterModel) -> tuple:
@@ -114,8 +119,7 @@ async def one_way(name: str, objects: list[dict], lifecycles: int, seconds: floa
                 assert await model.wait_synced(600), model.states
                 synced = sim.api_counts.bytes_sent
                 kept_events = len(model.events.records)
-                await churn(sim, lifecycles, seconds)
-                last = sim.store.resource_version
+                last = await churn(sim, lifecycles, seconds)
                 deadline = time.monotonic() + 60
                 while any(r.resource_version is None or int(r.resource_version) < last for r in (model.reflectors[PODS],)):
                     if time.monotonic() > deadline:

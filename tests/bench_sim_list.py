@@ -20,8 +20,8 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gputui.sim import scenarios  # noqa: E402
-from gputui.sim.cluster import SimCluster  # noqa: E402
+from gputui.sim import scenarios
+from gputui.sim.cluster import SimCluster
 
 
 def own_pods(pods: int) -> list[dict]:

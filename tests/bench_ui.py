@@ -144,7 +144,7 @@ def start_sim(nodes: int, pods: int, churn: int, kubeconfig: Path, visible: bool
 
 def serve(nodes: int, pods: int, churn: int, kubeconfig: str, visible: bool) -> None:
     """Run a synthetic simulator; with churn, change GPU pods `churn` times a second."""
-    from gputui.sim.cluster import SimCluster  # noqa: PLC0415
+    from gputui.sim.cluster import SimCluster
 
     async def main() -> None:
         async with SimCluster(nodes=nodes, pods=pods, kubeconfig_out=kubeconfig) as sim:
@@ -172,9 +172,9 @@ class Counter:
     done = 0
 
 
-async def churn_pods(sim, per_second: int, stop: asyncio.Event, counter: Counter, visible: bool) -> None:  # noqa: ANN001
-    from gputui.kube.gpu import GpuResources  # noqa: PLC0415
-    from gputui.kube.records import effective_requests  # noqa: PLC0415
+async def churn_pods(sim, per_second: int, stop: asyncio.Event, counter: Counter, visible: bool) -> None:
+    from gputui.kube.gpu import GpuResources
+    from gputui.kube.records import effective_requests
 
     gpus = GpuResources()
     gpu_pods = [
@@ -253,7 +253,7 @@ def churned(sim: subprocess.Popen) -> tuple[int, float]:
 
 
 async def measure_lag(kubeconfig: str, seconds: float, sim: subprocess.Popen) -> dict:
-    from gputui.ui.launch import make_app  # noqa: PLC0415
+    from gputui.ui.launch import make_app
 
     app = make_app(kubeconfig)
     lags: list[float] = []

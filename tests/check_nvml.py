@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from gputui.kube.nvml import LocalGpus  # noqa: E402
+from gputui.kube.nvml import LocalGpus
 
 
 def _fmt(value: float | None, unit: str) -> str:

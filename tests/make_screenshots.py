@@ -20,9 +20,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from gputui.sim import demo  # noqa: E402
-from gputui.ui.demo import BackgroundCluster  # noqa: E402
-from gputui.ui.launch import make_app  # noqa: E402
+from gputui.sim import demo
+from gputui.ui.demo import BackgroundCluster
+from gputui.ui.launch import make_app
 
 START = datetime.now(timezone.utc)  # the demo's "now"
 SIZE = (120, 40)
@@ -73,7 +73,7 @@ async def shoot(kubeconfig: str, out: Path) -> list[Path]:
 
 
 async def shoot_fleet(kubeconfig: str, contexts: list[str], out: Path) -> Path:
-    from gputui.ui.fleet import FleetScreen  # noqa: PLC0415
+    from gputui.ui.fleet import FleetScreen
 
     app = make_app(kubeconfig, fleet=contexts)
     async with app.run_test(size=SIZE) as pilot:
@@ -87,9 +87,9 @@ async def shoot_fleet(kubeconfig: str, contexts: list[str], out: Path) -> Path:
 
 def fleet_kubeconfig(clusters: dict[str, BackgroundCluster], out: Path) -> str:
     """The demo and the GPU stack scenarios as a fleet, with one context whose server is down."""
-    import yaml  # noqa: PLC0415
+    import yaml
 
-    from gputui.sim.cluster import kubeconfig_for, merged_kubeconfig  # noqa: PLC0415
+    from gputui.sim.cluster import kubeconfig_for, merged_kubeconfig
 
     docs = {name: kubeconfig_for(c.sim.url) for name, c in clusters.items()}
     docs["lab-eu"] = kubeconfig_for("https://127.0.0.1:9")  # discard port: refused

@@ -33,6 +33,7 @@ class Fault:
     code: int | None = None
     delay: float = 0.0
     retry_after: int = 1  # seconds, the Retry-After of a 429 or 503
+    refused: int = 0  # requests answered with `code` so far: how often a client tried
 
 
 class Faults:

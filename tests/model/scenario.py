@@ -9,7 +9,7 @@ from typing import Any, AsyncIterator, Callable
 from gputui.kube.config import connect
 from gputui.kube.model import ClusterModel
 from gputui.kube.records import node_from, object_key
-from objects import container, event, node, plugin_pod, pod
+from tests.model.objects import container, event, node, plugin_pod, pod
 
 FAST = dict(backoff_initial=0.05, backoff_max=0.2, forbidden_retry=0.3)
 

@@ -2,25 +2,17 @@
 listed unfinished pods (`gpu_pods`, the report's `pods`) add up to the node's allocated, DRA holders included."""
 from __future__ import annotations
 
-import sys
 from collections import Counter
-from pathlib import Path
 
-from gputui.kube.config import connect
 from gputui.kube import idle
+from gputui.kube.config import connect
 from gputui.kube.model import ClusterModel
 from gputui.report.contract import as_contract
 from gputui.sim import demo, fragmented, stacks, synthetic
 from gputui.sim.cluster import SimCluster
-
-TESTS = Path(__file__).resolve().parent.parent
-for sub in ("model", "ui", "verify"):
-    if str(TESTS / sub) not in sys.path:
-        sys.path.insert(0, str(TESTS / sub))
-
-import cluster as verify_cluster  # noqa: E402
-import ui_scenario  # noqa: E402
-from scenario import small_cluster  # noqa: E402
+from tests.model.scenario import small_cluster
+from tests.ui import ui_scenario
+from tests.verify import cluster as verify_cluster
 
 SCENARIOS = {
     "demo": demo.build,

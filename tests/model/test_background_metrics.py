@@ -13,8 +13,8 @@ from gputui.kube.config import connect
 from gputui.kube.metrics import Exporter, MetricsPoller
 from gputui.kube.model import ClusterModel
 from gputui.sim import SimCluster, stacks
-from scenario import FAST, until
-from test_report import report_of
+from tests.model.scenario import FAST, until
+from tests.model.test_report import report_of
 
 pytestmark = pytest.mark.asyncio
 
@@ -69,7 +69,7 @@ async def test_slow_rate_repeats_and_a_details_node_is_not_read_twice():
 async def test_the_budget_caps_reads_a_minute_and_goes_round_robin(tmp_path):
     """Ten nodes, a minute's budget of 120 reads (2 a second) and an interval far below what
     the budget allows: the reads keep to the budget and go round every node."""
-    from test_dcgm_poll import VALID, stand_in
+    from tests.model.test_dcgm_poll import VALID, stand_in
 
     bodies = {f"n{i}": (200, VALID) for i in range(10)}
     async with stand_in(bodies, tmp_path) as base:
@@ -88,7 +88,7 @@ async def test_the_budget_caps_reads_a_minute_and_goes_round_robin(tmp_path):
 
 
 async def test_nodes_without_exporters_get_their_reason_without_a_request(tmp_path):
-    from test_dcgm_poll import VALID, stand_in
+    from tests.model.test_dcgm_poll import VALID, stand_in
 
     async with stand_in({"n1": (200, VALID)}, tmp_path) as base:
         targets = {"n1": Exporter("ns", "n1"), "n2": Exporter(unavailable="no DCGM exporter on this node")}

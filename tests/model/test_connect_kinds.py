@@ -18,8 +18,8 @@ from gputui.kube.config import ConnectError, check, connect
 from gputui.sim.auth import MASTERS
 from gputui.sim.cluster import ADMIN_TOKEN, SimCluster, kubeconfig_for
 from gputui.sim.tls import Authority, authority
-from objects import node, plugin_pod
-from test_report import report_of
+from tests.model.objects import node, plugin_pod
+from tests.model.test_report import report_of
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 SECRET = "t0ken-that-must-not-be-printed"  # the sim knows it as user "tester" (system:masters)

@@ -16,7 +16,7 @@ from gputui.kube.metrics import Exporter, MetricsPoller
 from gputui.kube.model import ClusterModel
 from gputui.sim import SimCluster, stacks
 from gputui.sim.cluster import kubeconfig_for
-from scenario import FAST, until
+from tests.model.scenario import FAST, until
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 OPERATOR_NS = "gpu-operator"

@@ -5,22 +5,26 @@ simulator's filtered watches checked against kubernetes_asyncio and the real kub
 from __future__ import annotations
 
 import asyncio
-import sys
-from pathlib import Path
 
 from kubernetes_asyncio import watch as k8s_watch
 from kubernetes_asyncio.client import CoreV1Api
 from kubernetes_asyncio.config import new_client_from_config
 
-from gputui.kube.model import EVENTS, NODE_EVENTS, NODES, PODS, SCHEDULING_EVENTS, UNFINISHED_PODS, ClusterModel
+from gputui.kube.model import (
+    EVENTS,
+    NODE_EVENTS,
+    NODES,
+    PODS,
+    SCHEDULING_EVENTS,
+    UNFINISHED_PODS,
+    ClusterModel,
+)
 from gputui.sim import stacks
 from gputui.sim.cluster import SimCluster
-from objects import event, pod
-import scenario
-from scenario import expected_pods, reads, small_cluster, stop, until
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/: the bench script
-import bench_selectors  # noqa: E402
+from tests import bench_selectors
+from tests.model import scenario
+from tests.model.objects import event, pod
+from tests.model.scenario import expected_pods, reads, small_cluster, stop, until
 
 KINDS = (NODES, PODS, EVENTS, "daemonsets", "clusterpolicies")
 
@@ -40,7 +44,7 @@ async def test_the_pods_watch_asks_for_unfinished_pods_in_every_list_mode_and_ke
                 if modes == ("paged",):
                     assert sum(1 for _, query in shapes if "continue" in query) >= 3  # every page selects
                 sim.store.create("pods", pod("ml", "later", node="gpu-1", gpu={"nvidia.com/gpu": 1}))
-                await until(lambda: model.pod("ml", "later") is not None)
+                await until(lambda model=model: model.pod("ml", "later") is not None)
                 assert reads(sim, PODS)[-1][0] == "watch" and reads(sim, PODS)[-1][1]["fieldSelector"] == UNFINISHED_PODS
             finally:
                 await stop(conn, model)

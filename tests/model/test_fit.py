@@ -21,8 +21,8 @@ from gputui.sim import builders as b
 from gputui.sim import fragmented
 from gputui.sim.cluster import SimCluster
 from gputui.sim.cluster_builder import GPU_TOLERATION
-from objects import node, pod
-from scenario import model_on, until
+from tests.model.objects import node, pod
+from tests.model.scenario import model_on, until
 
 on_the_module_loop = pytest.mark.asyncio(loop_scope="module")  # the async tests share the module's simulator
 

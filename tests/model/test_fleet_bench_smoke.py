@@ -4,7 +4,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from test_model_bench_smoke import NUMBER, figure
+from tests.model.test_model_bench_smoke import NUMBER, figure
 
 BENCH = Path(__file__).resolve().parent.parent / "bench_fleet.py"
 

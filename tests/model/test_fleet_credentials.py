@@ -17,10 +17,10 @@ from gputui.kube.config import connect
 from gputui.sim.auth import MASTERS
 from gputui.sim.cluster import ADMIN_TOKEN, SimCluster, kubeconfig_for
 from gputui.ui.fleet import UNKNOWN_TROUBLE, detail_line, fleet_columns, row_cells
-from objects import node, plugin_pod, pod
-from scenario import until
-from test_namespaced_rbac import ALICE
-from test_namespaced_rbac import objects as rbac_objects
+from tests.model.objects import node, plugin_pod, pod
+from tests.model.scenario import until
+from tests.model.test_namespaced_rbac import ALICE
+from tests.model.test_namespaced_rbac import objects as rbac_objects
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -95,7 +95,7 @@ async def test_a_context_that_may_read_some_namespaces_only_says_so_and_shows_no
         assert alice.state == f.LIVE and alice.totals is None and alice.pending is None
         assert alice.partial.startswith("pods, events in 2 namespaces: ml, research; cluster-wide forbidden"), alice.partial
         assert fleet.row("admin").partial == "" and fleet.row("admin").totals["nvidia.com/gpu"].allocated > 0
-        cells = {c.key: cell.plain for c, cell in zip(fleet_columns(120), row_cells(alice, fleet_columns(120), 0.0, time.time()))}
+        cells = {c.key: cell.plain for c, cell in zip(fleet_columns(120), row_cells(alice, fleet_columns(120), 0.0, time.time()), strict=True)}
         assert cells["gpu"] == cells["free"] == UNKNOWN_TROUBLE  # not `…`: it will not come by waiting
         assert "namespaces: ml, research; cluster-wide forbidden: allocated and free unknown" in detail_line(alice, 0.0).plain
     finally:

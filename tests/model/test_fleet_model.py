@@ -9,8 +9,8 @@ import pytest_asyncio
 
 from gputui.kube import fleet as f
 from gputui.kube.config import connect
-from scenario import until
-from test_report_fleet import clusters, fleet_kubeconfig  # noqa: F401  (fixtures: the same five contexts)
+from tests.model.scenario import until
+from tests.model.test_report_fleet import clusters, fleet_kubeconfig  # noqa: F401  (fixtures: the same five contexts)
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -11,8 +11,17 @@ from gputui.kube.config import connect
 from gputui.kube.model import NODES, PODS, UNFINISHED_PODS, ClusterModel
 from gputui.kube.watch import CACHE, PAGED, WATCHLIST
 from gputui.sim.cluster import SimCluster
-from objects import pod
-from scenario import FAST, expected_pods, matches_fresh_list, reads, small_cluster, stop, synced, until
+from tests.model.objects import pod
+from tests.model.scenario import (
+    FAST,
+    expected_pods,
+    matches_fresh_list,
+    reads,
+    small_cluster,
+    stop,
+    synced,
+    until,
+)
 
 KINDS = (NODES, PODS, "events", "daemonsets")
 

@@ -11,8 +11,8 @@ from gputui.kube.model import ClusterModel
 from gputui.kube.records import node_from, pod_from
 from gputui.sim import SimCluster
 from gputui.ui import render
-from objects import node, plugin_pod, pod
-from scenario import FAST
+from tests.model.objects import node, plugin_pod, pod
+from tests.model.scenario import FAST
 
 GPU_LABELS = {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
 

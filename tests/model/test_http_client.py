@@ -16,7 +16,7 @@ from gputui.kube import http
 from gputui.kube.config import connect, describe_network_error
 from gputui.sim.cluster import SimCluster
 from gputui.sim.tls import server_context
-from objects import node
+from tests.model.objects import node
 
 # (writer, the request's head, which request this is on its connection, from 1) -> keep the connection open?
 Answer = Callable[[asyncio.StreamWriter, bytes, int], Awaitable[bool]]

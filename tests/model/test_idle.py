@@ -17,12 +17,19 @@ import pytest
 from gputui.kube.config import connect
 from gputui.kube.dcgm import GpuReading
 from gputui.kube.idle import (
-    EXPORTERS, Holder, HistoryError, IdleSettings, IdleTracker, SampleStore, device_figures, holders,
+    EXPORTERS,
+    HistoryError,
+    Holder,
+    IdleSettings,
+    IdleTracker,
+    SampleStore,
+    device_figures,
+    holders,
 )
 from gputui.kube.model import ClusterModel
 from gputui.sim import SimCluster, dcgm, idle_gpus
-from scenario import FAST, until
-from test_report import report_of
+from tests.model.scenario import FAST, until
+from tests.model.test_report import report_of
 
 READ_EVERY = 0.2  # the background reads' interval in these tests
 MIG_PERCENT = 37.5  # research/notebook-bob's MIG slice: GR engine activity 0.375, GPU_UTIL 0 (as on real MIG)

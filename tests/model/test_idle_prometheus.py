@@ -19,13 +19,14 @@ import pytest_asyncio
 from gputui.kube.config import connect
 from gputui.kube.idle import PROMETHEUS, IdleSettings, IdleTracker, holders
 from gputui.kube.model import ClusterModel
-from gputui.sim import SimCluster, builders as b
+from gputui.sim import SimCluster
+from gputui.sim import builders as b
 from gputui.sim.cluster import ADMIN_TOKEN
 from gputui.sim.proxy import BACKEND_ANNOTATION
 from gputui.sim.tls import authority
-from scenario import FAST, until
-from test_idle import MIG_PERCENT, memory_of, profiled
-from test_report import report_of
+from tests.model.scenario import FAST, until
+from tests.model.test_idle import MIG_PERCENT, memory_of, profiled
+from tests.model.test_report import report_of
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 PROMETHEUS_BINARY = shutil.which("prometheus")
@@ -85,7 +86,7 @@ async def setup(tmp_path_factory):
     async with SimCluster(objects, run_controllers=False) as sim:
         (tmp_path / "prometheus.yml").write_text(scrape_config(sim, tmp_path))
         log = (tmp_path / "prometheus.log").open("w")
-        process = subprocess.Popen(
+        process = subprocess.Popen(  # noqa: ASYNC220  (started once; it runs beside the test)
             [PROMETHEUS_BINARY, f"--config.file={tmp_path}/prometheus.yml", f"--storage.tsdb.path={tmp_path}/data",
              f"--web.listen-address=127.0.0.1:{port}"], stdout=subprocess.DEVNULL, stderr=log)
         try:
@@ -193,7 +194,7 @@ async def test_the_report_says_the_same(setup):
     reported = {p["name"]: (p["gpus"], p["peak_util"], p["fb_used_mib"]) for p in idle["pods"]}
     assert reported == {p.name: (p.gpus, round(p.peak_util, 1), round(p.fb_used_mib)) for p in view.pods}
     means = {p["name"]: p["mean_util"] for p in idle["pods"]}
-    for first, last in zip(before.pods, sorted(view.pods, key=lambda p: [q.name for q in before.pods].index(p.name))):
+    for first, last in zip(before.pods, sorted(view.pods, key=lambda p: [q.name for q in before.pods].index(p.name)), strict=True):
         low, high = sorted((round(first.mean_util, 1), round(last.mean_util, 1)))
         assert low - 0.1 <= means[first.name] <= high + 0.1, (first.name, means[first.name], low, high)
     rc, out, err = await report_of("--kubeconfig", str(setup.sim.kubeconfig_path), "-o", "json", "--prometheus", "monitoring/prometheus:9090")

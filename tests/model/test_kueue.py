@@ -20,7 +20,7 @@ from gputui.kube.watch import ABSENT, FORBIDDEN
 from gputui.sim import fragmented, kueue_quota
 from gputui.sim.builders import kueue as k
 from gputui.sim.cluster import SimCluster
-from scenario import model_on, until
+from tests.model.scenario import model_on, until
 
 on_the_module_loop = pytest.mark.asyncio(loop_scope="module")
 

@@ -2,7 +2,7 @@
 
 The shape, not the speed: gputui reads no list page from etcd (the simulator plays kube-apiserver 1.34,
 whose watch cache serves them), does not list again in the steady phase, and pays per change, not per
-cluster size: from 300 pods at 20 changes/s to 3,000 pods at 40 changes/s its steady bytes a minute follow
+cluster size: from 300 pods at 30 changes/s to 3,000 pods at 60 changes/s its steady bytes a minute follow
 the changes, not the pods. Each figure is the simulator's own count, so a loaded machine changes how many
 changes there are, not what one costs.
 """
@@ -37,7 +37,7 @@ def test_bench_load_smoke_prints_its_table_and_gputui_pays_per_change():
 
     # the printed tables: one row per group and size, every cell a number, the same as the figures
     tables = text.split("\n== 20 nodes, 300 pods ==\n")[1].split("\n== 100 nodes, 3,000 pods ==\n")
-    for block, results in zip(tables, (small, big)):
+    for block, results in zip(tables, (small, big), strict=True):
         rows = [ROW.match(line) for line in block.splitlines() if line.startswith(tuple(results)) and "|" in line]
         assert len(rows) == len(results) and all(rows), block
         for row in rows:

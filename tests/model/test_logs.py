@@ -9,7 +9,7 @@ import pytest_asyncio
 from gputui.kube.config import connect
 from gputui.kube.logs import LogError, stream_logs
 from gputui.sim.cluster import SimCluster
-from objects import plugin_pod
+from tests.model.objects import plugin_pod
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 NS, POD = "nvidia-device-plugin", "plugin-helm-gpu-1"

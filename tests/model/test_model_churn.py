@@ -6,7 +6,7 @@ from gputui.kube.client import Client
 from gputui.kube.model import PODS, ClusterModel
 from gputui.kube.tables import Change
 from gputui.kube.watch import FORBIDDEN, LIVE
-from objects import node, plugin_pod, pod
+from tests.model.objects import node, plugin_pod, pod
 
 
 async def churn_model() -> tuple[ClusterModel, list[Change]]:

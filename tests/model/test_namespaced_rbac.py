@@ -8,13 +8,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import sys
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable
 
 import pytest
 import yaml
-from test_report import report_of
 
 from gputui.kube.config import connect
 from gputui.kube.model import EVENTS, PODS, UNFINISHED_PODS, ClusterModel
@@ -24,11 +22,10 @@ from gputui.sim.cluster import SimCluster
 from gputui.ui.demo import BackgroundCluster
 from gputui.ui.launch import make_app
 from gputui.ui.screens import TextScreen
-from objects import event, pod
-from scenario import FAST, expected_pods, small_cluster, until
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "ui"))
-from ui_helpers import screen_text, wait_for  # noqa: E402  (tests/ui's: waiting, and the screen as text)
+from tests.model.objects import event, pod
+from tests.model.scenario import FAST, expected_pods, small_cluster, until
+from tests.model.test_report import report_of
+from tests.ui.ui_helpers import screen_text, wait_for
 
 RBAC = "rbac.authorization.k8s.io/v1"
 ALICE, BOB = "alice-t0ken", "bob-t0ken"  # alice: pods and events in ml and research; bob: nodes only

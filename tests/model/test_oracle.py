@@ -17,7 +17,7 @@ import pytest_asyncio
 from gputui.kube.config import connect
 from gputui.kube.model import ClusterModel
 from gputui.sim.cluster import SimCluster
-from scenario import FAST, matches_fresh_list, small_cluster, until
+from tests.model.scenario import FAST, matches_fresh_list, small_cluster, until
 
 pytestmark = [
     pytest.mark.asyncio(loop_scope="module"),
@@ -140,7 +140,7 @@ async def test_figures_equal_an_independent_computation(cluster):
     await until(lambda: model_table(model) == oracle(sim.store), what="model figures equal the oracle")
     expected_totals = Counter()
     for (_, r), (cap, alloc, used, free) in oracle(sim.store).items():
-        for k, v in zip(("capacity", "allocatable", "allocated", "free"), (cap, alloc, used, free)):
+        for k, v in zip(("capacity", "allocatable", "allocated", "free"), (cap, alloc, used, free), strict=True):
             expected_totals[(r, k)] += v
     assert {(r, k): v for r, u in model.totals().items() for k, v in u.as_dict().items()} == dict(expected_totals)
 

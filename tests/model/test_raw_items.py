@@ -12,11 +12,16 @@ import pytest_asyncio
 from gputui.kube import gpu
 from gputui.kube.client import Client
 from gputui.kube.model import PODS, ClusterModel
-from gputui.kube.raw_json import item_spans, list_head, raw_metadata_labels, raw_pod_phase
+from gputui.kube.raw_json import (
+    item_spans,
+    list_head,
+    raw_metadata_labels,
+    raw_pod_phase,
+)
 from gputui.kube.turns import Turns
 from gputui.kube.watch import Reflector
 from gputui.sim import scenarios, stacks
-from objects import container, plugin_pod, pod
+from tests.model.objects import container, plugin_pod, pod
 
 GPU_STACK_LABELS = [{key: value} for key, value, _ in gpu.PLUGIN_LABELS] + [{"app": app} for app in gpu.OPERATOR_APPS] + [
     {"app.kubernetes.io/name": "node-feature-discovery"},

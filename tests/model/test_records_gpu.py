@@ -5,8 +5,22 @@ import pytest
 
 from gputui.kube import gpu
 from gputui.kube.quantities import parse_count
-from gputui.kube.records import display_status, effective_requests, event_from, node_from, pod_from
-from objects import container, event, fixture_labels, fixture_resources, node, plugin_pod, pod
+from gputui.kube.records import (
+    display_status,
+    effective_requests,
+    event_from,
+    node_from,
+    pod_from,
+)
+from tests.model.objects import (
+    container,
+    event,
+    fixture_labels,
+    fixture_resources,
+    node,
+    plugin_pod,
+    pod,
+)
 
 R = gpu.GpuResources()
 

@@ -14,8 +14,8 @@ from aiohttp import web
 
 from gputui.cli import report
 from gputui.sim.cluster import SimCluster, kubeconfig_for
-from objects import node, plugin_pod, pod
-from scenario import small_cluster
+from tests.model.objects import node, plugin_pod, pod
+from tests.model.scenario import small_cluster
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 TOKEN = "s3cret-token-do-not-print"

@@ -26,7 +26,7 @@ from gputui.config import Config
 from gputui.sim.dump import Dump
 from gputui.ui.demo import BackgroundCluster, dump_app
 from gputui.ui.verify import READ_ONLY_MESSAGE
-from test_report import run_report
+from tests.model.test_report import run_report
 
 ROOT = Path(__file__).resolve().parents[2]
 MUST_GATHER = ROOT / "tests" / "dumps" / "must-gather"

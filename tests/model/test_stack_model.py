@@ -14,11 +14,18 @@ import pytest_asyncio
 
 from gputui.kube.config import connect
 from gputui.kube.model import CLUSTERPOLICIES, METRICS, RESOURCECLAIMS, ClusterModel
+from gputui.kube.stack import (
+    COMPONENTS,
+    CRASH_LOOPING,
+    MISSING,
+    NOT_EXPECTED,
+    NOT_READY,
+    RUNNING,
+)
 from gputui.kube.tables import Change
-from gputui.kube.stack import COMPONENTS, CRASH_LOOPING, MISSING, NOT_EXPECTED, NOT_READY, RUNNING
 from gputui.sim import SimCluster, stacks
-from scenario import FAST, until
-from test_report import report_of
+from tests.model.scenario import FAST, until
+from tests.model.test_report import report_of
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 OPERATOR_NS = "gpu-operator"

@@ -10,8 +10,8 @@ import pytest_asyncio
 from gputui.kube.config import connect
 from gputui.kube.model import PODS, ClusterModel
 from gputui.sim.cluster import SimCluster
-from objects import pod
-from scenario import FAST, small_cluster, until
+from tests.model.objects import pod
+from tests.model.scenario import FAST, small_cluster, until
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

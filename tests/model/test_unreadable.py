@@ -13,9 +13,9 @@ from gputui.kube.config import connect
 from gputui.kube.model import NODES, PODS, STATE, ClusterModel
 from gputui.kube.tables import UNREADABLE, Change
 from gputui.sim.cluster import SimCluster
-from objects import pod
-from scenario import FAST, matches_fresh_list, small_cluster, until
-from test_report import run_report
+from tests.model.objects import pod
+from tests.model.scenario import FAST, matches_fresh_list, small_cluster, until
+from tests.model.test_report import run_report
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -16,7 +16,12 @@ from gputui.cli import main as cli_main
 from gputui.kube import duration
 from gputui.kube.quantities import format_quantity
 from gputui.kube.records import daemonset_from, node_from
-from gputui.kube.stack import NOT_EXPECTED, daemonset_targets, detect_stack, node_components
+from gputui.kube.stack import (
+    NOT_EXPECTED,
+    daemonset_targets,
+    detect_stack,
+    node_components,
+)
 from gputui.report import contract, formats
 from gputui.ui import render
 
@@ -240,7 +245,7 @@ async def test_report_paces_exporter_reads_by_reads_per_minute():
     assert ["cpu-ish"] in poller.asked  # told why, without a read
     times = [poller.started[f"n{i}"] - start for i in range(4)]
     assert times[0] < 0.1
-    assert all(later - earlier >= 0.19 for earlier, later in zip(times, times[1:])), times
+    assert all(later - earlier >= 0.19 for earlier, later in zip(times, times[1:], strict=False)), times
     fast = _Poller(concurrency=8, reads_per_minute=600)  # the defaults: four nodes at once
     start = asyncio.get_running_loop().time()
     await contract.read_exporters(_Model(fast))

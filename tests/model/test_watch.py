@@ -8,8 +8,8 @@ from gputui.kube.config import connect
 from gputui.kube.model import PODS, ClusterModel
 from gputui.kube.tables import Change
 from gputui.sim.cluster import SimCluster
-from objects import pod
-from scenario import FAST, matches_fresh_list, small_cluster, until
+from tests.model.objects import pod
+from tests.model.scenario import FAST, matches_fresh_list, small_cluster, until
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

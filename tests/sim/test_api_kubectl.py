@@ -7,7 +7,7 @@ import re
 import pytest
 
 from gputui.ui.demo import BackgroundCluster
-from sim_api_objects import small_cluster
+from tests.sim.sim_api_objects import small_cluster
 
 
 @pytest.fixture(scope="module")

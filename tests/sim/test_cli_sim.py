@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from sim_api_objects import small_cluster
+from tests.sim.sim_api_objects import small_cluster
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -209,7 +209,7 @@ async def test_kubelet_starts_a_pod_with_complete_status_and_events(cluster_of: 
                            ("Created", "spec.initContainers{setup}"), ("Started", "spec.initContainers{setup}")]
     assert ("Started", "spec.containers{side}") in reasons
     assert ("Pulled", "spec.containers{side}") in reasons  # busybox was already on the node: "already present"
-    from gputui.sim.kubelet import Kubelet  # noqa: F401  (the kubelet owns these pods)
+    from gputui.sim.kubelet import Kubelet
 
     assert isinstance(cluster.controllers.kubelets["gpu-1"], Kubelet)
 

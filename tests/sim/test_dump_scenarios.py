@@ -14,13 +14,11 @@ import orjson
 import pytest
 import yaml
 
-from gputui.sim import SimCluster
+from gputui.sim import SimCluster, scenarios
 from gputui.sim import builders as b
-from gputui.sim import scenarios
 from gputui.sim.dump import Dump
 from gputui.ui.demo import BackgroundCluster
-
-from test_cli_sim import first_line, gputui_sim
+from tests.sim.test_cli_sim import first_line, gputui_sim
 
 MUST_GATHER = Path(__file__).resolve().parents[1] / "dumps" / "must-gather"
 MANAGED = [{"manager": "kube-controller-manager", "operation": "Update", "apiVersion": "apps/v1", "time": "2025-05-01T10:00:00Z",

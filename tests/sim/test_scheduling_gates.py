@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from gputui.ui.demo import BackgroundCluster
 from gputui.sim import fragmented
+from gputui.ui.demo import BackgroundCluster
 
 GATED = """
 apiVersion: v1

@@ -17,10 +17,9 @@ from gputui.sim import builders as b
 from gputui.sim import dcgm, scenarios
 from gputui.sim.cluster import SimCluster
 from gputui.sim.nvidia_smi import NodeGpus
-
-from sim_api_objects import small_cluster
-from test_cli_sim import first_line, gputui_sim
-from test_controllers import Cluster, gpu_node
+from tests.sim.sim_api_objects import small_cluster
+from tests.sim.test_cli_sim import first_line, gputui_sim
+from tests.sim.test_controllers import Cluster, gpu_node
 
 Obj = dict[str, Any]
 DS = "daemonsets.apps"

@@ -20,8 +20,21 @@ from gputui.kube import stack as stack_module
 from gputui.kube.config import connect
 from gputui.kube.gpu import GpuResources
 from gputui.kube.model import ClusterModel
-from gputui.kube.records import daemonset_from, mounts_device_plugin_dir, node_from, pod_from
-from gputui.kube.stack import CRASH_LOOPING, FAILED, MISSING, NOT_EXPECTED, RUNNING, SUCCEEDED, advertised_resources
+from gputui.kube.records import (
+    daemonset_from,
+    mounts_device_plugin_dir,
+    node_from,
+    pod_from,
+)
+from gputui.kube.stack import (
+    CRASH_LOOPING,
+    FAILED,
+    MISSING,
+    NOT_EXPECTED,
+    RUNNING,
+    SUCCEEDED,
+    advertised_resources,
+)
 from gputui.sim import SimCluster, stacks
 from gputui.ui.demo import BackgroundCluster
 from gputui.ui.launch import make_app

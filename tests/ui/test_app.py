@@ -9,9 +9,19 @@ from kubernetes_asyncio.client import CoreV1Api
 from kubernetes_asyncio.config import new_client_from_config
 
 from gputui.ui.screens import HelpScreen, NodeDetailsScreen, TextScreen
-
-from ui_helpers import app_on, screen_text, show_all_pods, start_cluster, wait_for
-from ui_scenario import PLUGIN_CONTAINER, PLUGIN_NS, gpu_cluster, plugin_pod_name
+from tests.ui.ui_helpers import (
+    app_on,
+    screen_text,
+    show_all_pods,
+    start_cluster,
+    wait_for,
+)
+from tests.ui.ui_scenario import (
+    PLUGIN_CONTAINER,
+    PLUGIN_NS,
+    gpu_cluster,
+    plugin_pod_name,
+)
 
 NODES = ["a100-1", "a100-2", "h100-mig-1", "t4-shared-1", "cpu-1"]
 

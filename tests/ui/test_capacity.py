@@ -12,8 +12,15 @@ import pytest
 from gputui.sim import fragmented
 from gputui.ui.capacity import CapacityScreen
 from gputui.ui.screens import TextScreen
-from ui_helpers import app_on, help_text, palette_titles, screen_text, start_cluster, wait_for
-from ui_scenario import NOW
+from tests.ui.ui_helpers import (
+    app_on,
+    help_text,
+    palette_titles,
+    screen_text,
+    start_cluster,
+    wait_for,
+)
+from tests.ui.ui_scenario import NOW
 
 GPU_ROW = ["gpu", "4", "3", "0", "0", "3", "8", "14"]  # N=1 2 4 8, LARGEST, FREE, STRANDED
 STRANDED = [

@@ -11,8 +11,8 @@ from gputui.kube.dcgm import GpuReading
 from gputui.kube.metrics import NodeMetrics
 from gputui.kube.records import node_from
 from gputui.ui.screens import NodeDetails, NodeDetailsScreen, details_text
-from test_unknown import full_cluster
-from ui_helpers import app_on, start_cluster, wait_for
+from tests.ui.test_unknown import full_cluster
+from tests.ui.ui_helpers import app_on, start_cluster, wait_for
 
 NOW = 1_750_000_000.0
 

@@ -7,9 +7,8 @@ from gputui.kube.config import connect
 from gputui.sim import builders as b
 from gputui.sim.cluster_builder import ClusterBuilder
 from gputui.ui.screens import details_text
-
-from ui_helpers import app_on, screen_text, start_cluster, wait_for
-from ui_scenario import NOW_TS
+from tests.ui.ui_helpers import app_on, screen_text, start_cluster, wait_for
+from tests.ui.ui_scenario import NOW_TS
 
 NODE = "dra-1"
 

@@ -10,9 +10,8 @@ from gputui.sim import scenarios
 from gputui.sim.cluster import kubeconfig_for, merged_kubeconfig
 from gputui.ui.fleet import FleetScreen
 from gputui.ui.launch import make_app
-
-from ui_helpers import screen_text, start_cluster, wait_for
-from ui_scenario import NOW_TS, gpu_cluster
+from tests.ui.ui_helpers import screen_text, start_cluster, wait_for
+from tests.ui.ui_scenario import NOW_TS, gpu_cluster
 
 
 def closed_port() -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gputui.sim import stacks
-from ui_helpers import app_on, screen_text, start_cluster, wait_for
+from tests.ui.ui_helpers import app_on, screen_text, start_cluster, wait_for
 
 
 @pytest.fixture(scope="module")

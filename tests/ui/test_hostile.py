@@ -4,9 +4,21 @@ from __future__ import annotations
 import pytest
 
 from gputui.ui.screens import NodeDetailsScreen, TextScreen
-
-from ui_helpers import app_on, screen_text, show_all_pods, start_cluster, wait_for
-from ui_scenario import HOSTILE, HOSTILE_LOG_LINES, PLUGIN_CONTAINER, PLUGIN_NS, hostile_cluster, plugin_pod_name
+from tests.ui.ui_helpers import (
+    app_on,
+    screen_text,
+    show_all_pods,
+    start_cluster,
+    wait_for,
+)
+from tests.ui.ui_scenario import (
+    HOSTILE,
+    HOSTILE_LOG_LINES,
+    PLUGIN_CONTAINER,
+    PLUGIN_NS,
+    hostile_cluster,
+    plugin_pod_name,
+)
 
 
 @pytest.fixture(scope="module")

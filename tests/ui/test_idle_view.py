@@ -6,8 +6,6 @@ Update the snapshots with `python -m pytest tests/ui/test_idle_view.py --snapsho
 from __future__ import annotations
 
 import re
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -15,11 +13,17 @@ from gputui.kube.idle import EXPORTERS, IdleSettings, IdleView, PodIdle
 from gputui.ui.idle import IdleScreen
 from gputui.ui.launch import make_app
 from gputui.ui.screens import NodeDetailsScreen
-from ui_helpers import app_on, help_text, palette_titles, screen_text, show_all_pods, start_cluster, wait_for
-from ui_scenario import NOW_TS, gpu_cluster
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "model"))
-from test_idle import profiled  # noqa: E402
+from tests.model.test_idle import profiled
+from tests.ui.ui_helpers import (
+    app_on,
+    help_text,
+    palette_titles,
+    screen_text,
+    show_all_pods,
+    start_cluster,
+    wait_for,
+)
+from tests.ui.ui_scenario import NOW_TS, gpu_cluster
 
 SETTINGS = IdleSettings(window=30, prometheus=None)
 

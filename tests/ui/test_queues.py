@@ -16,8 +16,15 @@ from gputui.sim import fragmented, kueue_quota
 from gputui.sim.builders import kueue as k
 from gputui.ui.queues import QueuesScreen, details_text, pending_rows, queue_row
 from gputui.ui.screens import TextScreen
-from ui_helpers import app_on, help_text, palette_titles, screen_text, start_cluster, wait_for
-from ui_scenario import NOW
+from tests.ui.ui_helpers import (
+    app_on,
+    help_text,
+    palette_titles,
+    screen_text,
+    start_cluster,
+    wait_for,
+)
+from tests.ui.ui_scenario import NOW
 
 QUOTA_MESSAGE = kueue_quota.PENDING  # the Workloads' QuotaReserved=False message, as Kueue's scheduler writes it
 WORKLOADS = {o["metadata"]["name"].rsplit("-", 1)[0]: o["metadata"]["name"] for o in kueue_quota.build(now=NOW) if o["kind"] == "Workload"}

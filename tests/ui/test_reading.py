@@ -19,9 +19,14 @@ from gputui.ui.refresh import CoalescedRefresh
 from gputui.ui.screens import HelpScreen, NodeDetailsScreen
 from gputui.ui.table import fit, haystack
 from gputui.ui.verify.confirm import ConfirmVerifyScreen
-
-from ui_helpers import app_on, screen_text, show_all_pods, start_cluster, wait_for
-from ui_scenario import gpu_cluster
+from tests.ui.ui_helpers import (
+    app_on,
+    screen_text,
+    show_all_pods,
+    start_cluster,
+    wait_for,
+)
+from tests.ui.ui_scenario import gpu_cluster
 
 NODES = ["a100-1", "a100-2", "h100-mig-1", "t4-shared-1", "cpu-1"]
 LONG = ("n" * 62 + ".") * 4  # 252 characters: with the names below, node names of 253 and more
@@ -166,7 +171,7 @@ async def test_a_253_character_node_name_does_not_push_the_columns_off_screen():
         for size in ((120, 40), (80, 24)):
             app = app_on(sim)
             async with app.run_test(size=size) as pilot:
-                await wait_for(pilot, lambda: app.nodes_table.row_count == 5, what="the nodes")
+                await wait_for(pilot, lambda app=app: app.nodes_table.row_count == 5, what="the nodes")
                 await show_all_pods(pilot, 6)
                 await pilot.pause(0.3)
                 text = screen_text(app)

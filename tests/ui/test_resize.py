@@ -8,9 +8,14 @@ import pytest
 
 from gputui.ui.panes import node_columns, pod_columns
 from gputui.ui.stack import StackScreen
-
-from ui_helpers import app_on, screen_text, show_all_pods, start_cluster, wait_for
-from ui_scenario import gpu_cluster
+from tests.ui.ui_helpers import (
+    app_on,
+    screen_text,
+    show_all_pods,
+    start_cluster,
+    wait_for,
+)
+from tests.ui.ui_scenario import gpu_cluster
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +37,7 @@ async def test_resize_across_the_narrow_layout_and_back(cluster):
         for width, height, narrow in ((80, 24, True), (120, 40, False), (80, 24, True), (120, 40, False)):
             await pilot.resize_terminal(width, height)
             wanted = (column_keys(node_columns(narrow)), column_keys(pod_columns(narrow)))
-            await wait_for(pilot, lambda: (app.nodes_table.column_keys, app.pods_table.column_keys) == wanted,
+            await wait_for(pilot, lambda wanted=wanted: (app.nodes_table.column_keys, app.pods_table.column_keys) == wanted,
                            what=f"the {'narrow' if narrow else 'wide'} columns")
             await wait_for(pilot, lambda: app.nodes_table.row_count == 5 and app.pods_table.row_count == 6,
                            what=f"rows again at {width}x{height}")

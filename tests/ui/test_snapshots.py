@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from ui_helpers import app_on, screen_text, start_cluster, wait_for
-from ui_scenario import gpu_cluster, plugin_pod_name
-
+from tests.ui.ui_helpers import app_on, screen_text, start_cluster, wait_for
+from tests.ui.ui_scenario import gpu_cluster, plugin_pod_name
 
 FIXED_LOG = [
     b"I0512 12:00:00.000000       1 main.go:317] Retreiving plugins.",

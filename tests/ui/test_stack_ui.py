@@ -11,9 +11,8 @@ from gputui.sim import demo, stacks
 from gputui.ui.demo import BackgroundCluster
 from gputui.ui.screens import NodeDetailsScreen
 from gputui.ui.stack import ComponentLogScreen, LocalScreen, StackScreen
-
-from ui_helpers import app_on, screen_text, start_cluster, wait_for
-from ui_scenario import NOW
+from tests.ui.ui_helpers import app_on, screen_text, start_cluster, wait_for
+from tests.ui.ui_scenario import NOW
 
 OPERATOR_NS = "gpu-operator"
 METRICS_FAST = {"metrics_interval": 0.1, "metrics_timeout": 2.0}
@@ -249,7 +248,7 @@ async def test_palette_opens_the_stack_and_local_screens(demo_cluster):
             await pilot.press(*query)
             await pilot.pause(0.3)  # the palette searches in the background
             await pilot.press("enter")
-            await wait_for(pilot, lambda: isinstance(app.screen, screen_type), what=f"{query} from the palette")
+            await wait_for(pilot, lambda screen_type=screen_type: isinstance(app.screen, screen_type), what=f"{query} from the palette")
             await pilot.press("escape")
             await wait_for(pilot, lambda: app.screen.id == "main", what="back")
 

@@ -3,8 +3,19 @@ from __future__ import annotations
 
 import pytest
 
-from ui_helpers import app_on, screen_text, show_all_pods, start_cluster, wait_for
-from ui_scenario import PLUGIN_CONTAINER, PLUGIN_NS, gpu_cluster, plugin_pod_name
+from tests.ui.ui_helpers import (
+    app_on,
+    screen_text,
+    show_all_pods,
+    start_cluster,
+    wait_for,
+)
+from tests.ui.ui_scenario import (
+    PLUGIN_CONTAINER,
+    PLUGIN_NS,
+    gpu_cluster,
+    plugin_pod_name,
+)
 
 
 @pytest.fixture(scope="module")

@@ -10,8 +10,17 @@ import re
 import pytest
 
 from gputui.sim import builders as b
-from ui_helpers import app_on, screen_text, start_cluster, wait_for
-from ui_scenario import NOW, PLUGIN_CONTAINER, PLUGIN_IMAGE, PLUGIN_LABELS, PLUGIN_NS, _gpu_pod, _node, plugin_pod_name
+from tests.ui.ui_helpers import app_on, screen_text, start_cluster, wait_for
+from tests.ui.ui_scenario import (
+    NOW,
+    PLUGIN_CONTAINER,
+    PLUGIN_IMAGE,
+    PLUGIN_LABELS,
+    PLUGIN_NS,
+    _gpu_pod,
+    _node,
+    plugin_pod_name,
+)
 
 # `full-1  Ready  8/8 ▕████▏  0  ✓ ok`: the allocated count, then the free one after the bar
 ROW = re.compile(r"full-1\s+\S+\s+(\S+)/8 ▕[^▏]*▏\s+(\S+)")

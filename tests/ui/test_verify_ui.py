@@ -11,8 +11,6 @@ import os
 import random
 import re
 import signal
-import sys
-from pathlib import Path
 
 import pytest
 from kubernetes_asyncio.client import CoreV1Api
@@ -23,13 +21,17 @@ from gputui.kube.config import connect
 from gputui.ui import session
 from gputui.ui.launch import make_app
 from gputui.ui.screens import TextScreen
-from gputui.ui.verify import READ_ONLY_MESSAGE, ConfirmVerifyScreen, LeftoversScreen, VerifyManyScreen, VerifyScreen, VerifySettings
-
-from ui_helpers import screen_text, start_cluster, wait_for
-from ui_scenario import NOW_TS
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "verify"))
-import cluster as verify_cluster  # noqa: E402  (tests/verify/cluster.py: one node per verdict)
+from gputui.ui.verify import (
+    READ_ONLY_MESSAGE,
+    ConfirmVerifyScreen,
+    LeftoversScreen,
+    VerifyManyScreen,
+    VerifyScreen,
+    VerifySettings,
+)
+from tests.ui.ui_helpers import screen_text, start_cluster, wait_for
+from tests.ui.ui_scenario import NOW_TS
+from tests.verify import cluster as verify_cluster
 
 FAST = v.VerifyOptions(timeout=20, delete_timeout=10)
 GPU_NODES = 8

@@ -12,8 +12,7 @@ from gputui.ui.commands import GpuCommands
 from gputui.ui.demo import BackgroundCluster
 from gputui.ui.launch import make_app
 from gputui.ui.screens import HelpScreen
-
-from ui_scenario import NOW_TS
+from tests.ui.ui_scenario import NOW_TS
 
 
 def start_cluster(objects: list[dict], **sim_options: Any) -> Iterator[BackgroundCluster]:

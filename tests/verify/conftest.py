@@ -4,8 +4,7 @@ from __future__ import annotations
 import pytest
 
 from gputui.kube import verify as v
-
-from cluster import verification_pods
+from tests.verify.cluster import verification_pods
 
 
 @pytest.fixture(scope="module")

@@ -12,10 +12,8 @@ import pytest
 import pytest_asyncio
 
 from gputui.sim.cluster import SimCluster
-
-sys.path.insert(0, str(Path(__file__).parent))
-import cluster  # noqa: E402
-from cluster import verification_pods  # noqa: E402
+from tests.verify import cluster
+from tests.verify.cluster import verification_pods
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.usefixtures("nothing_left_behind")]
 REPO = Path(__file__).resolve().parents[2]
@@ -44,7 +42,7 @@ async def gputui_verify(sim, *args: str, **kw) -> tuple[int, str, str]:
 
 async def wait_for_pod(sim, timeout: float = 20.0) -> str:
     async with asyncio.timeout(timeout):
-        while not (pods := verification_pods(sim)):
+        while not (pods := verification_pods(sim)):  # noqa: ASYNC110  (the simulator's store has no event to wait on)
             await asyncio.sleep(0.02)
     return pods[0]
 

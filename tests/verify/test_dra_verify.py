@@ -6,8 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-import sys
-from pathlib import Path
 
 import pytest
 import pytest_asyncio
@@ -17,9 +15,7 @@ from gputui.kube.config import connect
 from gputui.sim import builders as b
 from gputui.sim.cluster import SimCluster
 from gputui.sim.cluster_builder import ClusterBuilder
-
-sys.path.insert(0, str(Path(__file__).parent))
-from cluster import verification_pods  # noqa: E402
+from tests.verify.cluster import verification_pods
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.usefixtures("nothing_left_behind")]
 FAST = v.VerifyOptions(timeout=20, delete_timeout=10)

@@ -5,8 +5,6 @@ import asyncio
 import contextlib
 import random
 import time
-import sys
-from pathlib import Path
 
 import pytest
 import pytest_asyncio
@@ -14,10 +12,8 @@ import pytest_asyncio
 from gputui.kube import verify as v
 from gputui.kube.config import connect
 from gputui.sim.cluster import SimCluster
-
-sys.path.insert(0, str(Path(__file__).parent))
-import cluster  # noqa: E402
-from cluster import verification_pods  # noqa: E402
+from tests.verify import cluster
+from tests.verify.cluster import verification_pods
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.usefixtures("nothing_left_behind")]
 FAST = v.VerifyOptions(timeout=20, delete_timeout=10)

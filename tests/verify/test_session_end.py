@@ -21,8 +21,7 @@ from pathlib import Path
 import pytest
 
 from gputui.ui.demo import BackgroundCluster
-
-from cluster import objects, verification_pods
+from tests.verify.cluster import objects, verification_pods
 
 ROOT = Path(__file__).resolve().parents[2]
 SLOW = 0.5  # the simulated kubelet at half speed: the pod lives for seconds

@@ -16,6 +16,8 @@ from .subresources import Subresources
 from .writing import Writing
 
 if TYPE_CHECKING:
+    from aiohttp.typedefs import Handler, Middleware
+
     from ..cluster import SimCluster
 
 # Where the authenticated user rides on the request (web.RequestKey where aiohttp has it).
@@ -116,6 +118,8 @@ class Api(Discovery, Reading, Writing, Subresources):
             return
         if fault.delay:
             await asyncio.sleep(fault.delay)
+        if fault.code is not None:
+            fault.refused += 1
         if fault.code == 403:
             verb = _verb(request.method, t, watching)
             resource = t.resource.plural + (f"/{t.subresource}" if t.subresource else "")
@@ -143,12 +147,12 @@ def _resource_path(path: str) -> bool:
     return (len(segments) > 2 and segments[0] == "api") or (len(segments) > 3 and segments[0] == "apis")
 
 
-def _authentication(cluster: "SimCluster"):
+def _authentication(cluster: "SimCluster") -> Middleware:
     """Every request: who sends it (a client certificate, a bearer token, or anonymous), else 401; a path that is
     not a resource is authorized here (nonResourceURLs), a resource in dispatch."""
 
     @web.middleware
-    async def authenticate(request: web.Request, handler):  # type: ignore[no-untyped-def]
+    async def authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
         authenticator = cluster.authenticator
         if authenticator is None:  # plain HTTP: the old insecure port, no authentication at all
             return await handler(request)
@@ -168,12 +172,12 @@ def _authentication(cluster: "SimCluster"):
     return authenticate
 
 
-def _counting(api: Api):  # type: ignore[no-untyped-def]
+def _counting(api: Api) -> Middleware:
     """Every request, by verb, counted as it comes (a watch as it opens), and the bodies of the answers to the
     reads that are neither lists nor watches (those count their own bytes): features.ApiCounts."""
 
     @web.middleware
-    async def count(request: web.Request, handler):  # type: ignore[no-untyped-def]
+    async def count(request: web.Request, handler: Handler) -> web.StreamResponse:
         verb = _request_verb(request, api)
         counts = api.cluster.api_counts
         counts.request(verb)
