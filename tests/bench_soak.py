@@ -22,6 +22,10 @@ Faults, in turn, one every `--fault-every` seconds (the next never before the la
   compact    watch history forgotten, then every stream ends: each watch comes back with 410 and lists again
   restart    the API server refuses connections for 0.5 s, then serves the same state on the same port
   500-burst  every pods request answers 500 and every stream ends, for a few seconds; then cleared
+  restore    the API server comes back from a backup (the scenario's state) that has taken writes past the
+             resourceVersion the app holds: only a fresh list tells it its state is not the server's
+  silence    the API server accepts connections and answers nothing, for as long as a burst; then cleared
+             (its watches need not be reopened: back is every one live again, on the same streams or new)
 Recovery: seconds from the end of the fault (the restart's return, the burst's clear) until every watch has
 been opened again since the fault began and is current (the model's `states`: all `live`, not relisting,
 or `absent` for kinds the cluster does not serve) and `model.all_running()`, and stays so for a second
@@ -53,7 +57,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script from anywhere
 
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
-FAULTS = ("drop", "compact", "restart", "500-burst")
+FAULTS = ("drop", "compact", "restart", "500-burst", "restore", "silence")
 STEADY = 1.0  # seconds every watch must stay back for a recovery to count (see WatchTracker.wait_back)
 SOAK_LABELS = {"soak.gputui/pod": "true"}
 
@@ -346,7 +350,8 @@ class WatchTracker:
             self.retrying[change.key] = self.retrying.get(change.key, 0) + 1
 
     def back_since(self, began: float) -> bool:
-        """Every watch opened again since `began`, and none troubled now."""
+        """Every watch opened again since `began` (live again, for a silence: it need not end a stream),
+        and none troubled now."""
         model = self.model
         if not model.all_running():
             return False
@@ -357,14 +362,14 @@ class WatchTracker:
                 return False
         return True
 
-    async def wait_back(self, began: float, timeout: float, steady: float = STEADY) -> float | None:
+    async def wait_back(self, began: float, timeout: float, steady: float = STEADY, reopened: bool = True) -> float | None:
         """When every watch was back (and stayed so for `steady` seconds: a watch is said live as the server
         answers 200, and its 410 may follow as the stream's first event), or None after timeout."""
         deadline = time.monotonic() + timeout
         since = None
         while time.monotonic() < deadline:
             now = time.monotonic()
-            if self.back_since(began):
+            if self.back_since(began if reopened else 0.0):
                 since = now if since is None else since
                 if now - since >= steady:
                     return since
@@ -415,6 +420,14 @@ async def apply_fault(control: Any, url: str, kind: str, burst: float, api: Any,
         await post_fault(control, url, {"action": "drop-watches"})
         await asyncio.sleep(burst)
         await post_fault(control, url, {"action": "clear", "resource": "pods"})
+    elif kind == "restore":
+        async with control.get(f"{url}/counts") as resp:
+            held = (await resp.json())["resourceVersion"]
+        await post_fault(control, url, {"action": "restart", "fresh": True, "downtime": 0.5, "writes": held + 100})
+    elif kind == "silence":
+        await post_fault(control, url, {"action": "silence"})
+        await asyncio.sleep(burst)
+        await post_fault(control, url, {"action": "clear"})
 
 
 # -- comparing ---------------------------------------------------------------------------------------------------
@@ -564,7 +577,7 @@ async def soak(args: argparse.Namespace, sim: Simulator) -> dict:
             await apply_fault(control, sim.faults_url, kind, args.burst, http, server, churn)
             ended = time.monotonic()
             limit = max(args.fault_every, 60.0)
-            back_at = await tracker.wait_back(began, limit)
+            back_at = await tracker.wait_back(began, limit, reopened=kind != "silence")
             back = back_at is not None
             at = time.monotonic() if back_at is None else max(back_at, ended)
             since = at - churn_started

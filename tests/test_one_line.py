@@ -101,6 +101,16 @@ def test_unusable_credentials(tmp_path, demo_kubeconfig, user, cluster, expected
     assert_one_line(gputui("report", "--kubeconfig", str(kubeconfig)), "gputui report: ", expected)
 
 
+@pytest.mark.parametrize("debug", [False, True])
+def test_a_full_disk_is_one_line_and_exit_2_with_or_without_debug(demo_kubeconfig, debug):
+    with open("/dev/full", "w") as full:
+        done = gputui(*(["--debug"] if debug else []), "report", "--kubeconfig", str(demo_kubeconfig), stdout=full)
+    said = [line for line in done.stderr.splitlines() if line.startswith("gputui")]
+    assert done.returncode == 2, done.stderr
+    assert said[-1:] == ["gputui report: cannot write the output: no space left on device"], done.stderr
+    assert "Traceback" not in done.stderr
+
+
 def test_output_to_a_closed_pipe_ends_quietly(demo_kubeconfig):
     read_end, write_end = os.pipe()
     os.close(read_end)  # the reader is gone before the first byte, as `| head -0` leaves it

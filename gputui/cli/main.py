@@ -4,9 +4,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import NoReturn
 
 from gputui import __version__
 from gputui.last_resort import DEBUG_FLAG, last_resort_line
+from gputui.cli.output import OutputError
 
 SUBCOMMANDS = ("sim", "report", "verify")  # the modules below register them
 
@@ -71,7 +73,7 @@ def _parse_app_args(argv: list[str]) -> argparse.Namespace | None:
         return None
     parser = _top_parser()
 
-    def refuse(message: str) -> None:
+    def refuse(message: str) -> NoReturn:
         raise _NotJustTheApp(message)
 
     parser.error = refuse  # type: ignore[method-assign]
@@ -126,7 +128,11 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         _quiet_stdout()  # the reader went away (`| head`): stop without a word
         return 128 + 13  # as a process killed by SIGPIPE
-    except Exception as exc:  # noqa: BLE001  (the last resort: one line, never a traceback)
+    except OutputError as exc:
+        _quiet_stdout()
+        print(f"{command}: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:
         if debug:
             raise
         print(f"{command}: {last_resort_line(exc)}", file=sys.stderr)

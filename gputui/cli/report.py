@@ -13,9 +13,21 @@ import asyncio
 import sys
 from typing import Any
 
-from gputui.cli.arguments import add_dump_args, add_fleet_args, add_namespace_arg, fleet_contexts, read_dump, whole_number
+from gputui.cli.arguments import (
+    add_dump_args,
+    add_fleet_args,
+    add_namespace_arg,
+    fleet_contexts,
+    plugins_end_with_us,
+    read_dump,
+    whole_number,
+)
+from gputui.cli.output import writing_stdout
 from gputui.config import ConfigError, add_idle_args, load_config
 from gputui.kube.config import ConnectError, add_connection_args
+
+
+DEFAULT_WAIT = 10  # seconds: an API server's restart, for a report run from cron
 
 
 def add_parser(subparsers: Any) -> None:
@@ -32,6 +44,9 @@ def add_parser(subparsers: Any) -> None:
     add_dump_args(parser)
     parser.add_argument("--cluster-timeout", metavar="SECONDS", type=whole_number(1), default=30,
                         help="with --contexts/--all-contexts: give up on a cluster not read within this (default 30)")
+    parser.add_argument("--wait", metavar="SECONDS", type=whole_number(0), default=DEFAULT_WAIT,
+                        help="go on trying a server that refuses, resets or times out (a restart) for this long, each try "
+                             f"said on stderr, before exit 2 (default {DEFAULT_WAIT}; 0: at once)")
     add_namespace_arg(parser, subcommand=True)
     parser.add_argument(
         "--resource", metavar="NAME", action="append", default=[],
@@ -52,6 +67,11 @@ def given_namespaces(args: argparse.Namespace) -> tuple[str, ...]:
 
 
 def run(args: argparse.Namespace) -> int:
+    with plugins_end_with_us():  # SIGTERM, SIGHUP: no exec plugin left running
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     for name in args.resource:
         if "/" not in name:
             print(f"gputui report: --resource {name}: expected a domain-prefixed resource name such as amd.com/gpu", file=sys.stderr)
@@ -76,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
         data, created = asyncio.run(collect(
             args.kubeconfig, args.context, given_namespaces(args), frozenset(args.resource),
             metrics=config.metrics.model_options(), exec_timeout=config.exec_timeout, configured_namespaces=config.namespaces,
-            idle=idle_settings(args, config),
+            idle=idle_settings(args, config), wait=args.wait,
         ))
     except ConnectError as exc:
         print(f"gputui report: {exc}", file=sys.stderr)
@@ -95,7 +115,8 @@ def write_report(output: str, data: dict[str, Any], created: Any) -> int:
     from gputui.report.formats import write_json, write_table, write_tsv  # noqa: PLC0415
 
     write = {"json": write_json, "tsv": write_tsv, "table": write_table}[output]
-    write(data, sys.stdout, created)
+    with writing_stdout():
+        write(data, sys.stdout, created)
     return 1 if has_problems(data) else 0
 
 
@@ -132,5 +153,6 @@ def run_fleet(args: argparse.Namespace, config: Any, contexts: list[str]) -> int
         metrics=config.metrics.model_options(), exec_timeout=config.exec_timeout, configured_namespaces=config.namespaces,
         idle=idle_settings(args, config),
     ))
-    write_fleet(fleet, sys.stdout, created, args.output)
+    with writing_stdout():
+        write_fleet(fleet, sys.stdout, created, args.output)
     return fleet_exit(fleet)

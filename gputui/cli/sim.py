@@ -67,6 +67,9 @@ def _add_fault_parser(subparsers: argparse._SubParsersAction) -> None:
     restart.add_argument("--fresh", action="store_true",
                          help="start again from the scenario, resourceVersions low again (as after an etcd restore)")
     restart.add_argument("--downtime", type=float, default=0.5, metavar="SECONDS", help="how long connections are refused")
+    restart.add_argument("--writes", type=int, default=0, metavar="N",
+                         help="writes made while down (with --fresh: a restored etcd whose resourceVersion passes the clients')")
+    actions.add_parser("silence", parents=[where], help="accept connections and answer nothing (a hung API server) until clear")
     corrupt = actions.add_parser("corrupt", parents=[where], help="break the JSON body of the next response")
     corrupt.add_argument("count", metavar="COUNT", type=_count, nargs="?", default=1, help="how many responses (default 1)")
     clear = actions.add_parser("clear", parents=[where], help="clear RESOURCE's faults, or every fault")
@@ -85,7 +88,7 @@ def run_fault(args: argparse.Namespace) -> int:
     elif args.action == "slow":
         request["seconds"] = args.seconds  # type: ignore[index]
     elif args.action == "restart":
-        request.update(fresh=args.fresh, downtime=args.downtime)  # type: ignore[union-attr]
+        request.update(fresh=args.fresh, downtime=args.downtime, writes=args.writes)  # type: ignore[union-attr]
     elif args.action == "corrupt":
         request["count"] = args.count  # type: ignore[index]
     elif args.action == "status":
@@ -168,6 +171,8 @@ async def _serve(args: argparse.Namespace) -> int:
             return _fail(f"port {args.port} on {args.host} is already in use (choose another with --port, or --port 0)")
         where = f" {error.filename}" if error.filename else ""
         return _fail(f"cannot start:{where} {error.strerror or error}")
+    kubeconfig = sim.kubeconfig_path
+    assert kubeconfig is not None  # start() wrote it
 
     control = None
     if args.faults:
@@ -178,7 +183,7 @@ async def _serve(args: argparse.Namespace) -> int:
         except OSError as error:
             await sim.stop()
             return _fail(f"cannot serve the fault control endpoint: {error.strerror or error}")
-        recorded = address_file(sim.kubeconfig_path) if args.kubeconfig_out else None
+        recorded = address_file(kubeconfig) if args.kubeconfig_out else None
         if recorded is not None:
             recorded.write_text(control.url + "\n")
 
@@ -198,6 +203,6 @@ async def _serve(args: argparse.Namespace) -> int:
         if control is not None:
             await control.stop()
             if args.kubeconfig_out:
-                address_file(sim.kubeconfig_path).unlink(missing_ok=True)
+                address_file(kubeconfig).unlink(missing_ok=True)
         await sim.stop()
     return 0

@@ -44,7 +44,12 @@ class ContextError(ConnectError):
 
 
 class Unreachable(ConnectError):
-    pass
+    """transient: refused, reset or timed out (an API server restarting), as opposed to a name that does
+    not resolve or a certificate not trusted, which waiting does not mend."""
+
+    def __init__(self, message: str, transient: bool = False) -> None:
+        super().__init__(message)
+        self.transient = transient
 
 
 class Unauthorized(ConnectError):
@@ -156,8 +161,14 @@ def _names(docs: list[dict], section: str, paths: list[str] | None = None) -> di
     for i, doc in enumerate(docs):
         for item in doc.get(section) or []:
             if item["name"] not in out:
-                out[item["name"]] = {**item, "__dir__": Path(paths[i]).resolve().parent} if paths else item
+                out[item["name"]] = {**item, "__dir__": _directory(paths[i])} if paths else item
     return out
+
+
+def _directory(path: str) -> Path:
+    """A kubeconfig's directory as kubectl takes it (Go's filepath.Abs of its Dir): absolute, `..` taken
+    away by name, symlinks not resolved (a link's paths are relative to where the link is)."""
+    return Path(os.path.abspath(path)).parent
 
 
 def _resolve_kubeconfig(paths: list[str], context: str | None) -> Target:
@@ -188,7 +199,7 @@ def _resolve_kubeconfig(paths: list[str], context: str | None) -> Target:
     return Target(
         tuple(paths), name, str(server), ctx.get("namespace") or "default",
         cluster=cluster, user=user_entry.get("user") or {},
-        cluster_dir=clusters[cluster_name]["__dir__"], user_dir=user_entry.get("__dir__", Path(paths[0]).resolve().parent),
+        cluster_dir=clusters[cluster_name]["__dir__"], user_dir=user_entry.get("__dir__", _directory(paths[0])),
     )
 
 
@@ -295,6 +306,17 @@ def http_error(status: int, body: bytes, conn: Connection | None = None) -> Conn
     return ConnectError(f"server error ({status}): {message}" if message else f"server error ({status})")
 
 
+def transient_network_error(exc: BaseException) -> bool:
+    """A failure that may be gone in a few seconds: refused, reset, timed out, closed before the answer."""
+    from . import http  # noqa: PLC0415
+
+    if isinstance(exc, (TimeoutError, http.Disconnected, ConnectionRefusedError, ConnectionResetError)):
+        return True
+    if isinstance(exc, http.ConnectFailed) and not isinstance(exc, http.TlsError):
+        return isinstance(exc.os_error, (ConnectionRefusedError, ConnectionResetError, TimeoutError))
+    return False
+
+
 def describe_network_error(exc: BaseException) -> str:
     """A short human phrase for a failed connection: 'connection refused', 'timed out'..."""
     from . import http  # noqa: PLC0415
@@ -311,7 +333,8 @@ def describe_network_error(exc: BaseException) -> str:
             return _first_line(exc)
         if isinstance(os_error, ConnectionRefusedError):
             return "connection refused"
-        return (os_error.strerror if getattr(os_error, "strerror", None) else _first_line(os_error)).lower()
+        strerror = getattr(os_error, "strerror", None)
+        return (strerror if strerror else _first_line(os_error)).lower()
     if isinstance(exc, http.Disconnected):
         return "server closed the connection"
     if isinstance(exc, http.PayloadError):
@@ -330,7 +353,8 @@ _CERT_VERIFY_WORDS = {
 
 
 def _certificate_problem(code: int | None) -> str:  # OpenSSL's verify code
-    return _CERT_VERIFY_WORDS.get(code, "TLS certificate not trusted (unknown authority)")
+    words = _CERT_VERIFY_WORDS.get(code) if code is not None else None
+    return words or "TLS certificate not trusted (unknown authority)"
 
 
 async def check(conn: Connection, timeout: float = 10.0) -> str:
@@ -345,7 +369,7 @@ async def check(conn: Connection, timeout: float = 10.0) -> str:
     except CredentialError as exc:
         raise KubeconfigError(f'context "{conn.context}": {exc}') from None
     except (HttpError, TimeoutError, OSError) as exc:
-        raise Unreachable(f"cannot reach {conn.server}: {describe_network_error(exc)}") from None
+        raise Unreachable(f"cannot reach {conn.server}: {describe_network_error(exc)}", transient_network_error(exc)) from None
     if resp.status != 200:
         raise http_error(resp.status, body, conn)
     try:

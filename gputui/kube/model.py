@@ -56,10 +56,11 @@ from .metrics import (
 )
 from .keep import Keep
 from .records import DaemonSet, Event, Node, Obj, Pod, daemonset_from, event_from, node_from
-from .tables import Change, DaemonSetTable, EventTable, Listener, NodeTable, PodTable, Table
+from .stack import ComponentState, MigConfig
+from .tables import BaseTable, Change, DaemonSetTable, EventTable, Listener, NodeTable, PodTable, Table
 from .turns import Turns
 from .watch import ABSENT, FORBIDDEN, Reflector, ResourceState
-from .watches import Scope, Watches, namespaced
+from .watches import Liveness, Scope, Watches, namespaced
 
 if TYPE_CHECKING:
     from .client import Client
@@ -133,6 +134,7 @@ class ClusterModel:
         metrics_unavailable: str | None = None,
         namespaces: Iterable[str] = (),
         selectors: dict[str, tuple[str | None, ...]] = SELECTORS,
+        liveness: Liveness = Liveness(),
         **reflector_options: Any,
     ) -> None:
         """namespaces: where to read pods, events and DaemonSets when their cluster-wide list is
@@ -170,7 +172,7 @@ class ClusterModel:
             reads_per_minute=metrics_reads_per_minute,
         )
 
-        tables = {
+        tables: dict[str, BaseTable[Any, Any]] = {
             NODES: self.nodes,
             PODS: self.pods,
             EVENTS: self.events,
@@ -183,11 +185,11 @@ class ClusterModel:
             LOCALQUEUES: Table(LOCALQUEUES, kueue.local_queue_from, self._notify),
             CLUSTERQUEUES: Table(CLUSTERQUEUES, lambda obj: kueue.cluster_queue_from(obj, resources), self._notify),
         }
-        self.tables: dict[str, Table[Any]] = tables
+        self.tables = tables
         wanted = set(kinds)
         self.watches = Watches(
             api, tables, COLLECTIONS, [kind for kind in tables if kind in wanted], selectors=selectors, namespaced_kinds=NAMESPACED,
-            namespaces=namespaces, on_state=self._state_changed, options=reflector_options,
+            namespaces=namespaces, on_state=self._state_changed, options=reflector_options, liveness=liveness,
         )
         self.reflectors: dict[str, Reflector] = self.watches.primary  # per kind, its (first) cluster-wide reflector
 
@@ -260,7 +262,7 @@ class ClusterModel:
         for listener in tuple(self._listeners):
             try:
                 listener(change)
-            except Exception:  # noqa: BLE001  (a listener bug must not stop the watch)
+            except Exception:
                 log.exception("model listener failed")
 
     def _state_changed(self, state: ResourceState) -> None:
@@ -455,8 +457,9 @@ class ClusterModel:
     def kueue(self) -> kueue.Kueue:
         """Kueue's queues and GPU Workloads (none where it is not installed: kueue_state() says)."""
         if self._kueue is None:
-            known = tuple(self._known(kind) for kind in KUEUE_KINDS)
-            self._kueue = kueue.Kueue(*(self.tables[kind].records.values() for kind in KUEUE_KINDS), known=known)  # type: ignore[arg-type]
+            workloads, local_queues, cluster_queues = (self.tables[kind].records.values() for kind in KUEUE_KINDS)
+            known = (self._known(WORKLOADS), self._known(LOCALQUEUES), self._known(CLUSTERQUEUES))
+            self._kueue = kueue.Kueue(workloads, local_queues, cluster_queues, known=known)
         return self._kueue
 
     def kueue_state(self) -> str | None:
@@ -493,16 +496,16 @@ class ClusterModel:
         """Cluster-wide verdicts: operator-not-ready."""
         return stack.cluster_problems(self.stack())
 
-    def components(self, node: str) -> dict[str, stack.ComponentState]:
+    def components(self, node: str) -> dict[str, ComponentState]:
         """The node's column of the component matrix ({} for a non-GPU node or while pods/DaemonSets are unknown)."""
         summary = self.summary(node)
         return summary.components if summary else {}
 
-    def component_matrix(self) -> dict[str, dict[str, stack.ComponentState]]:
+    def component_matrix(self) -> dict[str, dict[str, ComponentState]]:
         """Per GPU node (in node_summaries' order), its components."""
         return {s.name: s.components for s in self.node_summaries() if s.components}
 
-    def mig_config(self, node: str) -> stack.MigConfig | None:
+    def mig_config(self, node: str) -> MigConfig | None:
         record = self.nodes.records.get(node)
         return stack.mig_config(record) if record else None
 

@@ -10,11 +10,17 @@ the next list is consistent (`resourceVersion` unset), as client-go's is.
 The server ending a watch is normal: watch again from the last resourceVersion
 seen (bookmarks included). 410 Gone means our resourceVersion was compacted
 away: list again and reconcile, so objects deleted meanwhile leave the model.
-Anything else backs off exponentially with jitter; a 403 is "forbidden", a
-state of its own, retried slowly in case RBAC changes; a 404 is "absent" (the
+After the server was unreachable (refused, reset, timed out) the next read is a
+consistent list, not a watch from where we were: a server restored from a backup
+that has taken writes since may be past our resourceVersion with another
+history, and only a list tells. Anything else backs off exponentially with
+jitter, capped at 15 s; a 401 or 403 ("forbidden", a state of its own) backs
+off from 3 s to 30 s in case credentials or RBAC change; a 404 is "absent" (the
 kind is not served: no CRD, an older cluster), the resource then empty,
-retried as slowly. A silently dead
-connection is caught by a read-inactivity timeout.
+retried as slowly. A network back-off ends early when the server is heard from
+again (`wake`). A silently dead connection is caught by a read-inactivity
+timeout, and sooner by the model's liveness check (watches.py), which calls
+`not_answering` on a reflector whose data it can no longer vouch for.
 
 Responses are read raw and parsed with orjson (no generated models: they are
 far too slow for big lists). A sink that keeps few of its
@@ -36,7 +42,7 @@ import orjson
 
 from .config import describe_network_error, status_message
 from .http import HttpError, Timeout
-from .raw_json import item_spans, list_head, list_metadata
+from .raw_json import item_spans, list_head
 from .turns import Turns
 
 if TYPE_CHECKING:
@@ -106,7 +112,8 @@ class Sink(Protocol):
     # Optional, for kinds where most objects are not kept: may_matter(body, start, end) looks
     # at one raw list item and returns False only when list_item would certainly drop it.
     # Such items are not even parsed.
-    may_matter: Callable[[bytes, int, int], bool] | None
+    @property
+    def may_matter(self) -> Callable[[bytes, int, int], bool] | None: ...
 
 
 class Gone(Exception):
@@ -161,6 +168,7 @@ LIST_MODES = (WATCHLIST, CACHE, PAGED)
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 WATCHLIST_FIRST_LINE = 15.0  # seconds a WatchList may take to send its first line
 RETRY_AFTER_MAX = 60.0
+AUTH_BACKOFF_FIRST = 3.0  # seconds before the first retry of a 401 or 403; doubled up to forbidden_retry
 
 
 def _too_large(status: Obj) -> bool:
@@ -200,8 +208,8 @@ class Reflector:
         connect_timeout: float = 10.0,
         read_timeout: float = 60.0,
         backoff_initial: float = 0.5,
-        backoff_max: float = 30.0,
-        forbidden_retry: float = 60.0,
+        backoff_max: float = 15.0,
+        forbidden_retry: float = 30.0,
         on_state: Callable[[ResourceState], None] | None = None,
         field_selector: str | None = None,
     ) -> None:
@@ -228,7 +236,12 @@ class Reflector:
         self._consistent = False  # after a 410 or a reset server: the next list must be consistent, not from a cache
         self.events = 0  # watch events applied
         self._quick_closes = 0  # watches in a row that the server ended at once, with no event
-        self._server_was_away = False  # a connection failed since the last watch: check continuity first
+        self._server_was_away = False  # a connection failed since the last list: list again before watching
+        self.heard_at = time.monotonic()  # the last byte or answer from the server, for the liveness check
+        self.asked_at: float | None = None  # a watch request sent and not answered yet
+        self.on_contact: Callable[[], None] | None = None  # the server answered after a network failure
+        self._unreachable = False  # the last failure was the network's (refused, reset, timed out)
+        self._wake = asyncio.Event()  # ends a network back-off early: the server is back
 
     # -- state -------------------------------------------------------------
     def _set(self, phase: str, error: str | None = None, retry_at: float | None = None) -> None:
@@ -247,20 +260,29 @@ class Reflector:
         if self.on_state is not None:
             self.on_state(s)
 
-    async def _check_continuity(self) -> None:
-        """After the server was unreachable: is it the same history we hold? A one-item list tells
-        its resourceVersion now; one older than ours means it was restored or rebuilt: list again."""
-        timeout = Timeout(connect=self.connect_timeout, read=self.read_timeout)
-        resp = await self.client.get(self.path, params=self._selecting({"limit": 1}), timeout=timeout)
-        async with resp:
-            body = await resp.read()
-        if resp.status != 200:
-            raise self._failure(resp.status, body)
-        self._server_was_away = False
-        current = list_metadata(body).get("resourceVersion")
-        if current and self.resource_version and _older(current, self.resource_version):
-            log.info("%s: the server is at resourceVersion %s, before our %s: listing again", self.resource, current, self.resource_version)
-            self.resource_version = None
+    def _heard(self) -> None:
+        """An answer came: the server is reachable (the other reflectors waiting out a network back-off are woken)."""
+        self.heard_at = time.monotonic()
+        if self._unreachable:
+            self._unreachable = False
+            if self.on_contact is not None:
+                self.on_contact()
+
+    def wake(self) -> None:
+        """The server answered someone: a network back-off under way ends now."""
+        if self._unreachable:
+            self._wake.set()
+
+    def not_answering(self, since: float, why: str) -> None:
+        """The liveness check can no longer vouch for a live watch (the server does not answer, or this
+        watch was asked for and not answered): no longer live, its records as of `since`, the last time
+        it was known to be current. The next byte on its stream makes it live again."""
+        state = self.state
+        if state.phase != LIVE:
+            return
+        if state.synced and state.stale_since is None:
+            state.stale_since = since
+        self._set(RETRYING, why)
 
     def stopped(self, why: str) -> None:
         """Its task ended without the model stopping (the watchdog starts it again): retrying, listed anew."""
@@ -282,7 +304,12 @@ class Reflector:
         while True:
             try:
                 if self.resource_version is not None and self._server_was_away:
-                    await self._check_continuity()
+                    # Not a watch from where we were: a restored server past our resourceVersion would
+                    # send only its own later changes, and ours that it never had would stay as ghosts.
+                    log.info("%s: the server was unreachable; listing again before watching", self.resource)
+                    self.resource_version = None
+                    self._consistent = True
+                self._server_was_away = False
                 if self.resource_version is None and self.list_mode == WATCHLIST:
                     await self._watch_list()  # the list, then the watch, on one stream
                     continue
@@ -302,9 +329,12 @@ class Reflector:
             except ApiFailure as exc:
                 if exc.status == 403:
                     self.state.attempt += 1
-                    self._set(FORBIDDEN, exc.message or "forbidden", time.monotonic() + self.forbidden_retry)
-                    await asyncio.sleep(self.forbidden_retry)
+                    delay = self._auth_backoff()
+                    self._set(FORBIDDEN, exc.message or "forbidden", time.monotonic() + delay)
+                    await asyncio.sleep(delay)
                     self.resource_version = None
+                elif exc.status == 401:
+                    await self._retry_later(exc.line(), delay=self._auth_backoff(self.state.attempt + 1))
                 elif exc.status == 404:
                     self.sink.begin_list()  # nothing of the kind exists any more
                     self.sink.end_list()
@@ -316,8 +346,8 @@ class Reflector:
                 else:
                     await self._retry_later(exc.line())
             except (HttpError, asyncio.TimeoutError, OSError) as exc:
-                self._server_was_away = True
-                await self._retry_later(describe_network_error(exc))
+                self._server_was_away = self._unreachable = True
+                await self._retry_later(describe_network_error(exc), wakeable=True)
             except CredentialError as exc:  # an exec plugin that failed to renew its token
                 await self._retry_later(str(exc))
             except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
@@ -325,18 +355,30 @@ class Reflector:
                 log.debug("%s: unreadable response", self.resource, exc_info=True)
                 self.resource_version = None
                 await self._retry_later(f"unreadable response from the server ({type(exc).__name__})")
-            except Exception as exc:  # noqa: BLE001  (a bug of ours must not end the watch for good)
+            except Exception as exc:
                 log.debug("%s: reflector error", self.resource, exc_info=True)
                 self.resource_version = None
                 await self._retry_later(f"internal error ({type(exc).__name__}: {str(exc)[:120]}); listing again")
 
-    async def _retry_later(self, error: str, delay: float | None = None) -> None:
-        """delay: the server's Retry-After (bounded), else exponential back-off with jitter."""
+    async def _retry_later(self, error: str, delay: float | None = None, wakeable: bool = False) -> None:
+        """delay: the server's Retry-After (bounded), else exponential back-off with jitter.
+        wakeable: a network failure's back-off, ended early by `wake` once the server answers again."""
         self.state.attempt += 1
         delay = self._backoff() if delay is None else min(max(delay, 0.1), RETRY_AFTER_MAX)
         log.info("%s: %s; retrying in %.1f s", self.resource, error, delay)
         self._set(RETRYING, error, time.monotonic() + delay)
-        await asyncio.sleep(delay)
+        if not wakeable:
+            await asyncio.sleep(delay)
+            return
+        self._wake.clear()
+        with contextlib.suppress(asyncio.TimeoutError):
+            async with asyncio.timeout(delay):
+                await self._wake.wait()
+
+    def _auth_backoff(self, attempt: int | None = None) -> float:
+        """A 401 or 403: from AUTH_BACKOFF_FIRST, doubled each time, up to forbidden_retry, with jitter."""
+        n = self.state.attempt if attempt is None else attempt
+        return min(self.forbidden_retry, AUTH_BACKOFF_FIRST * 2 ** max(0, n - 1)) * random.uniform(0.75, 1.0)
 
     def _first_page_params(self) -> dict[str, Any]:
         """From the watch cache (resourceVersion=0: one answer, no pages) unless the list must be
@@ -351,6 +393,7 @@ class Reflector:
         resp = await self.client.get(self.path, params=self._selecting(params), timeout=timeout)
         async with resp:
             body = await resp.read()
+        self._heard()
         if resp.status != 200:
             raise self._failure(resp.status, body, resp.headers.get("Retry-After"))
         return body
@@ -411,10 +454,10 @@ class Reflector:
     async def _page_items(self, body: bytes, items_at: int, turns: Turns) -> list[Obj]:
         """A page's items, parsed; with a sink that can tell, only those that may matter."""
         may_matter = getattr(self.sink, "may_matter", None)
-        spans = item_spans(body, items_at) if may_matter is not None else None
-        if spans is not None:
+        if may_matter is not None and (spans := item_spans(body, items_at)) is not None:
             view = memoryview(body)
-            items: list[Obj] | None = []
+            items: list[Obj] = []
+            split = True
             try:
                 for start, end in spans:
                     if _may_matter(may_matter, body, start, end):
@@ -422,10 +465,10 @@ class Reflector:
                     if turns.due():
                         await turns.take()
             except orjson.JSONDecodeError:
-                items = None
+                split = False
             finally:
                 view.release()
-            if items is not None and all(isinstance(item, dict) for item in items):
+            if split and all(isinstance(item, dict) for item in items):
                 return items
             log.debug("%s: list page not split into items; parsing it whole", self.resource)
         return orjson.loads(body).get("items") or []
@@ -447,8 +490,12 @@ class Reflector:
     async def _stream(self, params: dict[str, Any], initial: bool) -> None:
         params["timeoutSeconds"] = random.randint(*self.watch_seconds)
         timeout = Timeout(connect=self.connect_timeout, read=self.inactivity_timeout)
-        started = time.monotonic()
-        resp = await self.client.get(self.path, params=self._selecting(params), timeout=timeout)
+        started = self.asked_at = time.monotonic()
+        try:
+            resp = await self.client.get(self.path, params=self._selecting(params), timeout=timeout)
+        finally:
+            self.asked_at = None
+        self._heard()
         applied = 0
         async with resp:
             if initial and resp.status in (400, 422):
@@ -477,8 +524,11 @@ class Reflector:
                             raise Unsupported("no initial events: the server ignores WatchList") from None
                     else:
                         chunk = await resp.read_some()
+                    self.heard_at = time.monotonic()
                     if not chunk:
                         break
+                    if not listing and self.state.phase != LIVE:
+                        self._set(LIVE)  # the stream the liveness check gave up on goes on: nothing was missed
                     pending += chunk
                     if b"\n" not in chunk:
                         continue
@@ -496,7 +546,7 @@ class Reflector:
                             await turns.take()
                 if pending.strip():
                     if listing:
-                        listing = self._initial_line(pending)
+                        listing = self._initial_line(bytes(pending))
                     else:
                         self._apply_line(pending)
                     applied += 1

@@ -17,18 +17,25 @@ namespace's objects to them, so that no record is held by two reflectors:
   not pass as complete.
 
 A reflector whose task ends while the model runs is said as retrying and started again (the
-watchdog): the screen never calls a dead watch live.
+watchdog): the screen never calls a dead watch live. Nor a silent one: the liveness check asks
+`/version` (with a short timeout) whenever nothing was heard from the server for a few seconds
+(`Liveness`), and a watch asked for and not answered within seconds is not live either; their
+records then read as of the last time they were known current. Any answer after a network failure
+wakes every reflector waiting out its back-off.
 """
 from __future__ import annotations
 
 import asyncio
 import dataclasses
 import logging
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 from urllib.parse import quote
 
-from .tables import Share, Table
+from .config import describe_network_error
+from .http import HttpError, Timeout
+from .tables import BaseTable, Share
 from .watch import ABSENT, FORBIDDEN, LIVE, RETRYING, SYNCING, Reflector, ResourceState
 
 if TYPE_CHECKING:
@@ -37,6 +44,16 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 WATCHDOG_INTERVAL = 1.0  # seconds between looks at the reflectors' tasks
+
+
+@dataclass(frozen=True)
+class Liveness:
+    """Seconds of the liveness check."""
+
+    interval: float = 2.0  # between looks at when the server was last heard from
+    quiet_after: float = 5.0  # nothing heard for this long: ask /version whether the server answers at all
+    probe_timeout: float = 4.0  # /version not answered within this: the server is not answering
+    answer_within: float = 5.0  # a watch asked for and not answered within this is not live
 _WORST = {RETRYING: 3, SYNCING: 2, LIVE: 1, ABSENT: 0}
 
 
@@ -100,7 +117,7 @@ class Watch:
     kind: str
     namespace: str | None  # None: cluster-wide
     reflector: Reflector
-    sink: Share | Table[Any]
+    sink: Share | BaseTable[Any, Any]
     whole: bool = False  # a namespace read without the kind's selector
     task: asyncio.Task[None] | None = None
 
@@ -114,7 +131,7 @@ class Watches:
     def __init__(
         self,
         api: Client,
-        tables: Mapping[str, Table[Any]],
+        tables: Mapping[str, BaseTable[Any, Any]],
         collections: Mapping[str, str],
         kinds: Iterable[str],
         *,
@@ -123,6 +140,7 @@ class Watches:
         namespaces: Iterable[str],
         on_state: Callable[[ResourceState], None],
         options: Mapping[str, Any],
+        liveness: Liveness = Liveness(),
     ) -> None:
         self.api = api
         self.tables = tables
@@ -132,12 +150,15 @@ class Watches:
         self.namespaces = tuple(namespaces)  # to try when a kind is forbidden cluster-wide
         self.on_state = on_state
         self.options = dict(options)
+        self.liveness = liveness
         self.all: list[Watch] = []
         self.primary: dict[str, Reflector] = {}  # per kind, its first cluster-wide reflector
         self._owned: dict[str, set[str]] = {}  # per kind, the namespaces its namespaced reflectors read
         self._fallen_back: set[str] = set()
         self._running = False
         self._watchdog: asyncio.Task[None] | None = None
+        self._liveness: asyncio.Task[None] | None = None
+        self.answered_at = time.monotonic()  # the last answer to the liveness check's /version
         for kind in kinds:
             shared = kind in self.namespaced_kinds or len(self._selectors(kind)) > 1
             for selector in self._selectors(kind):
@@ -150,20 +171,20 @@ class Watches:
     def _add(self, kind: str, namespace: str | None, selector: str | None, *, shared: bool = True, whole: bool = False) -> Watch:
         table = self.tables[kind]
         owned = self._owned.setdefault(kind, set())
-        sink: Share | Table[Any]
+        sink: Share | BaseTable[Any, Any]
         if namespace is None:
             sink = Share(table, accepts=lambda obj: not owned or _namespace_of(obj) not in owned) if shared else table
             path = self.collections[kind]
         else:
             owned.add(namespace)
-            sink = Share(table)
+            sink = share = Share(table)
             path = namespaced(self.collections[kind], namespace)
-        watch = Watch(kind, namespace, Reflector(kind, self.api, path, sink, field_selector=selector, **self.options), sink, whole)
-        watch.reflector.on_state = lambda state: self._state_changed(watch, state)
-        if namespace is not None:
             for other in self.of(kind):
                 if other.namespace is None and isinstance(other.sink, Share):
-                    other.sink.hand_over(sink, namespace)
+                    other.sink.hand_over(share, namespace)
+        watch = Watch(kind, namespace, Reflector(kind, self.api, path, sink, field_selector=selector, **self.options), sink, whole)
+        watch.reflector.on_state = lambda state: self._state_changed(watch, state)
+        watch.reflector.on_contact = self._contact
         self.all.append(watch)
         if self._running:
             self._start(watch)
@@ -269,6 +290,39 @@ class Watches:
         for watch in self.all:
             self._start(watch)
         self._watchdog = asyncio.create_task(self._watch_tasks(), name="gputui-reflector-watchdog")
+        self._liveness = asyncio.create_task(self._check_liveness(), name="gputui-liveness")
+
+    def _contact(self) -> None:
+        """The server answered after a network failure: every reflector in a network back-off tries now."""
+        for watch in self.all:
+            watch.reflector.wake()
+
+    async def _check_liveness(self) -> None:
+        every = self.liveness
+        while True:
+            await asyncio.sleep(every.interval)
+            now = time.monotonic()
+            reflectors = [w.reflector for w in self.all]
+            for r in reflectors:
+                if r.asked_at is not None and now - r.asked_at > every.answer_within:
+                    r.not_answering(r.heard_at, f"the server has not answered the {r.resource} watch for {now - r.asked_at:.0f} s")
+            heard = max([self.answered_at, *(r.heard_at for r in reflectors)])
+            if now - heard < every.quiet_after:
+                continue
+            try:
+                resp = await self.api.get("/version", timeout=Timeout(connect=every.probe_timeout, total=every.probe_timeout))
+                async with resp:
+                    await resp.read()
+            except (HttpError, asyncio.TimeoutError, OSError) as exc:
+                why = f"the server does not answer ({describe_network_error(exc)})"
+                for r in reflectors:
+                    r.not_answering(max(self.answered_at, r.heard_at), why)
+                continue
+            except Exception:  # an exec plugin failing to renew, say: the reflectors say it themselves
+                log.debug("liveness check failed", exc_info=True)
+                continue
+            self.answered_at = time.monotonic()
+            self._contact()
 
     def _start(self, watch: Watch) -> None:
         watch.task = asyncio.create_task(watch.reflector.run(), name=f"gputui-reflector-{watch.name}")
@@ -300,7 +354,7 @@ class Watches:
 
     async def stop(self) -> None:
         self._running = False
-        tasks = [w.task for w in self.all if w.task is not None] + ([self._watchdog] if self._watchdog is not None else [])
+        tasks = [w.task for w in self.all if w.task is not None] + [t for t in (self._watchdog, self._liveness) if t is not None]
         for task in tasks:
             task.cancel()
         for task in tasks:
@@ -308,8 +362,8 @@ class Watches:
                 await task
             except asyncio.CancelledError:
                 pass
-            except Exception:  # noqa: BLE001  (a reflector bug must not break shutdown)
+            except Exception:
                 log.debug("reflector ended with an error", exc_info=True)
         for watch in self.all:
             watch.task = None
-        self._watchdog = None
+        self._watchdog = self._liveness = None

@@ -15,7 +15,7 @@ import time
 from typing import Any, Callable, Iterable, Mapping
 
 from gputui.kube import gpu, kueue
-from gputui.kube.config import ConnectError, Forbidden, check, connect
+from gputui.kube.config import ConnectError, Forbidden, Unreachable, check, connect
 from gputui.kube.idle import DEFAULT_PROMETHEUS, HistoryError, IdleSettings, IdleTracker, holders
 from gputui.kube.model import (
     ALL_KINDS, CLUSTERPOLICIES, CLUSTERQUEUES, DAEMONSETS, DEVICECLASSES, EVENTS, LOCALQUEUES, NODES, PODS, RESOURCECLAIMS,
@@ -51,12 +51,12 @@ CONSEQUENCES = {  # what the report lacks when a part is missing
 PodTimes = dict[tuple[str, str], float | None]
 
 
-def has_problems(data: dict[str, Any]) -> bool:
+def has_problems(data: Mapping[str, Any]) -> bool:
     """Exit status 1: the GPU Operator or some node has a problem."""
     return bool(cluster_problems(data)) or any(n["problems"] for n in data["nodes"])
 
 
-def cluster_problems(data: dict[str, Any]) -> list[dict[str, str]]:
+def cluster_problems(data: Mapping[str, Any]) -> list[dict[str, str]]:
     """operator-not-ready, from the contract's stack (the JSON has no cluster-level problem list)."""
     policy = data["stack"]["cluster_policy"]
     return [{"code": p.code, "message": p.message} for p in policy_problems(ClusterPolicyStatus(**policy) if policy else None)]
@@ -65,17 +65,18 @@ def cluster_problems(data: dict[str, Any]) -> list[dict[str, str]]:
 async def collect(
     kubeconfig: str | None, context: str | None, namespaces: Iterable[str] | None = (), extra: frozenset[str] = frozenset(),
     *, metrics: Mapping[str, Any] | None = None, exec_timeout: float = 60.0, warn: Callable[[str], None] | None = None,
-    configured_namespaces: Iterable[str] = (), idle: IdleSettings | None = None,
+    configured_namespaces: Iterable[str] = (), idle: IdleSettings | None = None, wait: float = 0.0,
 ) -> tuple[dict[str, Any], PodTimes]:
     """Connect, sync once; return the report as the JSON contract's dict, and the pods' creation times.
     namespaces: -n, the GPU pods listed; also where pods are read when they cannot be listed cluster-wide,
     else the context's namespace, then configured_namespaces (the config file's).
     metrics: ClusterModel's metrics_* options (the config file's [metrics]: see read_exporters).
     warn: where the warnings go (each a line; default: `gputui report: warning: ...` on stderr).
-    idle: the idle GPUs' settings (the config file's [idle], --prometheus, --history); None: no Prometheus, no file."""
+    idle: the idle GPUs' settings (the config file's [idle], --prometheus, --history); None: no Prometheus, no file.
+    wait: seconds to go on trying a server that refuses, resets or times out (restarting), each try said."""
     say = warn or (lambda line: print(f"gputui report: warning: {line}", file=sys.stderr))
     async with await connect(kubeconfig, context, exec_timeout=exec_timeout) as conn:
-        await check(conn)
+        await check_within(conn, wait)
         for notice in conn.warnings:  # insecure-skip-tls-verify: said once
             say(notice)
         namespaces = tuple(namespaces or ())
@@ -149,6 +150,24 @@ async def read_exporters(model: ClusterModel) -> None:
         reads.append(asyncio.create_task(poller.poll_once([node]), name=f"gputui-report-dcgm-{node}"))
     if reads:
         await asyncio.gather(*reads)
+
+
+async def check_within(conn: Any, wait: float) -> None:
+    """config.check, tried again for `wait` seconds while the server is unreachable for a reason that may
+    pass (a restart: refused, reset, timed out); each failed try is a line on stderr."""
+    deadline = time.monotonic() + wait
+    pause = 0.5
+    while True:
+        try:
+            await check(conn)
+            return
+        except Unreachable as exc:
+            left = deadline - time.monotonic()
+            if not exc.transient or left <= 0:
+                raise
+            pause = min(pause * 2, 2.0, left)
+            print(f"gputui report: {exc}; trying again in {pause:.1f} s (--wait: {wait:g} s)", file=sys.stderr)
+            await asyncio.sleep(pause)
 
 
 def gave_up(state: ResourceState, now: float) -> bool:

@@ -25,7 +25,7 @@ import sys
 import tempfile
 from pathlib import Path
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from aiohttp import web
@@ -34,10 +34,13 @@ from .features import DEFAULT_MINOR, ApiCounts, features_for
 from .logs import LogBook
 from .store import Store
 
+if TYPE_CHECKING:
+    from .controllers import Controllers
+
 CONTEXT_NAME = "gputui-sim"
-ADMIN_TOKEN = "gputui-sim"  # the kubeconfig's token: the user gputui-sim-admin, group system:masters
+ADMIN_TOKEN = "gputui-sim"  # noqa: S105  (a fixed test token) the kubeconfig's token: the user gputui-sim-admin, group system:masters
 ADMIN_USER = "gputui-sim-admin"
-EXEC_TOKEN = "gputui-sim-exec"  # what the exec plugin context's plugin prints (credential.py)
+EXEC_TOKEN = "gputui-sim-exec"  # noqa: S105  (a fixed test token) what the exec plugin context's plugin prints (credential.py)
 # `all_credentials`: one context per credential kind, besides gputui-sim (a token).
 CERT_CONTEXT, EXEC_CONTEXT = "gputui-sim-cert", "gputui-sim-exec"
 
@@ -128,11 +131,11 @@ class SimCluster:
         self.logs = LogBook()
         self.faults = Faults(enabled=faults, cluster=self)
         self._scenario = scenario
-        self._synthetic = (nodes, pods) if nodes is not None else None
+        self._synthetic = (nodes, pods or 0) if nodes is not None else None
         self._kubeconfig_out = Path(kubeconfig_out) if kubeconfig_out else None
         self._tmpdir: tempfile.TemporaryDirectory[str] | None = None
         self._runner: web.AppRunner | None = None
-        self.controllers = None
+        self.controllers: Controllers | None = None
         # False: a static cluster (no scheduler, no kubelets), for tests of the HTTP layer alone.
         self._run_controllers = run_controllers
         # False: nothing listens behind the pod and service proxy (a dump: no DCGM exporter is running).
@@ -204,28 +207,40 @@ class SimCluster:
         sock = site._server.sockets[0]  # type: ignore[union-attr]
         self.port = sock.getsockname()[1]
 
-    async def restart(self, downtime: float = 0.5, *, fresh: bool = False) -> None:
+    async def restart(self, downtime: float = 0.5, *, fresh: bool = False, writes_while_down: int = 0) -> None:
         """Stop serving (connections refused, open streams end), then serve again on the same port and state.
 
         fresh=True: the state starts again from the scenario, resourceVersions low again (an etcd restore, a
-        rebuilt test cluster): what clients knew is gone, and their resourceVersions are from its future."""
+        rebuilt test cluster): what clients knew is gone, and their resourceVersions are from its future.
+        writes_while_down: that many writes (an annotation of the first node) before serving again; after a
+        fresh start, enough of them carry the resourceVersion past what clients hold, so that only a fresh
+        list, not the version's order, tells them their state is not the server's."""
         from .controllers import Controllers  # noqa: PLC0415
 
         self.store.drop_watches()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        controllers = None
         if fresh:
             if self.controllers is not None and self._run_controllers:
                 await self.controllers.stop()
             self.store = Store()
             self.logs = LogBook()
             self._populate()
-            self.controllers = Controllers(self)
+            self.controllers = controllers = Controllers(self)
+        nodes = self.store.objects("nodes")
+        for n in range(writes_while_down if nodes else 0):
+            name = nodes[0]["metadata"]["name"]
+
+            def write(node: dict[str, Any], n: int = n) -> None:
+                node["metadata"].setdefault("annotations", {}).update({"sim.gputui.dev/written-while-down": str(n)})
+
+            self.store.mutate("nodes", "", name, write)
         await asyncio.sleep(downtime)
         await self._serve()
-        if fresh and self._run_controllers:
-            self.controllers.start()
+        if controllers is not None and self._run_controllers:
+            controllers.start()
 
     def write_kubeconfig(self, path: Path | None = None) -> Path:
         if path is None:

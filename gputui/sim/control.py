@@ -4,7 +4,8 @@
                   {"action": "compact"}                            older watches get 410 Expired
                   {"action": "fail", "resource": "pods", "code": 403}   (or 500; "pods/proxy" for a subresource)
                   {"action": "slow", "resource": "nodes", "seconds": 1.5}
-                  {"action": "restart", "fresh": false, "downtime": 0.5}
+                  {"action": "restart", "fresh": false, "downtime": 0.5, "writes": 0}   (writes: made while down)
+                  {"action": "silence"}                            accept connections, answer nothing, until clear
                   {"action": "corrupt", "count": 1}                the next response's body is broken JSON
                   {"action": "clear", "resource": null}            one resource's faults, or all of them
     GET  /faults                                                   what is active
@@ -32,7 +33,7 @@ from .faults import FaultsDisabled
 if TYPE_CHECKING:
     from .cluster import SimCluster
 
-ACTIONS = ("drop-watches", "compact", "fail", "slow", "restart", "corrupt", "clear")
+ACTIONS = ("drop-watches", "compact", "fail", "slow", "restart", "silence", "corrupt", "clear")
 
 
 def address_file(kubeconfig: Path) -> Path:
@@ -67,11 +68,17 @@ async def apply(sim: "SimCluster", request: dict[str, Any]) -> str:
             faults.slow(resource, float(seconds))
             return f"{resource}: every response waits {float(seconds):g}s"
         if action == "restart":
-            fresh, downtime = bool(request.get("fresh")), request.get("downtime", 0.5)
+            fresh, downtime, writes = bool(request.get("fresh")), request.get("downtime", 0.5), request.get("writes", 0)
             if not isinstance(downtime, (int, float)) or isinstance(downtime, bool) or downtime < 0:
                 raise ControlError("downtime must be a number not below 0")
-            await faults.restart(downtime=float(downtime), fresh=fresh)
-            return "restarted with fresh state from the scenario" if fresh else "restarted with the same state"
+            if not isinstance(writes, int) or isinstance(writes, bool) or writes < 0:
+                raise ControlError("writes must be a whole number not below 0")
+            await faults.restart(downtime=float(downtime), fresh=fresh, writes_while_down=writes)
+            state = "fresh state from the scenario" if fresh else "the same state"
+            return f"restarted with {state}" + (f" and {writes} writes made while down" if writes else "")
+        if action == "silence":
+            faults.silence()
+            return "silent: connections accepted, nothing answered, until clear"
         if action == "corrupt":
             count = request.get("count", 1)
             if not isinstance(count, int) or isinstance(count, bool) or count < 1:
@@ -79,11 +86,11 @@ async def apply(sim: "SimCluster", request: dict[str, Any]) -> str:
             faults.corrupt_next(count)
             return f"the next {count} response(s) will have a broken JSON body"
         if action == "clear":
-            resource = request.get("resource")
-            if resource is not None and not isinstance(resource, str):
+            cleared = request.get("resource")
+            if cleared is not None and not isinstance(cleared, str):
                 raise ControlError("clear takes a resource name or none")
-            faults.clear(resource)
-            return f"cleared {resource}" if resource else "cleared every fault"
+            faults.clear(cleared)
+            return f"cleared {cleared}" if cleared else "cleared every fault"
     except (ValueError, FaultsDisabled) as exc:
         raise ControlError(str(exc)) from None
     raise ControlError(f"unknown action {action!r}; one of: {', '.join(ACTIONS)}")
@@ -204,7 +211,7 @@ def find_url(kubeconfig: Path | None, url: str | None) -> str:
 def send(url: str, request: dict[str, Any] | None, timeout: float = 30.0, path: str = "/faults") -> dict[str, Any]:
     """POST one request (GET with None) to /faults or /counts; the endpoint's answer, or ControlError."""
     data = None if request is None else json.dumps(request).encode()
-    req = urllib.request.Request(f"{url}{path}", data=data, method="GET" if data is None else "POST",
+    req = urllib.request.Request(f"{url}{path}", data=data, method="GET" if data is None else "POST",  # noqa: S310  (loopback, http only)
                                  headers={"Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(req, timeout=timeout) as response:  # noqa: S310  (loopback, http only)

@@ -15,6 +15,7 @@ refused, and the server's per-request check costs one attribute read.
 """
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -42,6 +43,8 @@ class Faults:
         self.cluster = cluster
         self.active: dict[str, Fault] = {}  # resource key -> fault
         self.corrupt = 0  # how many of the next API responses get a broken JSON body
+        self._answering = asyncio.Event()  # cleared by silence()
+        self._answering.set()
 
     def _require(self) -> "SimCluster":
         if not self.enabled:
@@ -88,21 +91,33 @@ class Faults:
         self.corrupt -= 1
         return True
 
+    def silence(self) -> None:
+        """Accept connections and answer nothing: every request waits, /version too, and open watches send
+        nothing more (a hung API server, a black-holed load balancer), until clear()."""
+        self._require()
+        self._answering.clear()
+
+    async def answering(self) -> None:
+        """Returns once the server answers (at once unless silence() is on)."""
+        if not self._answering.is_set():
+            await self._answering.wait()
+
     def clear(self, resource_key: str | None = None) -> None:
         self._require()
         if resource_key is None:
             self.active.clear()
             self.corrupt = 0
+            self._answering.set()
         else:
             self.active.pop(resource_key, None)
 
-    async def restart(self, downtime: float = 0.5, *, fresh: bool = False) -> None:
-        await self._require().restart(downtime=downtime, fresh=fresh)
+    async def restart(self, downtime: float = 0.5, *, fresh: bool = False, writes_while_down: int = 0) -> None:
+        await self._require().restart(downtime=downtime, fresh=fresh, writes_while_down=writes_while_down)
 
     def describe(self) -> dict[str, object]:
         """What is active, for the control endpoint."""
         return {"faults": {k: {"code": f.code, "delay": f.delay} for k, f in sorted(self.active.items())},
-                "corruptNext": self.corrupt}
+                "corruptNext": self.corrupt, "silent": not self._answering.is_set()}
 
     def lookup(self, resource_key: str) -> Fault | None:
         """The server's per-request check (`pods` or `pods/proxy`)."""

@@ -13,10 +13,12 @@ from __future__ import annotations
 import asyncio
 import gc
 import time
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, TypeVar
 
 from rich.text import Text
 from textual import work
+from textual.timer import Timer
+from textual.widget import Widget
 
 from gputui.kube import gpu
 from gputui.kube.model import DRA_KINDS, EVENTS, KUEUE_KINDS, PODS, ClusterModel
@@ -39,6 +41,14 @@ NODE_SLICE_SECONDS = 0.005  # node summaries are computed for at most this long 
 POD_ROWS_SECONDS = 0.005  # GPU-pod rows are brought up to date for at most this long per refresh; the rest next time
 FILL_SECONDS, FILL_PAUSE = 0.015, 0.02  # the pods table filled from scratch: longer slices, one soon after the other
 AGE_INTERVAL = 5.0  # ages tick on their own; a cell is redrawn only when its text changes
+W = TypeVar("W", bound=Widget)
+
+if TYPE_CHECKING:
+    from textual.app import App
+
+    _AppBase = App[None]  # a part of GpuTuiApp: type-checked with Textual's App for a base
+else:
+    _AppBase = object
 
 
 def _node_facts(summary: gpu.NodeSummary) -> tuple:
@@ -55,7 +65,7 @@ def _row_facts(entry: gpu.GpuPod) -> tuple:
             entry.claims)
 
 
-class CoalescedRefresh:
+class CoalescedRefresh(_AppBase):
     """Mixed into GpuTuiApp: consumes the model's change feed (`_on_change`), notes what is
     stale and redraws it in one coalesced refresh (`_request`, `_flush_refresh`, `_refresh_views`):
     the header, the Nodes and GPU pods panes, the device-plugin pane's info line (through
@@ -76,10 +86,18 @@ class CoalescedRefresh:
     node_widths: dict[str, int]
     pod_widths: dict[str, int]
     idle_note: Callable[[gpu.GpuPod], Text | None]  # a bound pod's GPU use (ui/idle.py)
+    if TYPE_CHECKING:
+        def _main(self, selector: str, expect_type: type[W]) -> W: ...
+        @property
+        def nodes_table(self) -> KeyedTable: ...
+        @property
+        def pods_table(self) -> KeyedTable: ...
+        def with_mark(self, name: str, cells: tuple[Text, ...]) -> tuple[Text, ...]: ...  # ui/verify/actions.py
+        def _refresh_plugin(self, model: ClusterModel, now: float) -> None: ...  # plugin_pane.py
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._flush_timer = None
+        self._flush_timer: Timer | None = None
         self._changes = 0
         self.refreshes = 0  # coalesced refreshes done (tests and the benchmark read it)
         self._node_cells: dict[str, tuple[gpu.NodeSummary, tuple, tuple]] = {}  # name -> (summary, facts, cells)
@@ -106,8 +124,8 @@ class CoalescedRefresh:
         if self._health:
             self._request("header")  # the DCGM readings' age
         states = self.model.states if self.model is not None else {}
-        if any(s.stale_since is not None for kind, s in states.items() if kind in render.ALLOCATION_KINDS):
-            self._request("header", "nodes")  # `as of 2m ago` ages too
+        if any(s.stale_since is not None or not s.synced for kind, s in states.items() if kind in render.ALLOCATION_KINDS):
+            self._request("header", "nodes")  # `as of 2m ago` ages too, and `listing… 15 s` counts
 
     # -- the change feed -------------------------------------------------------------------
     def _on_change(self, change: Change) -> None:
@@ -121,7 +139,7 @@ class CoalescedRefresh:
         elif change.kind == EVENTS:
             if change.key is None:
                 self._note_stale_pod(None)
-            elif change.key[0] == "Pod":  # (kind, namespace, name): a pending pod's reason
+            elif isinstance(change.key, tuple) and change.key[0] == "Pod":  # (kind, namespace, name): a pending pod's reason
                 self._note_stale_pod(change.key[1:])
             self._request("pods")
             return
@@ -422,7 +440,7 @@ class CoalescedRefresh:
         if not on_screen:
             return list(keys)
         first = set(on_screen)
-        return on_screen + [key for key in keys if key not in first]  # type: ignore[misc]
+        return on_screen + [key for key in keys if key not in first]
 
     def _pod_rows(self, model: ClusterModel, node: str | None) -> list[tuple[str, tuple]]:
         """The pods table's rows, by namespace and name: every GPU pod, or the selected node's."""

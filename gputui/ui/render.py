@@ -305,6 +305,7 @@ def totals_parts(
 
 
 ALLOCATION_KINDS = ("nodes", "pods")  # what allocated and free are computed from
+LISTING_SAYS_SECONDS = 5.0  # a first list taking longer says for how long
 
 
 def allocation_basis(states: Mapping[str, ResourceState], now: float) -> tuple[str | None, Text | None]:
@@ -316,7 +317,9 @@ def allocation_basis(states: Mapping[str, ResourceState], now: float) -> tuple[s
     if unlisted:
         failing = [(kind, s) for kind, s in unlisted if s.phase != SYNCING]
         if not failing:
-            return SYNCING_MARK, Text(f"allocation: {' and '.join(k for k, _ in unlisted)} listing…", style=WARN_STYLE, end="")
+            waited = now - min(s.since for _, s in unlisted)  # a slow server: say how long, never "live"
+            took = f" {waited:.0f} s" if waited >= LISTING_SAYS_SECONDS else ""
+            return SYNCING_MARK, Text(f"allocation: {' and '.join(k for k, _ in unlisted)} listing…{took}", style=WARN_STYLE, end="")
         return UNKNOWN_MARK, Text("allocation unknown: " + ", ".join(f"{k} {s.phase}" for k, s in failing), style=BAD_STYLE, end="")
     stale = [(kind, s) for kind in ALLOCATION_KINDS if (s := states.get(kind)) is not None and s.synced and s.phase != ABSENT
              and (s.phase != LIVE or s.stale_since is not None)]

@@ -173,7 +173,7 @@ async def test_kubeconfig_env_merges_like_kubectl(sim, tmp_path):
     # the first file's current-context wins; the second file's contexts are still there
     rc, out, err = await asyncio.to_thread(_with_env, f"{first}:{second}", "-o", "json")
     assert rc == 1 and json.loads(out)["context"] == "gputui-sim", err
-    rc, out, err = await asyncio.to_thread(_with_env, f"{first}:{second}", "--context", "elsewhere")
+    rc, out, err = await asyncio.to_thread(_with_env, f"{first}:{second}", "--context", "elsewhere", "--wait", "0")
     assert_one_line_error(rc, out, err, "cannot reach http://127.0.0.1:1")
 
 
@@ -191,8 +191,27 @@ def _with_env(kubeconfig_env: str, *argv: str) -> tuple[int, str, str]:
 
 
 async def test_unreachable_server(tmp_path):
-    assert_one_line_error(*await report_of("--kubeconfig", kubeconfig(tmp_path, "http://127.0.0.1:9")),
+    assert_one_line_error(*await report_of("--kubeconfig", kubeconfig(tmp_path, "http://127.0.0.1:9"), "--wait", "0"),
                           "cannot reach http://127.0.0.1:9", "connection refused")
+
+
+async def test_a_refusing_server_is_tried_again_for_wait_seconds_each_try_said(tmp_path):
+    rc, out, err = await report_of("--kubeconfig", kubeconfig(tmp_path, "http://127.0.0.1:9"), "--wait", "2")
+    lines = err.splitlines()
+    assert rc == 2 and out == "" and len(lines) >= 2, err
+    assert all(line.startswith("gputui report: cannot reach http://127.0.0.1:9: connection refused; trying again in ")
+               for line in lines[:-1]), err
+    assert lines[-1] == "gputui report: cannot reach http://127.0.0.1:9: connection refused", err
+
+
+async def test_a_restarting_server_is_waited_for_and_the_report_is_made(sim):
+    restart = asyncio.ensure_future(sim.faults.restart(downtime=2.0))
+    await asyncio.sleep(0.2)  # refusing connections now
+    rc, out, err = await report_of("--kubeconfig", str(sim.kubeconfig_path), "-o", "json", "--wait", "30")
+    await restart
+    assert rc == 1, err  # the small cluster's problems: read, not a connection error
+    assert [n["name"] for n in json.loads(out)["nodes"]] == ["gpu-1", "gpu-2", "mig-1", "cpu-1"]
+    assert "connection refused; trying again in " in err, err
 
 
 @pytest_asyncio.fixture(loop_scope="module")
@@ -238,3 +257,27 @@ async def test_usage_error_exits_2():
     assert rc == 2 and "invalid choice" in err
     rc, _, err = await report_of("--resource", "gpu")
     assert rc == 2 and "domain-prefixed" in err
+
+
+SNEAKY = "H100\u202e\u200fevil\u0085\u009b31m\u061c\u2066x\u2069 café 中文"  # bidi and C1 controls, and ordinary non-ASCII
+
+
+async def test_json_escapes_bidi_and_c1_controls_and_round_trips():
+    from gputui.report.formats import write_json
+
+    data = {"name": SNEAKY, "list": [SNEAKY, {"k\u200e": "v\u0080"}], "plain": "été 日本"}
+    out = io.StringIO()
+    write_json(data, out)
+    text = out.getvalue()
+    assert not any(0x80 <= ord(c) <= 0x9f or c in "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069" for c in text)
+    assert "\\u202e" in text and "\\u0085" in text and "café 中文" in text and "été 日本" in text
+    assert json.loads(text) == data
+
+
+async def test_the_json_report_is_safe_to_print_to_a_terminal():
+    gpu_node = node("gpu-1", capacity={"nvidia.com/gpu": 2}, labels={"nvidia.com/gpu.product": SNEAKY})
+    async with SimCluster([gpu_node, plugin_pod("gpu-1")], run_controllers=False) as cluster:
+        rc, out, err = await report_of("--kubeconfig", str(cluster.kubeconfig_path), "-o", "json")
+    assert rc in (0, 1), err
+    assert "\u202e" not in out and "\u0085" not in out and "\\u202e" in out and "café 中文" in out
+    assert json.loads(out)["nodes"][0]["product"] == SNEAKY

@@ -13,7 +13,7 @@ import pytest
 
 BENCH = Path(__file__).resolve().parent.parent / "bench_soak.py"
 NUMBER = r"(\d[\d,]*(?:\.\d+)?)"
-FAULTS = ("drop", "compact", "restart", "500-burst")
+FAULTS = ("drop", "compact", "restart", "500-burst", "restore", "silence")
 
 
 def figure(pattern: str, text: str) -> list[float]:

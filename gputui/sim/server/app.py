@@ -172,6 +172,18 @@ def _authentication(cluster: "SimCluster") -> Middleware:
     return authenticate
 
 
+def _answering(cluster: "SimCluster") -> Middleware:
+    """Every request waits while the server is silenced (faults.silence): connections accepted, nothing answered."""
+
+    @web.middleware
+    async def answer(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if cluster.faults.enabled:
+            await cluster.faults.answering()
+        return await handler(request)
+
+    return answer
+
+
 def _counting(api: Api) -> Middleware:
     """Every request, by verb, counted as it comes (a watch as it opens), and the bodies of the answers to the
     reads that are neither lists nor watches (those count their own bytes): features.ApiCounts."""
@@ -204,7 +216,7 @@ def _request_verb(request: web.Request, api: Api) -> str:
 
 def make_app(cluster: "SimCluster") -> web.Application:
     api = Api(cluster)
-    app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[_counting(api), _authentication(cluster)])
+    app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[_answering(cluster), _counting(api), _authentication(cluster)])
     app.router.add_get("/version", api.version)
     app.router.add_get("/version/", api.version)  # the Python clients' VersionApi asks here
     for probe in ("/healthz", "/livez", "/readyz"):

@@ -116,11 +116,11 @@ class Reading(ApiBase):
             if wanted > self.store.resource_version:
                 if request.query.get("resourceVersionMatch") == "Exact":
                     # Served from etcd at that revision: a future revision fails at once.
-                    body: Obj | None = too_large_status(wanted, self.store.resource_version)
+                    too_large: Obj | None = too_large_status(wanted, self.store.resource_version)
                 else:
-                    body = await self._too_large(wanted)
-                if body is not None:
-                    raise ApiError(504, "Timeout", body["message"], body["details"])
+                    too_large = await self._too_large(wanted)
+                if too_large is not None:
+                    raise ApiError(504, "Timeout", too_large["message"], too_large["details"])
         token = request.query.get("continue")
         # resourceVersion=0: any data, from the watch cache, which ignores limit (one answer, no pages).
         limit = 0 if rv_param == "0" and not token else (_int_param(request.query, "limit") or 0)
@@ -268,7 +268,10 @@ class Reading(ApiBase):
             deadline = time.monotonic() + timeout if timeout else None
             interval = self.cluster.bookmark_interval
             next_bookmark = time.monotonic() + interval
+            faults = self.cluster.faults
             while True:
+                if faults.enabled:
+                    await faults.answering()  # a silenced server sends nothing more on its open watches
                 now = time.monotonic()
                 if deadline is not None and now >= deadline:
                     break
@@ -294,7 +297,7 @@ class Reading(ApiBase):
                     continue
                 if item is CLOSED:
                     break
-                translated = self._translate(item, visible)  # type: ignore[arg-type]
+                translated = self._translate(item, visible)
                 if translated:
                     await response.write(encode(*translated))
             await response.write_eof()
