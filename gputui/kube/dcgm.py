@@ -160,9 +160,9 @@ class _Accumulator:
             ratio = values.get(GR_ENGINE_ACTIVE)
             util = round(ratio * 100.0, 2) if ratio is not None else None
         else:
-            util = values.get(UTIL)
-            if util is None and values.get(GR_ENGINE_ACTIVE) is not None:
-                util = round(values[GR_ENGINE_ACTIVE] * 100.0, 2)
+            util, active = values.get(UTIL), values.get(GR_ENGINE_ACTIVE)
+            if util is None and active is not None:
+                util = round(active * 100.0, 2)
         xid = values.get(XID)
         return GpuReading(
             uuid=labels.get("UUID", ""),

@@ -49,7 +49,7 @@ class ResourceFit:
 
     def as_json(self) -> dict[str, int]:
         """The report's `fit` entry of this resource."""
-        out = {str(size): n for size, n in zip(SIZES, self.nodes_for)}
+        out = {str(size): n for size, n in zip(SIZES, self.nodes_for, strict=True)}
         out["largest"] = self.largest
         out["stranded"] = self.stranded
         return out

@@ -88,7 +88,7 @@ class Timeout:
 class Headers(dict[str, str]):
     """Response headers by lower-case name (a repeated one joined with ", "); get() takes any case."""
 
-    def get(self, name: str, default: Any = None) -> Any:  # type: ignore[override]
+    def get(self, name: str, default: Any = None) -> Any:
         return super().get(name.lower(), default)
 
     def __getitem__(self, name: str) -> str:
@@ -204,10 +204,11 @@ class Pool:
                 raise
 
     def _head(self, method: str, target: str, headers: Mapping[str, str], body: bytes | None) -> bytes:
-        server, proxy = self.server, self.proxy
-        through_proxy = proxy is not None and server.scheme == "http"  # plain HTTP through a proxy: the absolute form
+        server = self.server
+        proxy = self.proxy if server.scheme == "http" else None  # plain HTTP through a proxy: the absolute form
+        through_proxy = proxy is not None
         fields = {"Host": server.authority, **headers}
-        if through_proxy and proxy.userinfo:
+        if proxy is not None and proxy.userinfo:
             fields["Proxy-Authorization"] = _basic(proxy.userinfo)
         if body is not None or method in ("POST", "PUT", "PATCH"):
             fields["Content-Length"] = str(len(body or b""))

@@ -182,7 +182,7 @@ class Kueue:
         self._by_name = {w.key: w for w in self.workloads}
         self._by_owner: dict[tuple[str, str, str], Workload] = {}  # (namespace, owner kind, owner name)
         for w in self.workloads:
-            for kind, name, uid in w.owners:
+            for kind, name, _uid in w.owners:
                 self._by_owner.setdefault((w.namespace, kind, name), w)
         self._queues = {(q.namespace, q.name): q for q in self.local_queues}
 

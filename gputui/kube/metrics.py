@@ -144,9 +144,12 @@ class MetricsPoller:
         return release
 
     def _wanted_nodes(self) -> frozenset[str] | None:
-        if any(d is None for d in self._demands):
-            return None
-        return frozenset().union(*self._demands)
+        wanted: frozenset[str] = frozenset()
+        for demand in self._demands:
+            if demand is None:
+                return None
+            wanted |= demand
+        return wanted
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -157,7 +160,7 @@ class MetricsPoller:
                 await self.poll_once(self._wanted_nodes())
             except asyncio.CancelledError:
                 raise
-            except Exception:  # noqa: BLE001  (a bug in one round must not end polling)
+            except Exception:
                 log.exception("DCGM metrics round failed")
             await asyncio.sleep(max(0.0, self.interval - (loop.time() - started)))
 
@@ -205,7 +208,7 @@ class MetricsPoller:
                     targets = self.targets()
                     self._note_unavailable(targets, forget_gone=True)
                     due = self._due(targets, looked)
-                except Exception:  # noqa: BLE001  (a bug in one look must not end the reads)
+                except Exception:
                     log.exception("DCGM background look failed")
                     targets, due = {}, []
                 if not due:
@@ -242,7 +245,7 @@ class MetricsPoller:
             await self._poll(node, exporter)
         except asyncio.CancelledError:
             raise
-        except Exception:  # noqa: BLE001
+        except Exception:
             log.exception("DCGM background read of %s failed", node)
         finally:
             self._in_flight.discard(node)

@@ -55,6 +55,38 @@ def parse_count(quantity: Any) -> int:
         return 0
 
 
+class InvalidQuantity(ValueError):
+    """A quantity kube-apiserver refuses (a restored dump may hold one); str() in its words:
+    `FIELD: Invalid value: "VALUE": why`."""
+
+
+_QUANTITY_WORDS = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+
+
+def whole_count(quantity: Any, field: str) -> int:
+    """An extended resource's quantity (a device count) -> int. kube-apiserver's rules: a quantity, not
+    negative, whole; InvalidQuantity naming `field` otherwise (never a number made up of it)."""
+    shown = str(quantity)[:40]
+    if isinstance(quantity, bool) or not isinstance(quantity, (int, float, str)):
+        raise InvalidQuantity(f'{field}: Invalid value: "{shown}": {_QUANTITY_WORDS}')
+    if isinstance(quantity, int):
+        value = Fraction(quantity)
+    elif isinstance(quantity, float):
+        if quantity != quantity or quantity in (float("inf"), float("-inf")):
+            raise InvalidQuantity(f'{field}: Invalid value: "{shown}": {_QUANTITY_WORDS}')
+        value = Fraction(quantity)
+    else:
+        parsed = parse_quantity(quantity)
+        if parsed is None:
+            raise InvalidQuantity(f'{field}: Invalid value: "{shown}": {_QUANTITY_WORDS}')
+        value = parsed[0]
+    if value < 0:
+        raise InvalidQuantity(f'{field}: Invalid value: "{shown}": must be greater than or equal to 0')
+    if value.denominator != 1:
+        raise InvalidQuantity(f'{field}: Invalid value: "{shown}": must be an integer')
+    return int(value)
+
+
 # Quantities as Kubernetes writes them back (k8s.io/apimachinery resource.Quantity's canonical
 # form, which kubectl prints): `2147483648Ki` is `2Ti`, `1.5` is `1500m`, `2000` is `2k`.
 _QUANTITY = re.compile(r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))([a-zA-Z]*|[eE][+-]?[0-9]+)$")
@@ -107,8 +139,7 @@ def format_quantity(quantity: str | None) -> str:
             power += 1
         return f"{mantissa}{_BINARY[power]}"
     # Decimal: the smallest whole mantissa with an exponent that is a multiple of 3 (nano at the least).
-    mantissa, exponent = value * 10**9, -9
-    mantissa = mantissa.numerator  # whole after parse_quantity's rounding
+    mantissa, exponent = (value * 10**9).numerator, -9  # whole after parse_quantity's rounding
     while mantissa % 1000 == 0 and mantissa != 0:
         mantissa //= 1000
         exponent += 3

@@ -18,6 +18,7 @@ class Change:
 
 Listener = Callable[[Change], None]
 R = TypeVar("R")
+K = TypeVar("K", bound=Hashable)
 UNREADABLE = "unreadable"  # the Change kind when the set of unreadable objects changes (key: the kind)
 MAX_REASON = 200
 
@@ -52,8 +53,8 @@ class _Unreadable:
 _SKIPPED = _Unreadable()
 
 
-class Table(Generic[R]):
-    """Records of one kind, fed by a reflector (implements its Sink)."""
+class BaseTable(Generic[K, R]):
+    """Records of one kind by their keys (key_of), fed by a reflector (implements its Sink)."""
 
     may_matter: Callable[[bytes, int, int], bool] | None = None  # see Sink
 
@@ -61,22 +62,22 @@ class Table(Generic[R]):
         self.kind = kind
         self.build = build  # None: the object does not matter, do not keep it
         self.notify = notify
-        self.records: dict[Hashable, R] = {}
-        self._seen: set[Hashable] | None = None
+        self.records: dict[K, R] = {}
+        self._seen: set[K] | None = None
         # Objects whose record could not be built (a malformed status, a bug): skipped, counted,
         # and said; the watch goes on. key -> one line: why.
-        self.unreadable: dict[Hashable, str] = {}
+        self.unreadable: dict[K, str] = {}
 
-    def key_of(self, obj: Obj) -> Hashable:
-        return object_key(obj)
+    def key_of(self, obj: Obj) -> K:
+        raise NotImplementedError
 
-    def _key(self, obj: Obj) -> Hashable | None:
+    def _key(self, obj: Obj) -> K | None:
         try:
             return self.key_of(obj)
         except (AttributeError, TypeError, ValueError):
             return None  # no usable metadata at all: nothing to key it by
 
-    def _build(self, key: Hashable, obj: Obj) -> R | None | _Unreadable:
+    def _build(self, key: K, obj: Obj) -> R | None | _Unreadable:
         try:
             record = self.build(obj)
         except Exception as exc:  # noqa: BLE001  (one object must never end a watch)
@@ -90,18 +91,18 @@ class Table(Generic[R]):
         return record
 
     # hooks for indexes
-    def _stored(self, key: Hashable, old: R | None, new: R) -> None:
+    def _stored(self, key: K, old: R | None, new: R) -> None:
         pass
 
-    def _removed(self, key: Hashable, old: R) -> None:
+    def _removed(self, key: K, old: R) -> None:
         pass
 
-    def _put(self, key: Hashable, record: R) -> None:
+    def _put(self, key: K, record: R) -> None:
         old = self.records.get(key)
         self.records[key] = record
         self._stored(key, old, record)
 
-    def _drop(self, key: Hashable) -> bool:
+    def _drop(self, key: K) -> bool:
         old = self.records.pop(key, None)
         if old is None:
             return False
@@ -123,7 +124,7 @@ class Table(Generic[R]):
         self._seen = None
         self.forget([k for k in self.records if k not in seen] + [k for k in self.unreadable if k not in seen])
 
-    def put_listed(self, obj: Obj) -> Hashable | None:
+    def put_listed(self, obj: Obj) -> K | None:
         """Keep one listed object's record; its key when kept (or counted unreadable), else None."""
         key = self._key(obj)
         if key is None:
@@ -135,7 +136,7 @@ class Table(Generic[R]):
             self._put(key, record)
         return key
 
-    def forget(self, keys: Iterable[Hashable]) -> None:
+    def forget(self, keys: Iterable[K]) -> None:
         """A list ended without these keys: drop their records and unreadable entries."""
         unread = False
         for key in keys:
@@ -145,10 +146,10 @@ class Table(Generic[R]):
             self.notify(Change(UNREADABLE, self.kind))
         self.notify(Change(self.kind, None))
 
-    def holds(self, key: Hashable) -> bool:
+    def holds(self, key: K) -> bool:
         return key in self.records or key in self.unreadable
 
-    def change_key(self, key: Hashable, record: R) -> Hashable:
+    def change_key(self, key: K, record: R) -> Hashable:
         """The key listeners receive for a change of this record."""
         return key
 
@@ -172,13 +173,20 @@ class Table(Generic[R]):
             self.notify(Change(self.kind, self.change_key(key, record)))
 
 
+class Table(BaseTable[PodKey, R]):
+    """Records keyed by their objects' (namespace, name)."""
+
+    def key_of(self, obj: Obj) -> PodKey:
+        return object_key(obj)
+
+
 class Share:
     """One reflector's share of a table that several reflectors feed (a kind read namespace by
     namespace, or through several field selectors): a Sink whose lists reconcile only the
     records it put there. `accepts(obj)`: whether an object is this share's to keep (None: all
     it is sent), so that two reflectors that both see an object never both hold it."""
 
-    def __init__(self, table: Table[Any], accepts: Callable[[Obj], bool] | None = None) -> None:
+    def __init__(self, table: BaseTable[Any, Any], accepts: Callable[[Obj], bool] | None = None) -> None:
         self.table = table
         self.accepts = accepts
         self.keys: set[Hashable] = set()
@@ -231,7 +239,7 @@ class Share:
         other.keys |= mine
 
 
-class NodeTable(Table[Node]):
+class NodeTable(BaseTable[str, Node]):
     def key_of(self, obj: Obj) -> str:
         return (obj.get("metadata") or {}).get("name", "")
 
@@ -242,25 +250,25 @@ class PodTable(Table[Pod]):
         self.by_node: dict[str, set[PodKey]] = {}
         self.on_node_dirty = on_node_dirty
 
-    def _stored(self, key: Hashable, old: Pod | None, new: Pod) -> None:
+    def _stored(self, key: PodKey, old: Pod | None, new: Pod) -> None:
         if old is not None and old.node != new.node:
             self._unindex(key, old)
         if new.node:
-            self.by_node.setdefault(new.node, set()).add(key)  # type: ignore[arg-type]
+            self.by_node.setdefault(new.node, set()).add(key)
         if old is None:
             self.on_node_dirty(new.node)
         elif gpu.summary_inputs(old) != gpu.summary_inputs(new):  # a workload pod's restarts, say, change no summary
             self.on_node_dirty(old.node)
             self.on_node_dirty(new.node)
 
-    def _removed(self, key: Hashable, old: Pod) -> None:
+    def _removed(self, key: PodKey, old: Pod) -> None:
         self._unindex(key, old)
         self.on_node_dirty(old.node)
 
-    def _unindex(self, key: Hashable, pod: Pod) -> None:
+    def _unindex(self, key: PodKey, pod: Pod) -> None:
         if pod.node and pod.node in self.by_node:
             keys = self.by_node[pod.node]
-            keys.discard(key)  # type: ignore[arg-type]
+            keys.discard(key)
             if not keys:
                 del self.by_node[pod.node]
 
@@ -277,11 +285,11 @@ class DaemonSetTable(Table[DaemonSet]):
     def _shape(ds: DaemonSet) -> tuple[Any, ...]:
         return ds.labels, ds.selector, ds.pod_labels, ds.node_selector, ds.affinity, ds.tolerations, ds.containers
 
-    def _stored(self, key: Hashable, old: DaemonSet | None, new: DaemonSet) -> None:
+    def _stored(self, key: PodKey, old: DaemonSet | None, new: DaemonSet) -> None:
         if old is None or self._shape(old) != self._shape(new):
             self.stack_changed = True
 
-    def _removed(self, key: Hashable, old: DaemonSet) -> None:
+    def _removed(self, key: PodKey, old: DaemonSet) -> None:
         self.stack_changed = True
 
 
@@ -291,33 +299,33 @@ class EventTable(Table[Event]):
 
     def __init__(self, *args: Any, per_object: int, limit: int) -> None:
         super().__init__(*args)
-        self.records: OrderedDict[Hashable, Event] = OrderedDict()  # oldest update first
+        self.records: OrderedDict[PodKey, Event] = OrderedDict()  # oldest update first
         self.by_object: dict[tuple[str, str, str], dict[PodKey, Event]] = {}
         self.per_object = per_object
         self.limit = limit
 
-    def _stored(self, key: Hashable, old: Event | None, new: Event) -> None:
+    def _stored(self, key: PodKey, old: Event | None, new: Event) -> None:
         self.records.move_to_end(key)
         if old is not None and old.object_key != new.object_key:
             self._unindex(key, old)
         mine = self.by_object.setdefault(new.object_key, {})
-        mine[key] = new  # type: ignore[index]
+        mine[key] = new
         if len(mine) > self.per_object:
             oldest = min(mine, key=lambda k: mine[k].last or 0.0)
             self._drop(oldest)
         while len(self.records) > self.limit:
             self._drop(next(iter(self.records)))
 
-    def _removed(self, key: Hashable, old: Event) -> None:
+    def _removed(self, key: PodKey, old: Event) -> None:
         self._unindex(key, old)
 
-    def change_key(self, key: Hashable, record: Event) -> Hashable:
+    def change_key(self, key: PodKey, record: Event) -> Hashable:
         return record.object_key
 
-    def _unindex(self, key: Hashable, event: Event) -> None:
+    def _unindex(self, key: PodKey, event: Event) -> None:
         mine = self.by_object.get(event.object_key)
         if mine is not None:
-            mine.pop(key, None)  # type: ignore[call-overload]
+            mine.pop(key, None)
             if not mine:
                 del self.by_object[event.object_key]
 

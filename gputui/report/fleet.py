@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import io
 import sys
-from typing import Any, Callable, Mapping, TextIO
+from typing import Any, Callable, Mapping, Sequence, TextIO
 
 from gputui.kube.config import ConnectError
 from gputui.sanitize import printable
@@ -46,14 +46,14 @@ async def collect_fleet(
 
     results = await asyncio.gather(*(one(context) for context in contexts))
     clusters = [data for data, _ in results]
-    return {"clusters": clusters, "totals": fleet_totals(clusters)}, {c: created for c, (_, created) in zip(contexts, results)}
+    return {"clusters": clusters, "totals": fleet_totals(clusters)}, {c: created for c, (_, created) in zip(contexts, results, strict=True)}
 
 
-def fleet_totals(clusters: list[Mapping[str, Any]]) -> dict[str, Any]:
+def fleet_totals(clusters: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """GPUs added up by resource and by GPU model over the clusters that were read; those that
     were not are named (their GPUs are not in the figures)."""
-    by_resource: dict[str, dict[str, int]] = {}
-    by_model: dict[str, dict[str, int]] = {}
+    by_resource: dict[str, dict[str, int | None]] = {}
+    by_model: dict[str, dict[str, int | None]] = {}
     read = [c for c in clusters if c.get("error") is None]
     for cluster in read:
         for name, usage in cluster["totals"].items():

@@ -286,8 +286,8 @@ def _devices(node: dict) -> tuple[list[_Device], _Board]:
         # Largest slices first, spread evenly over the boards.
         for profile in sorted(mig_counts, key=lambda p: -int(p.split("g", 1)[0])):
             total = mig_counts[profile]
-            here = total // count + (1 if index < total % count else 0)
-            for _ in range(here):
+            on_board = total // count + (1 if index < total % count else 0)
+            for _ in range(on_board):
                 devices.append(_Device(index, uuid, _profile_memory_mib(labels, profile), profile, instance))
                 instance += 1
     return devices, board
@@ -418,12 +418,12 @@ def exposition(node: dict, pods: list[dict], now: float, hostname_label: str = "
     utils = [_util(device, now, node_name, profiles) for device in devices]
     board_utils: dict[int, float] = {}  # memory-weighted mean over a board's MIG instances
     for index in {d.index for d in devices}:
-        on_board = [(d.memory_mib, u) for d, u in zip(devices, utils) if d.index == index]
+        on_board = [(d.memory_mib, u) for d, u in zip(devices, utils, strict=True) if d.index == index]
         weight = sum(m for m, _ in on_board) or 1
         board_utils[index] = sum(m * u for m, u in on_board) / weight
 
     series: list[tuple[str, dict[str, str]]] = []  # (label text, values) per series
-    for device, util in zip(devices, utils):
+    for device, util in zip(devices, utils, strict=True):
         base = [
             ("gpu", str(device.index)),
             ("UUID", device.uuid),

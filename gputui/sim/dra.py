@@ -130,7 +130,7 @@ class _Eval:
     def unary(self) -> Any:
         if self.peek() == ("op", "!"):
             self.take()
-            return not (self.unary() is True)
+            return self.unary() is not True
         if self.peek() == ("op", "("):
             self.take()
             value = self.or_()
@@ -281,8 +281,9 @@ class ClaimAllocator:
         selector = {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}
         for claim in claims:
             name = claim["metadata"]["name"]
+            planned = plans.get(name)
 
-            def allocate(c: Obj, results: list[Obj] | None = plans.get(name)) -> None:
+            def allocate(c: Obj, results: list[Obj] | None = planned) -> None:
                 status = c.setdefault("status", {})
                 if results is not None and not status.get("allocation"):
                     finalizers = c["metadata"].setdefault("finalizers", [])

@@ -211,7 +211,7 @@ class PodRunner:
         if apps:
             await asyncio.gather(*apps, return_exceptions=True)
         if self.phase() in ("Succeeded", "Failed") and not self.terminating:
-            for key, task in list(self.tasks.items()):
+            for task in list(self.tasks.values()):
                 task.cancel()
             self.kubelet.release(self)
 

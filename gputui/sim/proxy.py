@@ -134,7 +134,9 @@ class Proxy:
         """The loopback `host:port` a Service's proxy forwards to (BACKEND_ANNOTATION), or None."""
         name, port_text = split_name_port(ident)
         service = self.store.find("services", namespace, name)
-        address = ((service or {}).get("metadata", {}).get("annotations") or {}).get(BACKEND_ANNOTATION)
+        if service is None:
+            return None
+        address = (service.get("metadata", {}).get("annotations") or {}).get(BACKEND_ANNOTATION)
         if address is None:
             return None
         ports = (service.get("spec") or {}).get("ports") or []

@@ -84,14 +84,15 @@ class Loaded:
         return line
 
 
-def load(scenario: str | Path | Sequence[str | Path] | list[Obj] | Loaded) -> list[Obj]:
+def load(scenario: str | Path | list[str | Path] | tuple[str | Path, ...] | list[Obj] | Loaded) -> list[Obj]:
     """The objects of a scenario (see the module docstring); raises ScenarioError. A Loaded (what `read`
     returned) is taken as it is: its objects were checked then."""
     if isinstance(scenario, Loaded):
         return scenario.objects
     if isinstance(scenario, (list, tuple)):
-        if scenario and all(isinstance(s, (str, Path)) for s in scenario):
-            return read(scenario).objects
+        paths = [s for s in scenario if isinstance(s, (str, Path))]
+        if scenario and len(paths) == len(scenario):
+            return read(paths).objects
         return _validated([("<objects>", i, item) for i, item in enumerate(scenario)], copied=True)
     if str(scenario) in BUILTIN:
         return BUILTIN[str(scenario)]()
@@ -347,8 +348,8 @@ def populate(store: Store, objects: Iterable[Obj]) -> None:
     A DaemonSet given without status gets one computed from its pods and the nodes.
     """
     objects = list(objects)
-    for resource in custom_resources(objects):
-        store.add_resource(resource)
+    for custom in custom_resources(objects):
+        store.add_resource(custom)
     kinds = {(r.api_version, r.kind): r for r in store.resources.values()}
     by_key: dict[str, list[Obj]] = {}
     for obj in objects:

@@ -122,11 +122,11 @@ class Scheduler:
         key = key or self._key(pod)  # type: ignore[arg-type]
         held = self._holding.pop(key, None)
         if held is not None:
-            node, requests = held
-            usage = self.usage[node]
-            for resource, value in requests.items():
+            held_node, held_requests = held
+            usage = self.usage[held_node]
+            for resource, value in held_requests.items():
                 usage[resource] -= value
-            self.pod_counts[node] -= 1
+            self.pod_counts[held_node] -= 1
         if pod is None:
             self._queue.discard(key)
             self._unschedulable.discard(key)

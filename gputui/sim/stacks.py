@@ -36,7 +36,7 @@ The GPU nodes are gpu-1, gpu-2 (and gpu-3 where named); the CPU node is cpu-1.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from . import builders as b
 from .cluster_builder import DAY, FAULT_ANNOTATION, GPU_TAINT, GPU_TOLERATION, OPERATOR_NS, ClusterBuilder
@@ -73,14 +73,14 @@ def _small_cluster(gpu_labels: Callable[[str, str], dict[str, str]], without_res
 def _workloads(c: ClusterBuilder, nodes: tuple[str, ...] = ("gpu-1", "gpu-2")) -> None:
     """A training pod (4 GPUs) on the first node and an inference pod (2 GPUs) on the second, where given."""
     shapes = [("llm-train-0", 4, ["torchrun", "train.py"]), ("vllm-serve-0", 2, ["vllm", "serve"])]
-    for node, (name, gpus, command) in zip(nodes, shapes):
+    for node, (name, gpus, command) in zip(nodes, shapes, strict=False):
         pod = b.pod(name, "ml", [b.container("main", CUDA_IMAGE, command=command, limits={"nvidia.com/gpu": gpus},
                                              requests={"cpu": "8", "memory": "64Gi"})],
                     labels={"app": name.rsplit("-", 1)[0]}, tolerations=[GPU_TOLERATION], age_s=6 * 3600, now=c.now)
         c.place(pod, node, 6 * 3600)
 
 
-def _operator_cluster(not_ready: list[str] = (), gpu_labels: Callable[[str, str], dict[str, str]] | None = None,
+def _operator_cluster(not_ready: Sequence[str] = (), gpu_labels: Callable[[str, str], dict[str, str]] | None = None,
                       without_resources: tuple[str, ...] = ()) -> ClusterBuilder:
     """The small cluster with the GPU Operator on both GPU nodes, its ClusterPolicy and DCGM exporter Service."""
     c = _small_cluster(gpu_labels or (lambda node, product: b.gfd_labels(product, 8)), without_resources)

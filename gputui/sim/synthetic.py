@@ -36,7 +36,7 @@ def _managed_fields(manager: str, operation: str, when: str, fields: Obj, subres
 
 def _spec_fields(pod: Obj) -> Obj:
     """A fieldsV1 tree for the pod's spec, shaped like kube-controller-manager's."""
-    containers = {}
+    containers: Obj = {}
     for c in pod["spec"]["containers"]:
         containers[f'k:{{"name":"{c["name"]}"}}'] = {
             ".": {}, "f:image": {}, "f:imagePullPolicy": {}, "f:name": {},

@@ -11,13 +11,14 @@ from typing import Any, Callable
 
 Obj = dict[str, Any]
 Column = tuple[str, str, int]  # name, type, priority
-Printer = tuple[list[Column], Callable[[Obj, datetime], list[Any]]]
+Cells = Callable[[Obj, datetime], list[Any]]  # an object's row at a time
+Printer = tuple[list[Column], Cells]
 
 PRINTERS: dict[str, Printer] = {}
 
 
-def printer(kind: str, columns: list[Column]):
-    def register(cells: Callable[[Obj, datetime], list[Any]]):
+def printer(kind: str, columns: list[Column]) -> Callable[[Cells], Cells]:
+    def register(cells: Cells) -> Cells:
         PRINTERS[kind] = (columns, cells)
         return cells
 
@@ -105,7 +106,7 @@ def _has_true_condition(pod: Obj, kind: str) -> bool:
     return any(c.get("type") == kind and c.get("status") == "True" for c in (pod.get("status") or {}).get("conditions") or [])
 
 
-def pod_status(pod: Obj, now: datetime) -> tuple[str, int, int, str]:
+def pod_status(pod: Obj, now: datetime) -> tuple[str, int, str, str]:
     """(ready count, total, STATUS, RESTARTS) as kubectl prints a pod (printPod)."""
     spec, status = pod.get("spec") or {}, pod.get("status") or {}
     init_specs = spec.get("initContainers") or []

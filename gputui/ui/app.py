@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Awaitable, Callable, TypeVar
+from typing import Awaitable, Callable, TypeVar, overload
 
 from rich.text import Text
 from textual import on, work
@@ -167,7 +167,11 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, CoalescedRefresh, Devi
     def get_default_screen(self) -> Screen:
         return MainScreen(id="main")
 
-    def _main(self, selector: str, expect_type: type[W] = Widget) -> W:  # type: ignore[assignment]
+    @overload
+    def _main(self, selector: str) -> Widget: ...
+    @overload
+    def _main(self, selector: str, expect_type: type[W]) -> W: ...
+    def _main(self, selector: str, expect_type: type[Widget] = Widget) -> Widget:
         """A widget of the main screen, whichever screen is on top."""
         return self.screen_stack[0].query_one(selector, expect_type)
 
@@ -225,8 +229,10 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, CoalescedRefresh, Devi
         await self._disconnect()
         if self.fleet is not None and self.context in self.fleet.members:
             self._main("#header", ClusterHeader).update(Text(f"opening {clean(self.context or '', 80)}…", style="dim"))
-            self.conn, self.model = await self.fleet.view(self.context)  # type: ignore[misc]  (no timeout: waits)
-            self._attach()
+            viewed = await self.fleet.view(self.context)
+            assert viewed is not None  # no timeout: it waits
+            self.conn, self.model = viewed
+            self._attach_model()
             return
         try:
             self.conn = await self.connector(self.context)
@@ -244,9 +250,9 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, CoalescedRefresh, Devi
         self.model = ClusterModel(self.conn.api, resources=self.resources, namespaces=namespaces_to_try(given, self.conn.namespace, configured),
                                   **self.model_options)
         await self.model.start()
-        self._attach()
+        self._attach_model()
 
-    def _attach(self) -> None:
+    def _attach_model(self) -> None:
         """Show the connected model: subscribe, read exporters in the background, look for leftovers."""
         assert self.model is not None and self.conn is not None
         self._unsubscribe = self.model.subscribe(self._on_change)
@@ -366,8 +372,8 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, CoalescedRefresh, Devi
         key = event.row_key.value or ""
         namespace, _, name = key.partition("/")
         model = self.model
-        pod = model.pod(namespace, name) if model else None
-        if pod is None:
+        pod = model.pod(namespace, name) if model is not None else None
+        if model is None or pod is None:
             return
         screen = TextScreen("GPU pod", self._pod_text(pod, model.events_for("Pod", namespace, name), "listing its events…"))
         self.push_screen(screen)
@@ -463,8 +469,8 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, CoalescedRefresh, Devi
     def action_back_in_fleet(self) -> None:
         self.action_back()
 
-    def action_back(self) -> None:
-        bar = self._main(FilterBar)
+    def action_back(self) -> None:  # type: ignore[override]  # Textual's is async; a binding runs either kind
+        bar = self._main("#filter", FilterBar)
         if bar.has_class("-active"):
             bar.value = ""  # esc in the filter clears it
             self._close_filter()
@@ -482,7 +488,7 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, CoalescedRefresh, Devi
             self.back_to_fleet()
 
     def toggle_pane(self, pane_id: str) -> None:
-        pane = self._main(f"#{pane_id}")
+        pane = self._main(f"#{pane_id}", Widget)
         pane.set_class(not pane.has_class("-hidden"), "-hidden")
 
     def set_namespace(self, namespace: str | None) -> None:
@@ -536,7 +542,7 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, CoalescedRefresh, Devi
         focused = self.focused
         table = focused if isinstance(focused, KeyedTable) else self.nodes_table
         self._filter_target = table
-        bar = self._main(FilterBar)
+        bar = self._main("#filter", FilterBar)
         bar.value = table.filter_text
         bar.add_class("-active")
         bar.focus()
@@ -554,6 +560,6 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, CoalescedRefresh, Devi
         self._close_filter()
 
     def _close_filter(self) -> None:
-        bar = self._main(FilterBar)
+        bar = self._main("#filter", FilterBar)
         bar.remove_class("-active")
         (self._filter_target or self.nodes_table).focus()

@@ -47,7 +47,7 @@ def capacity_text(fits: Mapping[str, ResourceFit] | None, mark: str | None, basi
         return out
     for name, f in fits.items():
         out.append_text(render.text(render.short_resource(name)[: RESOURCE_WIDTH - 1].ljust(RESOURCE_WIDTH), style="bold"))
-        for (_, width), n in zip(_COLUMNS, f.nodes_for):
+        for (_, width), n in zip(_COLUMNS, f.nodes_for, strict=False):
             out.append(f"{n:>{width}}", style=render.DIM_STYLE if n == 0 else "")
         out.append(f"{f.largest:>{_COLUMNS[4][1]}}{f.free:>{_COLUMNS[5][1]}}")
         out.append(f"{f.stranded:>{_COLUMNS[6][1]}}", style=render.WARN_STYLE if f.stranded else render.DIM_STYLE)

@@ -93,7 +93,8 @@ def idle_text(view: IdleView | None, settings: IdleSettings, width: int = 120) -
         out.append_text(render.text(view.note, style=render.WARN_STYLE, limit=300))
     out.append("\n\n")
     if view is None:
-        return out.rstrip() or out
+        out.rstrip()  # in place
+        return out
     wide = width >= 100
     numbers = [("GPUS", 4), ("IDLE FOR", 9), ("MEAN", 5), *([("PEAK", 5)] if wide else []), ("MEMORY", 10)]
     rest = max(24, width - 4 - sum(w + 1 for _, w in numbers) - 3)
@@ -103,7 +104,7 @@ def idle_text(view: IdleView | None, settings: IdleSettings, width: int = 120) -
     if not view.pods:
         out.append("no pod holds GPUs", style=render.DIM_STYLE)
     for pod in view.pods[:SHOWN]:
-        for (_, w), value in zip(names, (pod.name, pod.namespace, pod.node or "-")):
+        for (_, w), value in zip(names, (pod.name, pod.namespace, pod.node or "-"), strict=True):
             cell = render.text(value, limit=253)
             cell.truncate(w, overflow="ellipsis", pad=True)
             out.append_text(cell)
@@ -114,7 +115,7 @@ def idle_text(view: IdleView | None, settings: IdleSettings, width: int = 120) -
             out.append("\n")
             continue
         values = [f"{pod.gpus}", idle_for(pod), _percent(pod.mean_util), *([_percent(pod.peak_util)] if wide else []), memory(pod.fb_used_mib)]
-        for i, ((_, w), value) in enumerate(zip(numbers, values)):
+        for i, ((_, w), value) in enumerate(zip(numbers, values, strict=True)):
             out.append(value.rjust(w) + ("" if i == len(values) - 1 else " "), style=render.WARN_STYLE if i == 1 and pod.idle_s else "")
         out.append("\n")
     if len(view.pods) > SHOWN:

@@ -78,9 +78,9 @@ def make_app(
     if fleet:
         from gputui.kube.fleet import MAX_LIVE, Fleet  # noqa: PLC0415
 
+        fleet_options: dict[str, Any] = {} if clock is None else {"clock": clock}
         options["fleet"] = Fleet(fleet, connector, max_live=max_live or MAX_LIVE, resources=resources, model_options=metrics,
-                                 namespaces=namespaces, configured_namespaces=fallback_namespaces,
-                                 **({} if clock is None else {"clock": clock}))
+                                 namespaces=namespaces, configured_namespaces=fallback_namespaces, **fleet_options)
     return GpuTuiApp(
         connector,
         context=context,

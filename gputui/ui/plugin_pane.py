@@ -7,10 +7,11 @@ count) through an asyncio.Event; the follower never polls the API for it.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from rich.text import Text
 from textual import work
+from textual.widget import Widget
 from textual.widgets import Static
 
 from gputui.kube import gpu
@@ -22,9 +23,17 @@ from gputui.sanitize import clean
 from .widgets import Pane, PluginLog
 
 PLUGIN_LOG_TAIL = 50
+W = TypeVar("W", bound=Widget)
+
+if TYPE_CHECKING:
+    from textual.app import App
+
+    _AppBase = App[None]  # a part of GpuTuiApp: type-checked with Textual's App for a base
+else:
+    _AppBase = object
 
 
-class DevicePluginPane:
+class DevicePluginPane(_AppBase):
     """Mixed into GpuTuiApp: the device-plugin pane of the selected node. Uses the app's model,
     connection, selected node and main-screen widgets."""
 
@@ -33,6 +42,10 @@ class DevicePluginPane:
     conn: Connection | None
     selected_node: str | None
     _main_ready: bool
+    if TYPE_CHECKING:
+        def _main(self, selector: str, expect_type: type[W]) -> W: ...
+        @property
+        def plugin_log(self) -> PluginLog: ...
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

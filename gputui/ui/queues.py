@@ -52,7 +52,7 @@ def queue_row(q: kueue.ClusterQueue, wide: bool) -> Cells:
         used = ", ".join(_figure(None if q.used is None else q.used.get(r, 0)) for r in q.quota)
         free = ", ".join(_figure(q.free(r)) for r in q.quota)
         exhausted = q.used is not None and all(q.free(r) == 0 for r in q.quota)
-        quota_cells = (fit(quota, w["quota"]), fit(used, w["used"]), fit(free, w["free"], render.WARN_STYLE if exhausted else ""))
+        quota_cells: Cells = (fit(quota, w["quota"]), fit(used, w["used"]), fit(free, w["free"], render.WARN_STYLE if exhausted else ""))
     else:
         quota_cells = (fit("none", w["quota"], render.DIM_STYLE), *(fit("-", w[key], render.DIM_STYLE) for key in ("used", "free")))
     pending_style = render.WARN_STYLE if q.pending else ""
@@ -138,7 +138,7 @@ class QueuesScreen(Screen[None]):
     def __init__(self) -> None:
         super().__init__()
         self._wide: bool | None = None
-        self._shown: tuple[Text, Text, list[tuple[Text, ...]]] | None = None
+        self._shown: tuple[Text, Text, list[tuple[Text, Text, Text, Text]]] | None = None
 
     @property
     def table(self) -> KeyedTable:

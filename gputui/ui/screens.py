@@ -123,7 +123,7 @@ class NodeDetailsScreen(Screen[None]):
         self.node_name = node_name
         self._source = source
         self._clock = clock
-        self._on_show = on_show  # called while shown (DCGM polling); returns the release
+        self._while_shown = on_show  # called while shown (DCGM polling); returns the release (not Textual's _on_show)
         self._release: Callable[[], None] | None = None
         self._shown: Text | None = None
 
@@ -134,8 +134,8 @@ class NodeDetailsScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.title = f"node {render.text(self.node_name).plain}"
-        if self._on_show is not None:
-            self._release = self._on_show()
+        if self._while_shown is not None:
+            self._release = self._while_shown()
         self.refresh_from_model()
         self.query_one("#details", VerticalScroll).focus()
 

@@ -15,7 +15,7 @@ model: a `Cell` carries the whole value its text was cut from (`fit`). Cells are
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from rich.cells import cell_len
 from rich.text import Text
@@ -58,7 +58,7 @@ class KeyedTable(DataTable):
         self._cursor_after_layout: str | None = None  # the cursor's row across set_columns
         self.filter_text = ""
 
-    def _update_dimensions(self, new_rows):  # type: ignore[no-untyped-def]
+    def _update_dimensions(self, new_rows: Iterable[RowKey]) -> None:
         # Textual 8 measures new rows when idle and may widen columns then,
         # but a row drawn just before (the cursor's, typically) stays cached at
         # the old widths: drop the render caches when the widths are settled.
@@ -228,7 +228,7 @@ class KeyedTable(DataTable):
             return
         row_key = RowKey(key)
         held = []
-        for column, before, after in zip(self._columns, old, cells):
+        for column, before, after in zip(self._columns, old, cells, strict=False):
             if before == after:
                 held.append(before)
                 continue

@@ -79,4 +79,4 @@ async def delete_leftovers(api: Client, leftovers: Sequence[Leftover], confirm_t
     claims = [lo for lo in leftovers if lo.kind != "Pod"]
     gone_pods = await asyncio.gather(*(delete_pod(api, lo.namespace, lo.name, confirm_timeout) for lo in pods))
     gone_claims = await asyncio.gather(*(delete_claim(api, lo.namespace, lo.name, confirm_timeout) for lo in claims))
-    return [lo for lo, gone in zip(pods + claims, [*gone_pods, *gone_claims]) if not gone]
+    return [lo for lo, gone in zip(pods + claims, [*gone_pods, *gone_claims], strict=True) if not gone]

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Sequence
 
 from .ids import ago, stable_uid
 
@@ -16,7 +16,7 @@ def custom_resource_definition(
     kind: str,
     *,
     namespaced: bool,
-    printer_columns: list[tuple[str, str, str]] = (),
+    printer_columns: Sequence[tuple[str, str, str]] = (),
     labels: dict[str, str] | None = None,
     age_s: float = 86400 * 30,
     now: datetime | None = None,

@@ -49,7 +49,7 @@ def kueue_crds(now: datetime | None = None) -> list[Obj]:
                                          printer_columns=[(n, t, p) for n, t, p, _ in columns], now=now)
         crd["spec"]["names"]["shortNames"] = list(short_names)
         crd["status"]["acceptedNames"] = crd["spec"]["names"]
-        for column, (_, _, _, priority) in zip(crd["spec"]["versions"][0]["additionalPrinterColumns"], columns):
+        for column, (_, _, _, priority) in zip(crd["spec"]["versions"][0]["additionalPrinterColumns"], columns, strict=True):
             if priority:
                 column["priority"] = priority
         out.append(crd)
@@ -147,7 +147,9 @@ def workload(namespace: str, queue: str, owner: tuple[str, str, str, str], pod_s
     requests: dict[str, str] = {}  # of the whole pod set, as status.resourceRequests has them
     for container in pod_spec.get("containers") or ():  # the scenario's pods have one container each
         for resource, quantity in ((container.get("resources") or {}).get("requests") or {}).items():
-            number, unit = re.fullmatch(r"(\d+)(\D*)", quantity).groups()
+            match = re.fullmatch(r"(\d+)(\D*)", quantity)
+            assert match is not None, quantity  # the scenarios' requests: a whole number and a unit
+            number, unit = match.groups()
             requests[resource] = f"{int(number) * count}{unit}"
     status: Obj = {}
     since = ago(age_s - 2, now)

@@ -98,8 +98,10 @@ class ClusterBase:
             pod["spec"]["dnsPolicy"] = "ClusterFirstWithHostNet"
         return self.place(pod, node, age_s)
 
-    def daemonset(self, name: str, ns: str, selector: dict[str, str], example: Obj, node_selector: dict[str, str] | None,
+    def daemonset(self, name: str, ns: str, selector: dict[str, str], example: Obj | None, node_selector: dict[str, str] | None,
                   labels: dict[str, str] | None = None) -> None:
+        """example: one of its pods (ds_pod's), the template's source; None (it runs on no node) is a builder's error."""
+        assert example is not None, f"{name}: no node to run on, so no pod to take the template from"
         self.daemonsets.append(b.daemonset(name, ns, selector, example, labels=labels, node_selector=node_selector, now=self.now))
 
     def crash_loop(self, pod: Obj, restarts: int) -> None:

@@ -2,7 +2,7 @@
 the DCGM exporter Service, the device plugin's static manifest, Helm chart and GKE DaemonSet."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from .. import builders as b
 from .base import DAY, GPU_TOLERATION, ClusterBase
@@ -143,7 +143,7 @@ class GpuStackInstalls(ClusterBase):
                 self.crash_loop(example, restarts=14)
         self.daemonset("nvidia-device-plugin-daemonset", ns, labels, example, node_selector)
 
-    def add_cluster_policy(self, namespace: str = OPERATOR_NS, *, not_ready: list[str] = (), disabled: tuple[str, ...] = (),
+    def add_cluster_policy(self, namespace: str = OPERATOR_NS, *, not_ready: Sequence[str] = (), disabled: tuple[str, ...] = (),
                            name: str = "cluster-policy") -> Obj:
         """The ClusterPolicy CRD and a ClusterPolicy: ready, or notReady naming the operand states not ready
         (OPERATOR_STATES values); `disabled` components have `enabled: false` in the spec."""

@@ -98,7 +98,7 @@ class VerifyActions:
             *(v.plan_verification(conn.api, node, settings.options, namespace, settings.rng) for node in nodes), return_exceptions=True
         )
         plans = []
-        for node, result in zip(nodes, results):
+        for node, result in zip(nodes, results, strict=True):
             if isinstance(result, v.Plan):
                 plans.append(result)
             elif isinstance(result, Exception):
