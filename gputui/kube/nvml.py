@@ -8,7 +8,6 @@ per GPU (it is meant to be taken from a worker thread every few seconds).
 from __future__ import annotations
 
 import threading
-import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -48,10 +47,7 @@ class LocalSnapshot:
 
 
 def _import_pynvml() -> Any:
-    with warnings.catch_warnings():
-        # The "pynvml" distribution is a shim over nvidia-ml-py that warns on import.
-        warnings.simplefilter("ignore", FutureWarning)
-        import pynvml  # noqa: PLC0415
+    import pynvml  # noqa: PLC0415  (NVIDIA's nvidia-ml-py; loaded only when the local GPUs are read)
 
     return pynvml
 
