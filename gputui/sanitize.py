@@ -14,9 +14,10 @@ MAX_FIELD = 512  # characters kept of a name, label or message
 
 # CSI (ESC [ ... final), OSC (ESC ] ... BEL or ESC \), other two-byte escapes.
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]|\x9b[0-?]*[ -/]*[@-~]")
-# C0 and C1 controls (tab kept for logs, turned into spaces) and the Unicode
-# bidi overrides that can make a line read differently from what it says.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# C0 and C1 controls (tab kept for logs, turned into spaces) and every Unicode bidirectional
+# control (marks, embeddings, overrides, isolates) that can make a line read differently from what it says.
+BIDI_CONTROLS = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+_CONTROL = re.compile(f"[\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f{BIDI_CONTROLS}]")
 
 
 def _visible(match: re.Match[str]) -> str:

@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 
 def whole_number(minimum: int, maximum: int | None = None, what: str = "") -> Callable[[str], int]:
@@ -21,6 +22,32 @@ def whole_number(minimum: int, maximum: int | None = None, what: str = "") -> Ca
         return value
 
     return parse
+
+
+@contextlib.contextmanager
+def plugins_end_with_us() -> Iterator[None]:
+    """While the block runs, SIGTERM and SIGHUP end the command as they did (killed by the signal), after
+    killing the exec credential plugins running (kube/credentials.py): each runs in a session of its own,
+    which nothing else would end. In the main thread only; a signal ignored (nohup) stays ignored."""
+    import signal  # noqa: PLC0415
+    import threading  # noqa: PLC0415
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    from gputui.kube.credentials import kill_plugins  # noqa: PLC0415  (the commands that connect load it anyway)
+
+    def end(sig: int, _frame: Any) -> None:
+        kill_plugins()
+        signal.signal(sig, signal.SIG_DFL)
+        signal.raise_signal(sig)
+
+    previous = {sig: signal.signal(sig, end) for sig in (signal.SIGTERM, signal.SIGHUP) if signal.getsignal(sig) is signal.SIG_DFL}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def add_namespace_arg(parser: argparse.ArgumentParser, *, subcommand: bool = False) -> None:

@@ -16,7 +16,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
-from gputui.cli.arguments import whole_number
+from gputui.cli.arguments import plugins_end_with_us, whole_number
 from gputui.config import DEFAULT_VERIFY_IMAGE, ConfigError, add_config_args, load_config
 from gputui.kube.config import ConnectError, Connection, add_connection_args, check, connect, describe_network_error
 from gputui.sanitize import clean, log_line
@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
         interactive = sys.stdin.isatty() and err.isatty()
         if not args.yes and not interactive:
             raise UsageError("refusing to create pods without confirmation: no terminal to ask on, pass --yes")
-        with asyncio.Runner() as runner:
+        with plugins_end_with_us(), asyncio.Runner() as runner:  # SIGTERM, SIGHUP: no exec plugin left running
             return _Command(args, options, interactive, runner).run()
     except UsageError as e:
         print(f"gputui verify: {e}", file=err)
@@ -210,11 +210,23 @@ class _Command:
 
     async def _plans(self, namespace: str) -> list[v.Plan]:
         from gputui.kube import verify as v  # noqa: PLC0415
+        from gputui.kube.quantities import InvalidQuantity  # noqa: PLC0415
 
         assert self.conn is not None
-        names = self.args.nodes or await v.gpu_node_names(self.conn.api)
+        api = self.conn.api
+        try:
+            names = self.args.nodes or await v.gpu_node_names(api)
+        except InvalidQuantity as e:  # a node kube-apiserver would refuse (a restored dump): no figure is made up of it
+            raise UsageError(f"a node is unreadable: {clean(str(e))}") from None
+
+        async def plan(node: str) -> v.Plan:
+            try:
+                return await v.plan_verification(api, node, self.options, namespace)
+            except InvalidQuantity as e:
+                raise UsageError(f"node {clean(node)}, or a pod on it, is unreadable: {clean(str(e))}") from None
+
         # Unknown nodes are a usage error, found before anything is created.
-        return list(await asyncio.gather(*(v.plan_verification(self.conn.api, n, self.options, namespace) for n in dict.fromkeys(names))))
+        return list(await asyncio.gather(*(plan(n) for n in dict.fromkeys(names))))
 
     def _confirm(self, plans: Sequence[v.Plan]) -> bool:
         self.say(f"gputui verify will create {len(plans)} pod(s) and delete each when done:")
@@ -257,6 +269,7 @@ class _Command:
                 self.say("gputui verify: still deleting the verification pods, please wait")
 
         loop = asyncio.get_running_loop()
+        before = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
         for sig in STOP_SIGNALS:
             loop.add_signal_handler(sig, on_signal)
         try:
@@ -268,6 +281,8 @@ class _Command:
         finally:
             for sig in STOP_SIGNALS:
                 loop.remove_signal_handler(sig)
+                if callable(before[sig]):  # the handler before (plugins_end_with_us'), not the default the loop leaves
+                    signal.signal(sig, before[sig])
         return verdicts, interrupted
 
     def _print_update(self, update: v.Update, show_logs: bool, node_width: int = 0) -> None:

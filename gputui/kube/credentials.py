@@ -8,16 +8,24 @@ Key and certificate data never stay on disk: `*-data` fields are handed to
 OpenSSL through an anonymous in-memory file (memfd) where the system has one,
 else through a private temporary file removed as soon as the context holds it.
 Exec credential plugins run without a terminal, in a process group of their
-own, with a timeout; the group is killed when it runs over or is cancelled.
-Every failure is a CredentialError whose str() is one line without any secret.
+own, with a timeout; the group is killed when it runs over, is cancelled, when
+the interpreter exits, and by `kill_plugins()`, which the commands call on
+SIGTERM and SIGHUP before they end (`gputui.cli.arguments.plugins_end_with_us`).
+A plugin's command is found as kubectl finds it: as written when absolute,
+relative to its kubeconfig's directory when it holds a slash, else on PATH;
+never through symlinks (a virtualenv's python is a symlink to one without the
+virtualenv). Every failure is a CredentialError whose str() is one line without
+any secret: a failing plugin's stderr is shown redacted (`redact`).
 """
 from __future__ import annotations
 
 import asyncio
+import atexit
 import base64
 import binascii
 import contextlib
 import os
+import re
 import shutil
 import signal
 import ssl
@@ -77,9 +85,13 @@ class ExecPlugin:
         return cls(command, args, env, api_version, base_dir, info, timeout)
 
     def executable(self) -> str:
-        """kubectl's rule: a command with a path separator is relative to the kubeconfig's directory."""
+        """kubectl's rule: an absolute command as written; one with a path separator joined to the
+        kubeconfig's directory as Go's filepath.Join does (`..` taken away by name, not through a symlinked
+        directory); else looked up on PATH."""
+        if os.path.isabs(self.command):
+            return self.command
         if os.sep in self.command:
-            return str((self.base_dir / self.command).resolve())
+            return _joined(self.base_dir, self.command)
         found = shutil.which(self.command)
         if found is None:
             raise CredentialError(f"exec plugin {self.command}: not found on PATH")
@@ -99,6 +111,7 @@ class ExecPlugin:
             )
         except OSError as exc:
             raise CredentialError(f"exec plugin {self.command}: cannot run it: {exc.strerror or exc}") from None
+        _RUNNING.add(proc.pid)  # its process group's id (a session of its own)
         try:
             out, err = await asyncio.wait_for(proc.communicate(), self.timeout)
         except TimeoutError:
@@ -108,8 +121,9 @@ class ExecPlugin:
                 _kill_group(proc.pid)
                 with contextlib.suppress(ProcessLookupError):
                     await proc.wait()
+            _RUNNING.discard(proc.pid)
         if proc.returncode != 0:
-            last = (err.decode("utf-8", "replace").strip().splitlines() or [""])[-1][:200]
+            last = stderr_line(err)
             raise CredentialError(f"exec plugin {self.command}: exit status {proc.returncode}" + (f": {last}" if last else ""))
         try:
             doc = orjson.loads(out)
@@ -123,9 +137,80 @@ class ExecPlugin:
         return status
 
 
+_RUNNING: set[int] = set()  # the process groups of the plugins running now
+
+
 def _kill_group(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
+
+
+def kill_plugins() -> None:
+    """Kill every running plugin's process group (each is in a session of its own, so nothing else ends
+    it with us): at exit, and from a signal handler before the process ends. Also any child of ours that
+    leads a session of its own: a plugin started but not yet in _RUNNING (the signal came in between)."""
+    for pid in {*_RUNNING, *_session_leading_children()}:
+        _kill_group(pid)
+
+
+def _session_leading_children() -> set[int]:
+    """Linux: our children that lead a session (from /proc/PID/stat: ppid and session); none elsewhere."""
+    found: set[int] = set()
+    me = os.getpid()
+    with contextlib.suppress(OSError):
+        for entry in os.scandir("/proc"):
+            if entry.name.isdigit():
+                with contextlib.suppress(OSError, ValueError, IndexError):
+                    with open(f"/proc/{entry.name}/stat", "rb") as stat:
+                        fields = stat.read().rsplit(b")", 1)[1].split()  # state ppid pgrp session ...
+                    if int(fields[1]) == me and int(fields[3]) == int(entry.name):
+                        found.add(int(entry.name))
+    return found
+
+
+@atexit.register
+def _kill_running() -> None:
+    for pid in list(_RUNNING):
+        _kill_group(pid)
+
+# What a failing plugin's stderr may hold that must not be shown: PEM blocks (to their end, or the
+# text's), a JWT, a value given to a name that says secret (token=..., "password": "...", client_secret: ...),
+# an Authorization scheme's credentials, and long runs of base64 or hex.
+_PEM = re.compile(r"-----BEGIN [^-\n]*-----.*?(?:-----END [^-\n]*-----|\Z)", re.S)
+_JWT = re.compile(r"\beyJ[\w-]*\.[\w-]+\.[\w-]*")
+_ASSIGNED = re.compile(  # name=value, name: "value", name: value (not "name: Label: ...", a message's words)
+    r"""(?i)((?:[\w-]*(?:token|secret|passw(?:or)?d|api[_-]?key|private[_-]?key|credential)s?)["']?"""
+    r"""(?:\s*=\s*|\s*:\s*(?=["'])|:\s*(?![^\s"',;&]+:)))(?:"[^"\n]*"|'[^'\n]*'|[^\s"',;&]+)""")
+_SCHEME = re.compile(r"(?i)\b(bearer|basic)(\s+)[^\s\"',;]+")
+_RUN = re.compile(r"[A-Za-z0-9+/=_-]{20,}")
+REDACTED = "[redacted]"
+
+
+def _secret_run(match: re.Match[str]) -> str:
+    """A long run of base64 or hex: a secret when it mixes letters and digits or is 32 long, unless it is
+    shaped as a path (slashes, no capital, no + or =: a base64 run of 20 without a capital is 1 in 30,000)."""
+    run = match.group()
+    if "/" in run and not any(c.isupper() or c in "+=" for c in run):
+        return run
+    letters, digits = any(c.isalpha() for c in run), any(c.isdigit() for c in run)
+    return REDACTED if len(run) >= 32 or (letters and digits) else run
+
+
+def redact(text: str) -> str:
+    """Text with anything shaped like a token or a key replaced by [redacted]."""
+    text = _PEM.sub(REDACTED, text)
+    text = _JWT.sub(REDACTED, text)
+    text = _ASSIGNED.sub(lambda m: f"{m.group(1)}{REDACTED}", text)
+    text = _SCHEME.sub(lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}", text)
+    return _RUN.sub(_secret_run, text)
+
+
+def stderr_line(err: bytes, limit: int = 200) -> str:
+    """A failing plugin's stderr as one printable line: its last, redacted (the whole text first: a PEM
+    block spans lines), at most `limit` characters."""
+    lines = redact(err.decode("utf-8", "replace")).strip().splitlines() or [""]
+    last = "".join(ch if ch.isprintable() else "?" for ch in lines[-1].strip())
+    return last if len(last) <= limit else last[: limit - 1] + "…"
 
 
 def _expiry(status: Mapping[str, Any]) -> float | None:
@@ -214,9 +299,14 @@ def _decode(entry: Mapping[str, Any], key: str) -> bytes:
         raise CredentialError(f"{key} is not valid base64") from None
 
 
+def _joined(base_dir: Path, relative: str) -> str:
+    """A kubeconfig's relative path as kubectl makes it absolute: filepath.Join, which cleans `..` by name."""
+    return os.path.normpath(os.path.join(base_dir, relative))
+
+
 def _file(entry: Mapping[str, Any], key: str, base_dir: Path) -> Path:
     path = Path(os.path.expanduser(str(entry[key])))
-    path = path if path.is_absolute() else base_dir / path
+    path = path if path.is_absolute() else Path(_joined(base_dir, str(path)))
     if not path.is_file():
         raise CredentialError(f"{key} {entry[key]}: no such file")
     return path

@@ -27,6 +27,7 @@ No Textual here; every SQLite call runs in a thread, off the event loop.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import os
 import time
@@ -57,6 +58,12 @@ MAX_SERIES = 20_000  # pod and GPU pairs kept; the one not sampled for longest i
 PROMETHEUS_TIMEOUT = 10.0
 PROMETHEUS_RETRY = 300.0  # a Prometheus that did not answer is asked again after this long
 SCHEMA_VERSION = 1
+APPLICATION_ID = 0x67707574  # "gput": PRAGMA application_id of gputui's history files, what marks one ours
+COLUMNS = ("scope", "t", "namespace", "pod", "device", "util", "fb_used")  # the samples table's
+SCHEMA = ("CREATE TABLE samples (scope TEXT NOT NULL, t REAL NOT NULL, namespace TEXT NOT NULL, "
+          "pod TEXT NOT NULL, device TEXT NOT NULL, util REAL NOT NULL, fb_used REAL)",
+          "CREATE INDEX samples_by_time ON samples (scope, t)")
+SQLITE_MAGIC = b"SQLite format 3\x00"
 SLICE = 500  # pods' figures worked out between two yields to the event loop
 
 
@@ -179,7 +186,7 @@ def device_figures(samples: Sequence[Sample], threshold: float, stale_after: flo
     if not samples:
         return None
     area = span = 0.0
-    for (t0, u0, _), (t1, u1, _) in zip(samples, samples[1:]):
+    for (t0, u0, _), (t1, u1, _) in zip(samples, samples[1:], strict=False):
         if t1 - t0 <= stale_after:
             area += (u0 + u1) / 2 * (t1 - t0)
             span += t1 - t0
@@ -188,7 +195,7 @@ def device_figures(samples: Sequence[Sample], threshold: float, stale_after: flo
     idle_from, exact = None, False
     if last_u < threshold:
         idle_from = last_t
-        for (t0, u0, _), (t1, _, _) in zip(reversed(samples[:-1]), reversed(samples[1:])):
+        for (t0, u0, _), (t1, _, _) in zip(reversed(samples[:-1]), reversed(samples[1:]), strict=True):
             if t1 - t0 > stale_after:
                 break
             idle_from = t0
@@ -316,16 +323,16 @@ class SampleStore:
         path = Path(self.history or "").expanduser()
         try:
             path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))  # SQLite gives its journal the file's mode
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)  # SQLite gives its journal the file's mode
+            try:
+                header = os.read(fd, 100)
+            finally:
+                os.close(fd)
+            if header:  # a file of our own, or refused before SQLite writes a byte of it
+                _check_ours(path, header)
             db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
             try:
-                version = db.execute("PRAGMA user_version").fetchone()[0]
-                if version not in (0, SCHEMA_VERSION):
-                    raise HistoryError(f"history {path}: written by another gputui (schema {version})")
-                db.execute("CREATE TABLE IF NOT EXISTS samples (scope TEXT NOT NULL, t REAL NOT NULL, namespace TEXT NOT NULL, "
-                           "pod TEXT NOT NULL, device TEXT NOT NULL, util REAL NOT NULL, fb_used REAL)")
-                db.execute("CREATE INDEX IF NOT EXISTS samples_by_time ON samples (scope, t)")
-                db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                _take(db, path)
                 rows = db.execute("SELECT * FROM samples WHERE scope = ? AND t >= ?", (self.scope, since)).fetchall()
             except BaseException:
                 db.close()
@@ -367,6 +374,76 @@ class SampleStore:
             db, self._db = self._db, None
             async with self._db_lock:
                 await asyncio.to_thread(db.close)
+
+
+def _not_ours(path: Path, why: str) -> HistoryError:
+    return HistoryError(f"history {path}: not a gputui history file ({why})")
+
+
+def _check_ours(path: Path, header: bytes) -> None:
+    """HistoryError unless the existing file is a gputui history: marked by APPLICATION_ID, or written
+    before the mark (schema 1: gputui's samples table and nothing else). Only read, through the file's
+    header and a read-only connection: a file that is not ours is left as it was, byte for byte."""
+    import sqlite3  # noqa: PLC0415
+
+    if len(header) < 100 or not header.startswith(SQLITE_MAGIC):
+        raise _not_ours(path, "not an SQLite database")
+    user_version, application_id = int.from_bytes(header[60:64], "big"), int.from_bytes(header[68:72], "big")
+    if application_id == APPLICATION_ID:
+        if user_version != SCHEMA_VERSION:
+            raise HistoryError(f"history {path}: written by another gputui (schema {user_version})")
+        return
+    if application_id != 0:
+        raise _not_ours(path, f"an SQLite database of another application: application_id {application_id:#x}")
+    if user_version not in (0, SCHEMA_VERSION):
+        raise _not_ours(path, f"an SQLite database with user_version {user_version}")
+    try:
+        with contextlib.closing(sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)) as db:
+            _check_unmarked(db, path)
+    except sqlite3.DatabaseError as exc:
+        raise _not_ours(path, str(exc)) from None
+
+
+def _check_unmarked(db: Any, path: Path) -> None:
+    """An unmarked database is ours when it holds gputui's samples table (and its index) and nothing else."""
+    names = {name: kind for kind, name in db.execute("SELECT type, name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'")}
+    others = sorted(name for name, kind in names.items() if kind == "table" and name != "samples")
+    if others:
+        raise _not_ours(path, f"it holds tables of its own: {', '.join(others)}")
+    if "samples" not in names:
+        raise _not_ours(path, "an SQLite database without gputui's samples table")
+    columns = tuple(row[1] for row in db.execute("PRAGMA table_info(samples)"))
+    extra = sorted(name for name, kind in names.items() if kind != "table" and name != "samples_by_time")
+    if columns != COLUMNS or extra:
+        raise _not_ours(path, "its samples table is not gputui's")
+
+
+def _take(db: Any, path: Path) -> None:
+    """Under the database's write lock: a new (empty) file gets the schema and the mark, one written before
+    the mark gets the mark; anything else changed since _check_ours looked is refused, untouched."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        application_id = db.execute("PRAGMA application_id").fetchone()[0]
+        user_version = db.execute("PRAGMA user_version").fetchone()[0]
+        if application_id == APPLICATION_ID:
+            if user_version != SCHEMA_VERSION:
+                raise HistoryError(f"history {path}: written by another gputui (schema {user_version})")
+            db.execute("COMMIT")
+            return
+        if application_id != 0 or user_version not in (0, SCHEMA_VERSION):
+            raise _not_ours(path, f"an SQLite database of another application: application_id {application_id:#x}")
+        elif db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0:
+            for statement in SCHEMA:
+                db.execute(statement)
+        else:
+            _check_unmarked(db, path)
+            db.execute("CREATE INDEX IF NOT EXISTS samples_by_time ON samples (scope, t)")
+        db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
 
 
 # -- Prometheus ----------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from .quantities import parse_count, parse_time
+from .quantities import parse_time, whole_count
 
 
 Obj = dict[str, Any]
@@ -83,6 +83,16 @@ def _node_labels(labels: dict[str, str]) -> dict[str, str]:
     }
 
 
+def _node_resources(status: Obj, key: str) -> dict[str, str]:
+    """status.capacity or allocatable, raw; an extended resource kube-apiserver would refuse (negative,
+    fractional, not a quantity) is InvalidQuantity: the node is unreadable, in no figure."""
+    resources = status.get(key) or {}
+    for name, quantity in resources.items():
+        if _is_extended(name):
+            whole_count(quantity, f"status.{key}[{name}]")
+    return {_intern(k): v for k, v in resources.items()}
+
+
 def node_from(obj: Obj) -> Node:
     meta = _meta(obj)
     spec = obj.get("spec") or {}
@@ -99,8 +109,8 @@ def node_from(obj: Obj) -> Node:
         name=meta.get("name", ""),
         uid=meta.get("uid", ""),
         labels=_node_labels(meta.get("labels") or {}),
-        capacity={_intern(k): v for k, v in (status.get("capacity") or {}).items()},
-        allocatable={_intern(k): v for k, v in (status.get("allocatable") or {}).items()},
+        capacity=_node_resources(status, "capacity"),
+        allocatable=_node_resources(status, "allocatable"),
         ready=ready,
         unschedulable=bool(spec.get("unschedulable")),
         taints=tuple(Taint(t.get("key", ""), t.get("value", ""), t.get("effect", "")) for t in spec.get("taints") or ()),
@@ -163,16 +173,16 @@ def _is_extended(resource: str) -> bool:
     return "/" in resource and not resource.startswith(("kubernetes.io/", "requests.", "limits."))
 
 
-def _container_requests(container: Obj) -> dict[str, int]:
-    """Extended-resource requests of one container; a limit alone implies the request."""
+def _container_requests(container: Obj, where: str) -> dict[str, int]:
+    """Extended-resource requests of one container; a limit alone implies the request. A quantity
+    kube-apiserver refuses (negative, fractional, not one) is InvalidQuantity naming it (`where`: the
+    container's field path): the pod is unreadable, in no figure."""
     resources = container.get("resources") or {}
-    limits = resources.get("limits") or {}
-    requests = resources.get("requests") or {}
     out: dict[str, int] = {}
-    for table in (limits, requests):  # requests win where both are given
-        for name, quantity in table.items():
+    for key in ("limits", "requests"):  # requests win where both are given
+        for name, quantity in (resources.get(key) or {}).items():
             if _is_extended(name):
-                out[name] = parse_count(quantity)
+                out[name] = whole_count(quantity, f"{where}.resources.{key}[{name}]")
     return out
 
 
@@ -184,13 +194,13 @@ def effective_requests(spec: Obj) -> dict[str, int]:
     to everything that starts after them.
     """
     total: dict[str, int] = {}
-    for c in spec.get("containers") or ():
-        for name, n in _container_requests(c).items():
+    for i, c in enumerate(spec.get("containers") or ()):
+        for name, n in _container_requests(c, f"spec.containers[{i}]").items():
             total[name] = total.get(name, 0) + n
     sidecars: dict[str, int] = {}
     init_peak: dict[str, int] = {}
-    for c in spec.get("initContainers") or ():
-        own = _container_requests(c)
+    for i, c in enumerate(spec.get("initContainers") or ()):
+        own = _container_requests(c, f"spec.initContainers[{i}]")
         if c.get("restartPolicy") == "Always":
             for name, n in own.items():
                 sidecars[name] = sidecars.get(name, 0) + n
@@ -211,7 +221,8 @@ def effective_requests(spec: Obj) -> dict[str, int]:
 
 def _container_status(raw: Obj) -> ContainerStatus:
     state = raw.get("state") or {}
-    kind, detail = "", {}
+    kind = ""
+    detail: Obj = {}
     for candidate in ("waiting", "running", "terminated"):
         if candidate in state:
             kind, detail = candidate, state[candidate] or {}

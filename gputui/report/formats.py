@@ -4,14 +4,15 @@ Every text from the cluster goes through `printable` before it reaches the termi
 """
 from __future__ import annotations
 
+import re
 import textwrap
 import time
-from typing import Any, TextIO
+from typing import AbstractSet, Any, TextIO
 
 import orjson
 
 from gputui.kube import duration
-from gputui.sanitize import printable
+from gputui.sanitize import BIDI_CONTROLS, printable
 
 from .contract import PodTimes, cluster_problems
 
@@ -19,8 +20,20 @@ WIDTH = 100
 COUNT_TITLES = ("CAPACITY", "ALLOCATABLE", "ALLOCATED", "FREE")  # the contract's capacity, allocatable, allocated, free
 
 
+# Written as \uXXXX escapes in the JSON (orjson writes them as they are): C1 controls (U+0080-U+009F,
+# U+009B a terminal's CSI), DEL, and the bidirectional controls, so that printing the JSON to a terminal is safe.
+_TERMINAL_UNSAFE = re.compile(f"[\x7f-\x9f{BIDI_CONTROLS}]")
+
+
+def _escaped(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
 def write_json(data: dict[str, Any], out: TextIO, created: PodTimes | None = None) -> None:
-    out.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
+    text = orjson.dumps(data, option=orjson.OPT_INDENT_2).decode()
+    if not text.isascii():  # outside strings JSON is ASCII: each such character is in a string, where an escape means it
+        text = _TERMINAL_UNSAFE.sub(_escaped, text)
+    out.write(text + "\n")
 
 
 def _tsv_field(text: str | None) -> str:
@@ -76,8 +89,8 @@ NAME_FLOOR = 16  # a name column gives way down to this before the last column i
 
 
 def _columns(
-    rows: list[list[str]], widths: list[int], numeric: set[int] = frozenset(), names: set[int] = frozenset(),
-    total: int | None = None, tight: set[int] = frozenset(),
+    rows: list[list[str]], widths: list[int], numeric: AbstractSet[int] = frozenset(), names: AbstractSet[int] = frozenset(),
+    total: int | None = None, tight: AbstractSet[int] = frozenset(),
 ) -> list[str]:
     """Align rows; widths are maxima, shrunk to the widest cell; longer cells are cut.
     total: the lines' width at most; beyond it the first column gives way (to NAME_FLOOR), then the last.

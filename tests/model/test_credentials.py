@@ -202,3 +202,174 @@ def test_the_same_kubeconfig_works_with_kubectl_and_gputui(tmp_path, demo_kubeco
                             capture_output=True, text=True, timeout=60, env=env)
     assert report.returncode in (0, 1), report.stderr
     assert "h100-1" in [n["name"] for n in json.loads(report.stdout)["nodes"]]
+
+
+# -- every way out kills the plugin; its stderr is shown without secrets -------------------------
+
+def marked(marker: str) -> list[int]:
+    """The processes whose command line holds `marker` (the plugin and its child)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "cmdline").read_bytes() and alive(int(entry.name)):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+SLEEPING_PLUGIN = """
+    import subprocess, sys, time
+    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", sys.argv[1]])
+    time.sleep(300)
+"""
+
+
+def sim_kubeconfig(tmp_path: Path, user: dict) -> Path:
+    """A kubeconfig for a server that is never reached (the plugin runs first, and hangs)."""
+    from gputui.sim.cluster import kubeconfig_for
+
+    doc = kubeconfig_for("http://127.0.0.1:9")
+    doc["users"][0]["user"] = user
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+@pytest.mark.parametrize("command", [("report",), ("verify", "--yes", "gpu-1")], ids=["report", "verify"])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_a_signal_while_the_plugin_runs_leaves_no_plugin_behind(tmp_path, command, sig):
+    marker = f"gputui-test-plugin-{os.getpid()}-{time.monotonic_ns()}"
+    script = plugin(tmp_path, SLEEPING_PLUGIN)
+    kubeconfig = sim_kubeconfig(tmp_path, exec_user(script, args=[marker]))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "gputui", *command, "--kubeconfig", str(kubeconfig)], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    try:
+        deadline = time.monotonic() + 30
+        while len(marked(marker)) < 2 and time.monotonic() < deadline:  # the plugin and its child run
+            time.sleep(0.05)
+        assert len(marked(marker)) == 2, "the plugin never started"
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=15)
+        deadline = time.monotonic() + 5
+        while marked(marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert marked(marker) == [], f"the plugin outlived gputui {command[0]} after {sig.name}"
+        assert b"Traceback" not in err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for pid in marked(marker):  # what this test started, by its id
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_kill_plugins_also_ends_a_plugin_started_but_not_yet_known():
+    """A signal between the plugin's start and its registration: the child of ours leading a session goes too."""
+    code = textwrap.dedent("""
+        import subprocess, sys, time
+        from gputui.kube.credentials import kill_plugins
+        plugin = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True)
+        other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])  # not a plugin: left alone
+        time.sleep(0.2)
+        kill_plugins()
+        print(plugin.wait(timeout=10), other.poll())
+        other.kill()
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.stdout.split() == [str(-signal.SIGKILL), "None"], done.stderr
+
+
+LEAKY = {
+    "assigned": ("import sys; print('oidc: refresh failed: token=s3cr3tvalue password: hunter2 client_secret=\"abc\"', file=sys.stderr); sys.exit(1)",
+                 ("s3cr3tvalue", "hunter2", "abc\""), "oidc: refresh failed: token="),
+    "bearer": ("import sys; print('got 401 with Authorization: Bearer sh0rt-t0k', file=sys.stderr); sys.exit(1)",
+               ("sh0rt-t0k",), "got 401 with Authorization: "),
+    "runs": ("import sys; print('bad jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U, "
+             "key 0123456789abcdef0123456789abcdef, secret wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY for café 中文', file=sys.stderr); sys.exit(2)",
+             ("eyJhbGciOiJIUzI1NiJ9", "dozjgNryP4J3", "0123456789abcdef", "wJalrXUtnFEMI", "EXAMPLEKEY"), "bad jwt "),
+    "pem": ("import sys; print('cannot use\\n-----BEGIN PRIVATE KEY-----\\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\\nBKcwggSjAgEAAoIBAQC7', file=sys.stderr); "
+            "sys.exit(1)", ("MIIEvQIBADANBgkqhkiG9w0BAQEFAASC", "BKcwggSjAgEAAoIBAQC7", "BEGIN"), "exit status 1"),
+}
+
+
+@pytest.mark.parametrize(("body", "secrets", "kept"), LEAKY.values(), ids=LEAKY.keys())
+async def test_a_failing_plugins_stderr_is_one_line_without_its_secrets(tmp_path, body, secrets, kept):
+    script = plugin(tmp_path, body)
+    with pytest.raises(CredentialError) as caught:
+        await load_credentials(CLUSTER, exec_user(script), tmp_path, tmp_path, CLUSTER["server"])
+    message = str(caught.value)
+    assert "\n" not in message and kept in message, message
+    assert not [s for s in secrets if s in message], message
+    if "café" in body:
+        assert "for café 中文" in message  # ordinary words stay
+
+
+# -- exec plugin paths as kubectl finds them ---------------------------------------------------
+
+def plain_env() -> dict[str, str]:
+    """gputui as installed, without PYTHONPATH: a plugin that runs the interpreter resolved through its
+    symlinks (out of the virtualenv) would not find gputui."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    probe = subprocess.run([sys.executable, "-c", "import gputui"], cwd="/", env=env, capture_output=True)
+    return env if probe.returncode == 0 else {**env, "PYTHONPATH": str(ROOT)}
+
+
+def gputui_report(kubeconfig: Path, *args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "gputui", "report", "-o", "json", "--kubeconfig", str(kubeconfig), *args],
+                          capture_output=True, text=True, timeout=60, cwd=cwd, env=env)
+
+
+def test_every_context_of_the_simulator_and_a_kubeconfig_through_a_symlink_work_as_with_kubectl(tmp_path, make_kubectl):
+    from tests.model.objects import node
+
+    scenario = tmp_path / "scenario.json"
+    scenario.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [node("gpu-1", capacity={"nvidia.com/gpu": 8})]}))
+    out = tmp_path / "sim" / "kubeconfig"
+    sim = subprocess.Popen([sys.executable, "-m", "gputui", "sim", "--scenario", str(scenario), "--kubeconfig-out", str(out), "--all-credentials"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    env = plain_env()
+    try:
+        assert sim.stdout.readline().startswith("serving https://127.0.0.1:")
+        sim.stdout.readline()
+        doc = yaml.safe_load(out.read_text())
+        contexts = [c["name"] for c in doc["contexts"]]
+        assert contexts == ["gputui-sim", "gputui-sim-cert", "gputui-sim-exec"]
+        for context in contexts:
+            done = gputui_report(out, "--context", context, cwd=tmp_path, env=env)
+            assert done.returncode in (0, 1), f"{context}: {done.stderr}"
+            assert [n["name"] for n in json.loads(done.stdout)["nodes"]] == ["gpu-1"]
+        # The exec context's plugin through a symlinked directory: home/kube -> real/conf. kubectl joins
+        # ../bin/credential to the kubeconfig's directory as named (home/kube), without resolving the link.
+        (tmp_path / "real" / "conf").mkdir(parents=True)
+        (tmp_path / "home" / "bin").mkdir(parents=True)
+        (tmp_path / "home" / "kube").symlink_to(tmp_path / "real" / "conf")
+        wrapper = tmp_path / "home" / "bin" / "credential"
+        wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} -m gputui.sim.credential\n")
+        wrapper.chmod(0o755)
+        exec_user = next(u for u in doc["users"] if "exec" in u["user"])
+        exec_user["user"]["exec"].update(command="../bin/credential", args=[])
+        (tmp_path / "real" / "conf" / "kubeconfig").write_text(yaml.safe_dump(doc))
+        linked = tmp_path / "home" / "kube" / "kubeconfig"
+        assert "node/gpu-1" in make_kubectl(linked)("--context", "gputui-sim-exec", "get", "nodes", "-o", "name")
+        done = gputui_report(linked, "--context", "gputui-sim-exec", cwd=tmp_path, env=env)
+        assert done.returncode in (0, 1), done.stderr
+        # A symlinked kubeconfig file: its directory is home/, where the link is, not real/conf.
+        exec_user["user"]["exec"].update(command="bin/credential")
+        via_link = tmp_path / "home" / "kubeconfig"
+        via_link.symlink_to(tmp_path / "real" / "conf" / "other")
+        (tmp_path / "real" / "conf" / "other").write_text(yaml.safe_dump(doc))
+        assert "node/gpu-1" in make_kubectl(via_link)("--context", "gputui-sim-exec", "get", "nodes", "-o", "name")
+        done = gputui_report(via_link, "--context", "gputui-sim-exec", cwd=tmp_path, env=env)
+        assert done.returncode in (0, 1), done.stderr
+        # no slash: looked up on PATH
+        exec_user["user"]["exec"].update(command="credential")
+        (tmp_path / "real" / "conf" / "other").write_text(yaml.safe_dump(doc))
+        on_path = {**env, "PATH": f"{tmp_path / 'home' / 'bin'}{os.pathsep}{env['PATH']}"}
+        done = gputui_report(via_link, "--context", "gputui-sim-exec", cwd=tmp_path, env=on_path)
+        assert done.returncode in (0, 1), done.stderr
+    finally:
+        sim.send_signal(signal.SIGTERM)
+        sim.communicate(timeout=15)

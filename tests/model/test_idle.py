@@ -228,6 +228,87 @@ async def test_a_file_that_is_not_a_history_is_one_line(tmp_path):
         await SampleStore(600, 5.0, history=str(tmp_path)).open()
 
 
+def sqlite_file(path, *statements: str) -> None:
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as db:
+        for statement in statements:
+            db.execute(statement)
+
+
+def checksum(path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+# What gputui wrote before its history files carried PRAGMA application_id (kube/idle.py, schema 1).
+OLD_SCHEMA = ("CREATE TABLE IF NOT EXISTS samples (scope TEXT NOT NULL, t REAL NOT NULL, namespace TEXT NOT NULL, "
+              "pod TEXT NOT NULL, device TEXT NOT NULL, util REAL NOT NULL, fb_used REAL)",
+              "CREATE INDEX IF NOT EXISTS samples_by_time ON samples (scope, t)", "PRAGMA user_version = 1")
+
+FOREIGN = {
+    "other-tables": ("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)", "INSERT INTO notes (body) VALUES ('mine')"),
+    "other-samples": ("CREATE TABLE samples (id INTEGER PRIMARY KEY, reading REAL)", "INSERT INTO samples (reading) VALUES (1.5)"),
+    "empty-database": ("PRAGMA application_id = 42",),  # a valid SQLite file with no table: not gputui's either
+    "old-schema-and-more": (*OLD_SCHEMA, "CREATE TABLE notes (body TEXT)"),
+}
+
+
+@pytest.mark.parametrize("statements", FOREIGN.values(), ids=FOREIGN.keys())
+async def test_a_database_that_is_not_gputuis_is_refused_and_left_as_it_was(tmp_path, statements):
+    path = tmp_path / "theirs.db"
+    sqlite_file(path, *statements)
+    before, files = checksum(path), sorted(p.name for p in tmp_path.iterdir())
+    store = SampleStore(600, 5.0, history=str(path))
+    with pytest.raises(HistoryError) as caught:
+        await store.open()
+    assert str(caught.value).startswith(f"history {path}: not a gputui history file (")
+    assert checksum(path) == before and sorted(p.name for p in tmp_path.iterdir()) == files
+
+
+async def test_the_report_refuses_a_foreign_history_in_one_line_and_leaves_it_alone(tmp_path):
+    from tests.model.scenario import small_cluster
+    from tests.model.test_report import TOKEN
+
+    path = tmp_path / "theirs.db"
+    sqlite_file(path, *FOREIGN["other-tables"])
+    before = checksum(path)
+    config = tmp_path / "config.toml"
+    config.write_text("[idle]\nprometheus = ''\n")
+    async with SimCluster(small_cluster(), run_controllers=False) as sim:
+        rc, out, err = await report_of("--kubeconfig", str(sim.kubeconfig_path), "--config", str(config), "--history", str(path))
+    assert (rc, out) == (2, "")
+    assert err == f"gputui report: history {path}: not a gputui history file (it holds tables of its own: notes)\n"
+    assert "Traceback" not in err and TOKEN not in err
+    assert checksum(path) == before
+
+
+async def test_a_history_written_before_the_marker_is_still_read_and_an_empty_file_is_taken(tmp_path):
+    import sqlite3
+
+    old = tmp_path / "old.sqlite"
+    now = time.time()
+    sqlite_file(old, *OLD_SCHEMA, f"INSERT INTO samples VALUES ('', {now - 100}, 'ml', 'nb', 'GPU-1', 0.0, NULL)",
+                f"INSERT INTO samples VALUES ('', {now - 50}, 'ml', 'nb', 'GPU-1', 0.0, NULL)")
+    store = SampleStore(600, 5.0, history=str(old))
+    await store.open()
+    assert store.figures(Holder("ml", "nb", "n1", 1), now).idle_s == pytest.approx(100, abs=1)
+    await store.close()
+    empty = tmp_path / "empty.sqlite"
+    empty.touch()
+    for path in (old, empty, tmp_path / "new" / "idle.sqlite"):
+        store = SampleStore(600, 5.0, history=str(path))
+        await store.open()
+        await store.close()
+        with contextlib.closing(sqlite3.connect(path)) as db:  # each is gputui's now, marked
+            assert db.execute("PRAGMA application_id").fetchone()[0] == 0x67707574  # "gput"
+            assert db.execute("PRAGMA user_version").fetchone()[0] == 1
+        again = SampleStore(600, 5.0, history=str(path))
+        await again.open()
+        await again.close()
+
+
 # -- the report ------------------------------------------------------------------------------------
 
 async def test_the_report_gives_the_same_figures_and_keeps_a_window_across_runs(tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 
 import pytest
 import pytest_asyncio
@@ -115,3 +116,52 @@ async def test_a_server_reset_to_an_older_state_leaves_no_ghosts(sim, model):
         await until(lambda: matches_fresh_list(model, sim.store), timeout=10, what="the model equal to a fresh list")
     finally:
         sim.too_large_wait = 3.0
+
+
+# -- quantities kube-apiserver refuses: named, and in no figure ----------------------------------
+
+def invalid_quantities() -> list[dict]:
+    from tests.model.objects import container, node, plugin_pod
+
+    def with_resources(obj: dict, **status: dict) -> dict:
+        obj["status"].update(status)
+        return obj
+
+    gpu = {"nvidia.com/gpu.present": "true"}
+    return [
+        node("gpu-1", capacity={"nvidia.com/gpu": 8}, labels=gpu),
+        plugin_pod("gpu-1"),
+        pod("ml", "good", node="gpu-1", gpu={"nvidia.com/gpu": 2}),
+        pod("ml", "minus-three", node="gpu-1", gpu={"nvidia.com/gpu": -3}),
+        pod("ml", "half", node="gpu-1", gpu={"nvidia.com/gpu": "0.5"}),
+        pod("ml", "milli", node="gpu-1", gpu={"nvidia.com/gpu": "500m"}),
+        pod("ml", "words", node="gpu-1", gpu={"nvidia.com/gpu": "lots"}),
+        pod("ml", "waiting-for-minus", gpu={"nvidia.com/gpu": "-16"}),
+        pod("ml", "fpga-half", node="gpu-1", containers=[container("a", {"nvidia.com/gpu": 1}), container("b", {"example.com/fpga": "1.5"})]),
+        node("minus-eight", capacity={"nvidia.com/gpu": 8}, allocatable={"nvidia.com/gpu": -8}, labels=gpu),
+        node("half-gpu", capacity={"nvidia.com/gpu": "0.5"}, labels=gpu),
+        with_resources(node("words-gpu", labels=gpu), capacity={"nvidia.com/gpu": "eight"}, allocatable={"nvidia.com/gpu": "eight"}),
+        plugin_pod("minus-eight"),
+    ]
+
+
+async def test_quantities_the_api_server_refuses_make_the_object_unreadable_and_out_of_every_figure():
+    async with SimCluster(invalid_quantities(), run_controllers=False) as cluster:
+        rc, out, err = await asyncio.to_thread(run_report, "-o", "json", "--kubeconfig", str(cluster.kubeconfig_path))
+        rc_table, table, _ = await asyncio.to_thread(run_report, "--kubeconfig", str(cluster.kubeconfig_path))
+    data = json.loads(out)
+    unreadable = {(u["kind"], u["name"]): u["reason"] for u in data["unreadable"]}
+    assert set(unreadable) == {("nodes", "minus-eight"), ("nodes", "half-gpu"), ("nodes", "words-gpu"),
+                               *(("pods", f"ml/{name}") for name in ("minus-three", "half", "milli", "words", "waiting-for-minus", "fpga-half"))}
+    assert "must be greater than or equal to 0" in unreadable[("pods", "ml/minus-three")]
+    assert "must be an integer" in unreadable[("pods", "ml/half")] and "must be an integer" in unreadable[("pods", "ml/milli")]
+    assert "example.com/fpga" in unreadable[("pods", "ml/fpga-half")]
+    assert "must be greater than or equal to 0" in unreadable[("nodes", "minus-eight")]
+    assert "quantities must match" in unreadable[("pods", "ml/words")] and "quantities must match" in unreadable[("nodes", "words-gpu")]
+    assert [n["name"] for n in data["nodes"]] == ["gpu-1"]
+    assert data["nodes"][0]["gpu"] == {"nvidia.com/gpu": {"capacity": 8, "allocatable": 8, "allocated": 2, "free": 6}}
+    assert data["totals"] == {"nvidia.com/gpu": {"capacity": 8, "allocatable": 8, "allocated": 2, "free": 6}}
+    assert [(p["namespace"], p["name"]) for p in data["pods"]] == [("ml", "good")]
+    assert "warning: 9 objects unreadable (3 nodes, 6 pods); first " in err and "(left out of the figures)" in err
+    assert re.search(r"(?<![\w.-])-\d", table) is None, table  # no negative figure anywhere
+    assert not [name for name in ("minus-eight", "half-gpu", "words-gpu", "minus-three", "ml/half", "ml/words") if name in table], table

@@ -32,3 +32,18 @@ def test_a_megabyte_line_is_cut_and_says_so():
 
 def test_long_field_is_shortened_with_an_ellipsis():
     assert clean("n" * 600, limit=10) == "n" * 9 + "…"
+
+
+BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+C1 = "".join(chr(c) for c in range(0x80, 0xA0))
+
+
+def test_every_bidi_control_and_c1_control_is_neutralised_and_ordinary_text_is_not():
+    from gputui.sanitize import printable
+
+    for char in BIDI + C1:
+        text = f"a{char}中"  # not "ab": U+009B b is a whole escape sequence (CSI), removed with its b
+        for shown in (clean(text), log_line(text), log_line(text.encode()), printable(text)):
+            assert char not in shown and shown.startswith("a") and shown.endswith("中"), (hex(ord(char)), shown)
+    ordinary = "café naïve 中文 日本語 한국어 Ωμέγα ✓"
+    assert clean(ordinary) == log_line(ordinary) == log_line(ordinary.encode()) == printable(ordinary) == ordinary
