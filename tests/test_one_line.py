@@ -111,6 +111,14 @@ def test_a_full_disk_is_one_line_and_exit_2_with_or_without_debug(demo_kubeconfi
     assert "Traceback" not in done.stderr
 
 
+def test_the_app_without_a_terminal_is_one_line_not_a_spinning_screen():
+    """From cron or a pipe, the app said nothing and drew into the file (it spun a core for minutes)."""
+    done = gputui("--demo")  # stdin /dev/null, stdout a pipe
+    assert done.returncode == 2 and done.stdout == "", done.stdout[-300:]
+    assert done.stderr.splitlines() == [
+        "gputui: the screen needs a terminal, and stdin and stdout are not one; for scripts, use `gputui report`"]
+
+
 def test_output_to_a_closed_pipe_ends_quietly(demo_kubeconfig):
     read_end, write_end = os.pipe()
     os.close(read_end)  # the reader is gone before the first byte, as `| head -0` leaves it

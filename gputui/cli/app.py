@@ -8,12 +8,24 @@ client's import, happen in the app, after its first frame.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
 from gputui.cli.arguments import fleet_contexts, read_dump
 from gputui.config import ConfigError, load_config
 from gputui.kube.config import ConnectError, resolve
+
+
+def no_terminal() -> str | None:
+    """Why the screen cannot be shown here (stdin or stdout not a terminal: cron, a pipe), or None.
+    A web driver (TEXTUAL_DRIVER, as textual-serve sets it) brings its own terminal."""
+    if os.environ.get("TEXTUAL_DRIVER"):
+        return None
+    missing = [name for name, stream in (("stdin", sys.stdin), ("stdout", sys.stdout)) if stream is None or not stream.isatty()]
+    if not missing:
+        return None
+    return f"the screen needs a terminal, and {' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not one; for scripts, use `gputui report`"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -76,6 +88,10 @@ def _run_dump(args: argparse.Namespace, config: Any) -> int:
 
 
 def _run_app(app: Any, debug: bool) -> int:
+    why = no_terminal()  # after the flags, the config and the kubeconfig were found good: their errors come first
+    if why:
+        print(f"gputui: {why}", file=sys.stderr)
+        return 2
     app.show_tracebacks = debug
     app.run()
     if app.error:
