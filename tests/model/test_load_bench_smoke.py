@@ -2,7 +2,7 @@
 
 The shape, not the speed: gputui reads no list page from etcd (the simulator plays kube-apiserver 1.34,
 whose watch cache serves them), does not list again in the steady phase, and pays per change, not per
-cluster size: from 300 pods at 30 changes/s to 3,000 pods at 60 changes/s its steady bytes a minute follow
+cluster size: from 300 pods at 40 changes/s to 3,000 pods at 80 changes/s its steady bytes a minute follow
 the changes, not the pods. Each figure is the simulator's own count, so a loaded machine changes how many
 changes there are, not what one costs.
 """
