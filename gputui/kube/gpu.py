@@ -125,6 +125,19 @@ class Problem:
     subject: str | None = None  # what the verdict names in a short cell (a condition's type, a taint's key)
 
 
+PLUGIN_INPUT, XID_INPUT = "device plugin", "XIDs"
+
+
+@dataclass(frozen=True, slots=True)
+class Unknown:
+    """A verdict that cannot be given yet, or here: its input is not known. Until every input of a
+    node's verdicts is known, it is not `ok`."""
+
+    what: str  # PLUGIN_INPUT, XID_INPUT
+    why: str  # "pods not listed yet", "DCGM not read yet", "a dump holds no DCGM readings"
+    pending: bool  # True: known once the input comes (`…`); False: cannot be known here (`?`)
+
+
 # Verdicts, worst first: a node's problems come in this order (the Nodes pane shows the
 # first and counts the rest). Codes not listed (none today) go last.
 SEVERITY_ORDER = (
@@ -482,6 +495,7 @@ class NodeSummary:
     components: dict[str, ComponentState] = field(default_factory=dict)  # GPU nodes: stack.COMPONENTS -> state
     plugins: tuple[NodePlugin, ...] = ()  # GPU nodes: every device plugin that runs or should run here
     dra_devices: tuple[DraDevice, ...] = ()  # Dynamic Resource Allocation devices, with their holders
+    unknown: tuple[Unknown, ...] = ()  # verdicts whose inputs are not known: the node is not `ok` while any is
 
     @property
     def name(self) -> str:
@@ -510,10 +524,13 @@ def summarize_node(
     plugin_pods: Iterable[Pod] | None = None,
     plugin_needed: bool = True,
     plugins: tuple[NodePlugin, ...] = (),
+    pods_unknown: Unknown | None = None,
+    xids_unknown: Unknown | None = None,
 ) -> NodeSummary:
     """`plugin_pods`: the current pods of the device plugins that serve the node's NVIDIA GPUs, as the
     GPU stack found them whoever made them (stack.node_stack), candidates beside the pods labelled as
-    NVIDIA's plugin; None: those labels alone say."""
+    NVIDIA's plugin; None: those labels alone say. `pods_unknown`: why the pods are not known (the
+    plugin verdict then waits, where a plugin is needed); `xids_unknown`: why the node's XIDs are not."""
     usage = node_usage(node, pods_on_node, resources, dra)
     if plugin_pods is None:
         plugin = choose_plugin_pod(pods_on_node)
@@ -521,10 +538,16 @@ def summarize_node(
         found = list(plugin_pods)
         keys = {p.key for p in found}
         plugin = choose_plugin_pod([*found, *(p for p in pods_on_node if p.key not in keys and is_plugin_pod(p))], by_labels=False)
+    unknown = []
+    if pods_unknown is not None and not pods_known and not dra_devices and plugin_needed and needs_nvidia_plugin(node, usage):
+        unknown.append(pods_unknown)
+    if xids_unknown is not None:
+        unknown.append(xids_unknown)
     return NodeSummary(
         node=node,
         facts=gpu_facts(node),
         usage=usage,
+        unknown=tuple(unknown),
         problems=node_problems(node, usage, plugin, pods_known=pods_known, stack_problems=stack_problems,
                                dra=bool(dra_devices), plugin_needed=plugin_needed),
         plugin=plugin,

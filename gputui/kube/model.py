@@ -59,7 +59,7 @@ from .records import DaemonSet, Event, Node, Obj, Pod, daemonset_from, event_fro
 from .stack import ComponentState, MigConfig
 from .tables import BaseTable, Change, DaemonSetTable, EventTable, Listener, NodeTable, PodTable, Table
 from .turns import Turns
-from .watch import ABSENT, FORBIDDEN, Reflector, ResourceState
+from .watch import ABSENT, FORBIDDEN, SYNCING, Reflector, ResourceState
 from .watches import Liveness, Scope, Watches, namespaced
 
 if TYPE_CHECKING:
@@ -359,8 +359,10 @@ class ClusterModel:
         if measured is not None:
             problems += dcgm.xid_problems(measured.readings)
         view = self.dra_view()
+        exporter = here.components.get("dcgm-exporter") if here else None
         summary = gpu.summarize_node(
             record, pods, self.resources, pods_known=self.pods_known,
+            pods_unknown=self._pods_unknown(), xids_unknown=self._xids_unknown(exporter, measured),
             dra=view.usage.get(node), dra_devices=tuple(view.devices.get(node, ())),
             components=here.components if here else None, stack_problems=problems,
             plugin_pods=here.plugin_pods if here else None, plugin_needed=not here or stack.plugin_expected(here.components),
@@ -368,6 +370,28 @@ class ClusterModel:
         )
         self._summaries[node] = summary
         return summary
+
+    def _pods_unknown(self) -> gpu.Unknown | None:
+        """Why the pods are not known (None: they are): the plugin verdict waits for them."""
+        if self.pods_known:
+            return None
+        state = self.watches.state(PODS) if PODS in self.reflectors else None
+        if state is not None and not state.synced and state.phase == SYNCING:
+            return gpu.Unknown(gpu.PLUGIN_INPUT, "pods not listed yet", pending=True)
+        return gpu.Unknown(gpu.PLUGIN_INPUT, "pods cannot all be read", pending=False)
+
+    def _xids_unknown(self, exporter: stack.ComponentState | None, measured: NodeMetrics | None) -> gpu.Unknown | None:
+        """Why a node's XIDs are not known although a DCGM exporter runs there (None: read, or no
+        exporter to read: then no XID verdict is given at all)."""
+        if exporter is None or exporter.state != stack.RUNNING or not exporter.pod:
+            return None
+        if self._metrics_unavailable is not None:
+            return gpu.Unknown(gpu.XID_INPUT, self._metrics_unavailable, pending=False)
+        if measured is None or (measured.at is None and measured.error is None):
+            return gpu.Unknown(gpu.XID_INPUT, "DCGM not read yet", pending=True)
+        if measured.at is None:
+            return gpu.Unknown(gpu.XID_INPUT, f"DCGM not read: {measured.error}", pending=False)
+        return None
 
     def node_summaries(self) -> list[gpu.NodeSummary]:
         """Every node, GPU nodes first, then by name."""

@@ -298,6 +298,8 @@ def node_contract(model: ClusterModel, s: gpu.NodeSummary, partial: bool = False
         "product": s.facts.product,
         "gpu": {name: usage_json(u, partial) for name, u in s.usage.items()},
         "problems": [{"code": p.code, "message": p.message} for p in s.problems],
+        # verdicts not given: their input is not known here (a dump holds no DCGM readings, a failed read)
+        "unknown": [{"verdict": u.what, "reason": u.why} for u in s.unknown],
         "components": components_json(s.components),
         "plugins": [plugin.to_json() for plugin in s.plugins],
     }

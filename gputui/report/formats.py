@@ -158,7 +158,7 @@ def write_table(data: dict[str, Any], out: TextIO, created: PodTimes | None = No
     rows = [["NODE", "GPU MODEL", "RESOURCE", *COUNT_TITLES, "PROBLEMS"]]
     for n in nodes:
         resources = list(n["gpu"].items())
-        codes = [p["code"] for p in n["problems"]] or ["ok"]
+        codes = [p["code"] for p in n["problems"]] or (["unknown"] if n.get("unknown") else ["ok"])
         for i in range(max(len(resources), len(codes))):
             name, u = resources[i] if i < len(resources) else ("", None)
             counts = [_count(u[k]) for k in ("capacity", "allocatable", "allocated", "free")] if u else ["", "", "", ""]

@@ -142,7 +142,7 @@ def other_cell(summary: NodeSummary, width: int, unknown: str | None) -> Cell:
 def verdict_full(summary: NodeSummary) -> str:
     """Every verdict in words and codes, for the filter."""
     if not summary.problems:
-        return "ok"
+        return " ".join(f"{u.what} {u.why}" for u in summary.unknown) or "ok"
     return " ".join(f"{render.verdict_word(p)[0]} {p.code} {clean(p.subject or '', 100)}" for p in summary.problems)
 
 
@@ -155,7 +155,7 @@ def node_row(summary: NodeSummary, narrow: bool, unknown: str | None = None, w: 
         clip(render.node_status(summary.node), w["status"]),
         clip(render.usage_cell(gpu_usage, bar_width=3 if narrow else 4, capacity=not narrow, unknown=unknown), w["gpu"]),
         clip(render.free_cell(gpu_usage, unknown), w["free"]),
-        clip(render.verdicts(summary.problems, short=narrow, width=w["verdict"]), w["verdict"], verdict_full(summary)),
+        clip(render.verdicts(summary.problems, short=narrow, width=w["verdict"], unknown=summary.unknown), w["verdict"], verdict_full(summary)),
         other_cell(summary, w["other"], unknown),
     )
     return cells if narrow else cells + (model_cell(summary, w["model"]),)

@@ -55,7 +55,8 @@ def _node_facts(summary: gpu.NodeSummary) -> tuple:
     """What a node row shows, to tell a recomputed summary that changed nothing visible."""
     node, facts = summary.node, summary.facts
     usage = tuple((name, u.capacity, u.allocatable, u.allocated) for name, u in summary.usage.items())
-    return (node.ready, node.unschedulable, usage, tuple((p.code, p.subject) for p in summary.problems), facts.product, facts.memory_mib)
+    return (node.ready, node.unschedulable, usage, tuple((p.code, p.subject) for p in summary.problems), summary.unknown,
+            facts.product, facts.memory_mib)
 
 
 def _row_facts(entry: gpu.GpuPod) -> tuple:

@@ -6,12 +6,12 @@ Colour always comes with words or symbols, so NO_COLOR still tells.
 """
 from __future__ import annotations
 
-from typing import Callable, Iterable, Mapping
+from typing import Callable, Iterable, Mapping, Sequence
 
 from rich.text import Text
 
 from gputui.kube import duration
-from gputui.kube.gpu import GPU, GpuPod, NodeSummary, Problem, Usage
+from gputui.kube.gpu import GPU, GpuPod, NodeSummary, Problem, Unknown, Usage
 from gputui.kube.metrics import NodeMetrics
 from gputui.kube.quantities import format_quantity
 from gputui.kube.records import Event, Node, Pod
@@ -50,6 +50,17 @@ _VERDICT_WORDS = {
     "health-condition": ("health", BAD_STYLE),  # with the condition's type: `GpuMemWatch`
     "tainted": ("tainted", BAD_STYLE),  # with the taint's key: `taint nvidia.com/gpu-xid-error`
 }
+
+
+def unknown_verdict(unknown: Sequence[Unknown], short: bool = False) -> Text:
+    """`… XIDs not read yet`, `… device plugin, XIDs`, `? XIDs unknown`: a node that is not `ok` yet."""
+    pending = all(u.pending for u in unknown)
+    what = ", ".join(u.what for u in unknown)
+    if len(unknown) == 1 and not short:
+        words = f"{what}: {unknown[0].why}" if pending else f"{what} unknown"
+    else:
+        words = what if pending else f"{what} unknown"
+    return Text(f"{SYNCING_MARK if pending else UNKNOWN_MARK} {clean(words, 80)}", style=WARN_STYLE, end="")
 
 
 def verdict_word(problem: Problem, short: bool = False) -> tuple[str, str]:
@@ -182,11 +193,14 @@ def model_and_memory(summary: NodeSummary) -> Text:
     return out
 
 
-def verdicts(problems: list[Problem], *, short: bool = False, width: int = 24) -> Text:
-    """Worded and coloured: `✗ plugin not running, cordoned`, `✓ ok` when nothing is wrong.
+def verdicts(problems: list[Problem], *, short: bool = False, width: int = 24, unknown: Sequence[Unknown] = ()) -> Text:
+    """Worded and coloured: `✗ plugin not running, cordoned`, `✓ ok` when nothing is wrong and every
+    input is known; else `… XIDs not read yet` (known soon) or `? XIDs unknown` (not here).
     The problems come worst first (gpu.SEVERITY_ORDER): the first decides the symbol
     (`✗ not ready +1`, `! cordoned`). What does not fit in `width` is counted (`+2`);
     short uses the short words."""
+    if not problems and unknown:
+        return unknown_verdict(unknown, short)
     if not problems:
         return Text("✓ ok", style=OK_STYLE, end="")
     bad = verdict_word(problems[0])[1] == BAD_STYLE

@@ -203,7 +203,7 @@ def details_text(details: NodeDetails, now: float, width: int = 120) -> Text:
     out.append("  ")
     out.append_text(render.node_status(node))
     out.append("  ")
-    out.append_text(render.verdicts(summary.problems, width=200))
+    out.append_text(render.verdicts(summary.problems, width=200, unknown=summary.unknown))
     out.append(f"  age {render.age(node.created, now)}", style="dim")
     if node.kubelet_version:
         out.append("  kubelet ")
@@ -211,6 +211,9 @@ def details_text(details: NodeDetails, now: float, width: int = 120) -> Text:
     for problem in summary.problems:
         out.append("\n  • ")
         out.append_text(render.text(problem.message, limit=1000))
+    for waiting in summary.unknown:
+        out.append(f"\n  {render.SYNCING_MARK if waiting.pending else render.UNKNOWN_MARK} ", style=render.WARN_STYLE)
+        out.append_text(render.text(f"{waiting.what}: {'not known yet' if waiting.pending else 'unknown'}: {waiting.why}", limit=1000))
 
     _section(out, "GPU (from GPU Feature Discovery labels)")
     fact_rows = [

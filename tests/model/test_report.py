@@ -84,7 +84,7 @@ async def test_json_is_the_contract(sim):
     nodes = {n["name"]: n for n in data["nodes"]}
     assert [n["name"] for n in data["nodes"]] == ["gpu-1", "gpu-2", "mig-1", "cpu-1"]  # GPU nodes first
     for n in data["nodes"]:
-        assert set(n) == {"name", "ready", "schedulable", "product", "gpu", "problems", "components", "plugins"}
+        assert set(n) == {"name", "ready", "schedulable", "product", "gpu", "problems", "unknown", "components", "plugins"}
         assert n["plugins"] == []  # device-plugin DaemonSets: none here
         for usage in n["gpu"].values():
             assert set(usage) == {"capacity", "allocatable", "allocated", "free"}
