@@ -57,6 +57,8 @@ class ClusterRow:
     gpu_nodes: int | None = None
     problem_nodes: int | None = None
     worst: tuple[str, str] | None = None  # the worst problem's code and its node: ("not-ready", "h100-3")
+    unknown_nodes: int | None = None  # GPU nodes with no problem but a verdict not known (XIDs not read)
+    lacks: tuple[str, ...] = ()  # the verdicts not known on some node: ("XIDs",) on a summarised row
     pending: int | None = None
     longest_wait: float | None = None  # seconds the longest-waiting GPU pod has waited
     stack: str | None = None  # the stack's kind and install: "gpu-operator", "device-plugin (helm)", "none"
@@ -83,6 +85,8 @@ async def figures(context: str, model: ClusterModel, now: float) -> dict[str, An
     summaries = await model.node_summaries_in_turns()
     gpu_nodes = [s for s in summaries if s.gpu_node]
     with_problems = [s for s in gpu_nodes if s.problems]
+    # the same verdicts as the cluster's own screen: XIDs read in the background; not `ok` while unknown
+    not_known = [s for s in gpu_nodes if s.unknown]
     worst = min(((gpu.by_severity(s.problems)[0], s.name) for s in with_problems),
                 key=lambda item: gpu.SEVERITY_ORDER.index(item[0].code) if item[0].code in gpu.SEVERITY_ORDER else 99,
                 default=None)
@@ -101,6 +105,8 @@ async def figures(context: str, model: ClusterModel, now: float) -> dict[str, An
         gpu_nodes=len(gpu_nodes),
         problem_nodes=len(with_problems),
         worst=(worst[0].code, worst[1]) if worst else None,
+        unknown_nodes=sum(1 for s in not_known if not s.problems),
+        lacks=tuple(sorted({u.what for s in not_known for u in s.unknown})),
         pending=len(waiting),
         longest_wait=max(now - created for created in known_since) if known_since else None,
         updated=now,
@@ -215,6 +221,8 @@ class Member:
             self.model = self.fleet.model_of(self.conn)
             self._unsubscribe = self.model.subscribe(lambda change: self._stale.set())
             await self.model.start()
+            if self.model.metrics.background_interval > 0:
+                self.model.metrics.start_background()  # XIDs: the row counts what the cluster's screen does
             self._set(state=SYNCING, detail="", retry_at=None, server_version=version)
             self.ready.set()
         await self._keep_figures(self.model)

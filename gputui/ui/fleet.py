@@ -80,6 +80,9 @@ def detail_line(row: f.ClusterRow | None, now: float) -> Text:
         words += f" · server {row.server_version}"
     if row.stack:
         words += f" · {row.stack}" + (f", ClusterPolicy {row.policy}" if row.policy else "")
+    if row.lacks:
+        how = "summarised: no DCGM reads" if row.state == f.SUMMARY else "not read yet"
+        words += f" · {', '.join(row.lacks)} not known on every node ({how})"
     return Text(clean(words, 400), end="")
 
 
@@ -105,6 +108,9 @@ def row_cells(row: f.ClusterRow, columns: list[Column], now: float, wall: float)
         values["free"] = render.free_cell(usage)
     if row.problem_nodes is None or row.gpu_nodes is None:
         values["problems"] = Text(unknown, end="")
+    elif row.problem_nodes == 0 and row.unknown_nodes:
+        known = row.gpu_nodes - row.unknown_nodes
+        values["problems"] = Text(f"{render.SYNCING_MARK} {known}/{row.gpu_nodes} ok, {'/'.join(row.lacks)} …", style=render.WARN_STYLE, end="")
     elif row.problem_nodes == 0:
         values["problems"] = Text(f"✓ {row.gpu_nodes} ok", style=render.OK_STYLE, end="")
     else:

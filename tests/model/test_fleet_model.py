@@ -82,3 +82,41 @@ async def test_the_cap_on_live_connections_and_viewing_a_summarised_cluster(make
     assert fleet.live_count() == 2
     assert [name for name, m in fleet.members.items() if m.live] == ["broken", "slow"]
     await until(lambda: fleet.row("healthy").state == f.SUMMARY, what="healthy summarised")
+
+
+async def test_a_watched_row_counts_xids_as_the_clusters_own_screen_does():
+    """A fleet row read `✗ 4/9 not ready h100-3` for 11 minutes while the demo had 5 problem nodes (issue 22):
+    its member never read the exporters. It does now, in the background, as the single-cluster screen."""
+    from gputui.sim import demo
+    from gputui.sim.cluster import SimCluster
+
+    async with SimCluster(demo.build()) as sim:
+        fleet = f.Fleet(["gputui-sim"], lambda context: connect(str(sim.kubeconfig_path), context))
+        try:
+            await fleet.start()
+            row = await until(lambda: fleet.row("gputui-sim").known and not fleet.row("gputui-sim").unknown_nodes
+                              and fleet.row("gputui-sim"), timeout=30, what="every node's XIDs read")
+            model = fleet.members["gputui-sim"].model
+            own_screen = [s.name for s in model.node_summaries() if s.gpu_node and s.problems]
+            assert "h100-1" in own_screen and row.problem_nodes == len(own_screen), (row, own_screen)
+            assert "xid-errors" in [p.code for p in model.summary("h100-1").problems]
+        finally:
+            await fleet.stop()
+
+
+async def test_a_summarised_row_says_the_xids_are_not_known():
+    from gputui.sim import demo
+    from gputui.sim.cluster import SimCluster
+    from gputui.ui.fleet import detail_line
+
+    async with SimCluster(demo.build()) as sim:
+        fleet = f.Fleet(["gputui-sim"], lambda context: connect(str(sim.kubeconfig_path), context), max_live=0)
+        fleet.members["gputui-sim"].live = False  # summarised from a fresh list: no exporter is read
+        try:
+            await fleet.start()
+            row = await until(lambda: fleet.row("gputui-sim").state == f.SUMMARY and fleet.row("gputui-sim"), timeout=30,
+                              what="the summary")
+            assert row.lacks == ("XIDs",) and row.unknown_nodes, row
+            assert "XIDs not known on every node (summarised: no DCGM reads)" in detail_line(row, 0.0).plain
+        finally:
+            await fleet.stop()
