@@ -1,9 +1,12 @@
 """What kube-apiserver does to an object between the request and the store.
 
-Create: server-owned metadata is dropped, the name is validated (422 Invalid
-with causes, as the real server words it), and a pod is defaulted (requests
+Create: a quantity that is none is refused as decoding refuses it (400),
+server-owned metadata is dropped, the name is validated (422 Invalid with
+causes, as the real server words it), a pod's resources too (a request above
+its limit; an extended resource such as nvidia.com/gpu limited and requested
+alike), a ResourceQuota's names and amounts, and a pod is defaulted (requests
 from limits, the usual spec defaults, status reset to Pending with its QoS
-class). Update: the main resource keeps the stored status, the `status`
+class). The admission plugins run around this (admission_plugins.py). Update: the main resource keeps the stored status, the `status`
 subresource changes only status. A pod created with schedulingGates gets
 PodScheduled=False/SchedulingGated (the API server sets it, not the
 scheduler); an update may remove gates, never add one.
@@ -15,6 +18,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from . import quantity, quota
+from .quantity import Quantity
 from .resources import ResourceType
 
 Obj = dict[str, Any]
@@ -73,6 +78,39 @@ def validate_name(resource: ResourceType, name: str) -> list[Cause]:
     return []
 
 
+class Undecodable(Exception):
+    """400: the body is not an object of its kind (kube-apiserver fails to decode it before anything else)."""
+
+
+def check_decodable(resource: ResourceType, obj: Obj) -> None:
+    """What decoding refuses: a quantity that is not one, in a pod's resources, a ResourceQuota's hard amounts or
+    a LimitRange's bounds and defaults. Raises Undecodable."""
+    spec = _mapping(obj.get("spec"))
+    lists: list[Any] = []
+    if resource.kind == "Pod":
+        for field_name in ("initContainers", "containers"):
+            containers = spec.get(field_name)
+            for c in containers if isinstance(containers, list) else []:
+                resources = _mapping(_mapping(c).get("resources"))
+                lists += [resources.get("limits"), resources.get("requests")]
+    elif resource.kind == "ResourceQuota":
+        lists.append(spec.get("hard"))
+    elif resource.kind == "LimitRange":
+        items = spec.get("limits")
+        for item in items if isinstance(items, list) else []:
+            lists += [_mapping(item).get(key) for key in ("max", "min", "default", "defaultRequest", "maxLimitRequestRatio")]
+    for values in lists:
+        for value in _mapping(values).values():
+            try:
+                quantity.parse(value)
+            except quantity.QuantityError as e:
+                raise Undecodable(f'{resource.kind} in version "{resource.version}" cannot be handled as a {resource.kind}: {e}') from None
+
+
+def _mapping(value: Any) -> Obj:
+    return value if isinstance(value, dict) else {}
+
+
 def admit_create(resource: ResourceType, obj: Obj) -> Obj:
     """Validate and default a new object; raises Invalid. Returns the object to store."""
     meta = obj.setdefault("metadata", {}) or {}
@@ -91,6 +129,9 @@ def admit_create(resource: ResourceType, obj: Obj) -> Obj:
     elif resource.kind == "ResourceClaim":
         causes += _validate_claim(obj)
         obj.pop("status", None)  # status is the scheduler's (the status subresource)
+    elif resource.kind == "ResourceQuota":
+        causes += _validate_quota(obj)
+        obj.pop("status", None)  # status is the quota controller's
     if causes:
         raise Invalid(resource.kind, name, causes)
     if resource.kind == "Pod":
@@ -121,9 +162,60 @@ def _validate_pod(pod: Obj) -> list[Cause]:
                 causes.append(_invalid_value(f"{where}.name", c["name"], LABEL_HELP))
             if not c.get("image"):
                 causes.append(_required(f"{where}.image"))
+            causes += _resource_causes(f"{where}.resources", c.get("resources") or {})
             for j, ref in enumerate((c.get("resources") or {}).get("claims") or []):
                 if ref.get("name") not in claim_names:
                     causes.append(Cause("FieldValueNotFound", f"{where}.resources.claims[{j}].name", f'Not found: "{ref.get("name", "")}"'))
+    return causes
+
+
+def _resource_causes(where: str, resources: Obj) -> list[Cause]:
+    """ValidateResourceRequirements: quantities, a request no more than its limit, and an extended resource
+    (nvidia.com/gpu), which cannot be overcommitted, limited and requested alike."""
+    causes: list[Cause] = []
+    parsed: dict[str, dict[str, Quantity]] = {"limits": {}, "requests": {}}
+    for kind in ("limits", "requests"):
+        for name, value in (resources.get(kind) or {}).items():
+            try:
+                parsed[kind][name] = quantity.parse(value)
+            except quantity.QuantityError:
+                continue  # refused at decode already (check_decodable)
+            if parsed[kind][name].value < 0:
+                causes.append(_invalid_value(f"{where}.{kind}[{name}]", str(parsed[kind][name]), "must be greater than or equal to 0"))
+    limits = parsed["limits"]
+    for name, request in parsed["requests"].items():
+        limit = limits.get(name)
+        overcommittable = not quota.is_extended(name) and not name.startswith("hugepages-")
+        if limit is not None:
+            if not overcommittable and request.value != limit.value:
+                causes.append(_invalid_value(f"{where}.requests", str(request), f"must be equal to {name} limit of {limit}"))
+            elif request.value > limit.value:
+                causes.append(_invalid_value(f"{where}.requests", str(request), f"must be less than or equal to {name} limit of {limit}"))
+        elif not overcommittable:
+            causes.append(_required(f"{where}.limits", "Limit must be set for non overcommitable resources"))
+    return causes
+
+
+STANDARD_QUOTA_RESOURCES = frozenset({
+    "pods", "services", "replicationcontrollers", "resourcequotas", "secrets", "configmaps", "persistentvolumeclaims",
+    "services.nodeports", "services.loadbalancers", "cpu", "memory", "requests.cpu", "requests.memory", "requests.storage",
+    "limits.cpu", "limits.memory", "ephemeral-storage", "requests.ephemeral-storage", "limits.ephemeral-storage",
+})
+
+
+def _validate_quota(quota_obj: Obj) -> list[Cause]:
+    """ValidateResourceQuota's spec.hard: a name without a domain is a standard quota resource (a name with one,
+    nvidia.com/gpu, is accepted and limits nothing: `requests.nvidia.com/gpu` does), amounts not negative."""
+    causes: list[Cause] = []
+    for name, value in _mapping(_mapping(quota_obj.get("spec")).get("hard")).items():
+        where = f"spec.hard[{name}]"
+        if "/" not in name and name not in STANDARD_QUOTA_RESOURCES and not name.startswith(("hugepages-", "requests.hugepages-")):
+            causes.append(_invalid_value(where, name, "must be a standard resource for quota"))
+        try:
+            if quantity.parse(value).value < 0:
+                causes.append(_invalid_value(where, str(quantity.parse(value)), "must be greater than or equal to 0"))
+        except quantity.QuantityError:
+            continue  # refused at decode already (check_decodable)
     return causes
 
 

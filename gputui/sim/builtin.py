@@ -4,6 +4,8 @@
     "fragmented"                 free GPUs spread thin and stranded, a pending 4-GPU pod, a gated pod (fragmented.py)
     "idle-gpus"                  pods holding GPUs: a busy trainer, idle notebooks, a job that stopped (idle_gpus.py)
     "kueue-quota"                Kueue: a ClusterQueue's GPU quota used up, a gated pod and a suspended job waiting (kueue_quota.py)
+    "restricted"                 namespaces with PodSecurity restricted, ResourceQuotas (GPU, cpu and memory) and a
+                                 LimitRange; one being deleted (restricted.py)
     "gpu-operator-healthy", ...  the GPU stack scenarios (stacks.SCENARIOS)
 
 This registry sits above the scenario modules and below scenarios.py, so that
@@ -13,10 +15,10 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from . import demo, fragmented, idle_gpus, kueue_quota, stacks
+from . import demo, fragmented, idle_gpus, kueue_quota, restricted, stacks
 
 Obj = dict[str, Any]
 
 BUILTIN: dict[str, Callable[[], list[Obj]]] = {"demo": demo.build, "fragmented": fragmented.build, "idle-gpus": idle_gpus.build,
-                                              "kueue-quota": kueue_quota.build,
+                                              "kueue-quota": kueue_quota.build, "restricted": restricted.build,
                                               **stacks.SCENARIOS}

@@ -36,8 +36,10 @@ import asyncio
 from typing import Any, Coroutine
 
 from . import builders as b
+from .deletion import NamespaceController
 from .dra import CLAIMS, DRA_KEYS, ClaimController
 from .kubelet import Kubelet
+from .quota import QuotaController
 from .daemonsets import DS_KEY, daemonset_status_for, owned_by
 from .scheduler import Scheduler
 from .store import Event, NotFound
@@ -163,6 +165,8 @@ class Controllers:
         self.scheduler = Scheduler(self)
         self.daemonsets = DaemonSetController(self.store)
         self.claims = ClaimController(self.store)
+        self.quotas = QuotaController(self.store)
+        self.namespaces = NamespaceController(self.store, self.logs)
         self.kubelets: dict[str, Kubelet] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._running = False
@@ -196,6 +200,8 @@ class Controllers:
             for pod in by_node.get(kubelet.name, []):
                 kubelet.images.update(c["image"] for c in (pod["spec"].get("containers") or []) + (pod["spec"].get("initContainers") or []))
         self.claims.settle_all()
+        self.quotas.settle_all()
+        self.namespaces.settle_all()
         self.scheduler.start()
         for kubelet in self.kubelets.values():
             kubelet.sync_all(by_node.get(kubelet.name, []))
@@ -210,6 +216,8 @@ class Controllers:
         if not self._running:
             return
         key = event.resource.key
+        self.quotas.on_event(event)
+        self.namespaces.on_event(event)
         if key in ("nodes", "pods", DS_KEY):
             self.daemonsets.on_event(event)
         if key == "nodes":
@@ -238,6 +246,8 @@ class Controllers:
     async def stop(self) -> None:
         self._running = False
         self.daemonsets.stop()
+        self.quotas.stop()
+        self.namespaces.stop()
         await self.scheduler.stop()
         await asyncio.gather(*(k.stop() for k in self.kubelets.values()), return_exceptions=True)
         tasks = list(self._tasks)

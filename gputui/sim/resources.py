@@ -72,15 +72,16 @@ RESOURCES: list[ResourceType] = [
     ResourceType("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True, (), ("status",)),
     ResourceType("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", False),
     ResourceType("nvidia.com", "v1", "clusterpolicies", "ClusterPolicy", False, (), ("status",), custom=True),
+    # The admission plugins' policy (admission_plugins.py, quota.py): served whole, writable.
+    ResourceType("", "v1", "limitranges", "LimitRange", True, ("limits",)),
+    ResourceType("", "v1", "resourcequotas", "ResourceQuota", True, ("quota",), ("status",)),
     # Kept as given (read-only).  RBAC objects are also the authorizer's policy (auth.py).
     _kept("v1", "configmaps", "ConfigMap", True, "cm"),
     _kept("v1", "endpoints", "Endpoints", True, "ep"),
-    _kept("v1", "limitranges", "LimitRange", True, "limits"),
     _kept("v1", "persistentvolumeclaims", "PersistentVolumeClaim", True, "pvc"),
     _kept("v1", "persistentvolumes", "PersistentVolume", False, "pv"),
     _kept("v1", "podtemplates", "PodTemplate", True),
     _kept("v1", "replicationcontrollers", "ReplicationController", True, "rc", all_category=True),
-    _kept("v1", "resourcequotas", "ResourceQuota", True, "quota"),
     _kept("v1", "secrets", "Secret", True),
     _kept("v1", "serviceaccounts", "ServiceAccount", True, "sa"),
     _kept("admissionregistration.k8s.io/v1", "mutatingwebhookconfigurations", "MutatingWebhookConfiguration", False),

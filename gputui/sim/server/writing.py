@@ -1,13 +1,12 @@
 """Writing: create, update (and the status subresource), patch, delete and deletecollection."""
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import orjson
 from aiohttp import web
 
-from .. import admission, patching
+from .. import admission, admission_plugins, deletion, patching, quota
 from .base import ApiBase
 from .request import Target, _int_param, _sort_key
 from .responses import ApiError, _details, _invalid, bad_request, conflict, json_response, not_found, qualified
@@ -46,16 +45,30 @@ class Writing(ApiBase):
     async def create(self, request: web.Request, t: Target) -> web.Response:
         r = t.resource
         obj = self._check_identity(t, await self._body(request))
+        # kube-apiserver's order: decoding, mutating admission, validation, validating admission, then storage.
         try:
+            admission.check_decodable(r, obj)
+            admission_plugins.mutate(self.store, r, obj)
             obj = admission.admit_create(r, obj)
+            warnings = admission_plugins.validate(self.store, r, obj)
         except admission.Invalid as e:
             raise _invalid(r, e) from None
+        except admission_plugins.Refused as e:
+            raise _refusal(e) from None
+        except admission.Undecodable as e:
+            raise bad_request(str(e)) from None
         name = obj["metadata"].get("name")
-        if name and self.store.find(r.key, obj["metadata"].get("namespace", ""), name) is not None:
+        namespace = obj["metadata"].get("namespace", "")
+        if name and self.store.find(r.key, namespace, name) is not None:
             raise ApiError(409, "AlreadyExists", f'{qualified(r)} "{name}" already exists', _details(r, name))
         if request.query.get("dryRun"):
-            return json_response(obj, status=201)
-        return json_response(self.store.create(r.key, obj), status=201)
+            return _warned(json_response(obj, status=201), warnings)
+        created = self.store.create(r.key, obj)
+        if r.namespaced:
+            # The ResourceQuota plugin charges what it admitted; a new quota gets its status (the quota controller's
+            # first sync) after the answer's copy was taken, as on a real cluster.
+            quota.sync_status(self.store, namespace)
+        return _warned(json_response(created, status=201), warnings)
 
     def _write(self, t: Target, old: Obj, new: Obj) -> Obj:
         """Store an update unless it changes nothing (the real server then keeps the resourceVersion)."""
@@ -72,7 +85,14 @@ class Writing(ApiBase):
                 new["metadata"][key] = old["metadata"][key]
         if new == old:
             return old
-        return self.store.replace(t.resource.key, new)
+        stored = self.store.replace(t.resource.key, new)
+        meta = stored["metadata"]
+        if t.resource.kind not in ("Pod", "Namespace") and meta.get("deletionTimestamp") and not meta.get("finalizers") \
+                and self.store.find(t.resource.key, t.namespace or "", meta["name"]) is not None:
+            self.store.delete(t.resource.key, t.namespace or "", meta["name"])  # its last finalizer removed: it goes
+        elif t.resource.key == quota.QUOTAS and t.subresource is None:
+            quota.sync_status(self.store, t.namespace or "")  # the quota controller, for the new spec
+        return stored
 
     async def update(self, request: web.Request, t: Target) -> web.Response:
         new = self._check_identity(t, await self._body(request))
@@ -127,42 +147,15 @@ class Writing(ApiBase):
             raise conflict(r, name, f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: {current['metadata'].get('uid')}")
         if pre.get("resourceVersion") and pre["resourceVersion"] != current["metadata"].get("resourceVersion"):
             raise conflict(r, name, "the object has been modified; please apply your changes to the latest version and try again")
-        if r.kind != "Pod":
-            if current["metadata"].get("finalizers"):
-                # Finalizers hold the object: it is marked for deletion and goes once they are removed
-                # (for ResourceClaims, by the claim controller: sim/dra.py).
-                if current["metadata"].get("deletionTimestamp"):
-                    return current
-
-                def mark_deleting(obj: Obj) -> None:
-                    obj["metadata"]["deletionTimestamp"] = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-                    obj["metadata"]["deletionGracePeriodSeconds"] = 0
-
-                return store.mutate(r.key, ns, name, mark_deleting)
-            return store.delete(r.key, ns, name)
-        grace = options.get("gracePeriodSeconds")
-        if grace is None:
-            grace = (current.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
-        unbound = not (current.get("spec") or {}).get("nodeName")
-        finished = (current.get("status") or {}).get("phase") in ("Succeeded", "Failed")
-        if grace <= 0 or unbound or finished:
-            deleted = store.delete(r.key, ns, name)
-            self.cluster.logs.forget_pod(ns, name)
-            return deleted
-        meta = current["metadata"]
-        if meta.get("deletionTimestamp") and meta.get("deletionGracePeriodSeconds", grace) <= grace:
-            return current  # already terminating with a shorter or equal grace period
-
-        def mark(pod: Obj) -> None:
-            when = datetime.now(timezone.utc) + timedelta(seconds=grace)
-            pod["metadata"]["deletionTimestamp"] = when.strftime("%Y-%m-%dT%H:%M:%SZ")
-            pod["metadata"]["deletionGracePeriodSeconds"] = grace
-
-        return store.mutate(r.key, ns, name, mark)
+        if r.kind == "Namespace" and (why := admission_plugins.namespace_deletable(name)) is not None:
+            raise _refusal(admission_plugins.forbidden(r, name, why))
+        return deletion.delete_stored(store, self.cluster.logs, r, current, options.get("gracePeriodSeconds"))
 
     async def delete(self, request: web.Request, t: Target) -> web.Response:
         options = await self._delete_options(request)
         obj = self._delete_one(t, t.name or "", options)
+        if t.resource.namespaced:
+            quota.sync_status(self.store, t.namespace or "")  # the quota controller, at once
         if t.resource.kind in ("Pod", "Namespace"):
             return json_response(obj)
         details = _details(t.resource, t.name)
@@ -178,4 +171,19 @@ class Writing(ApiBase):
             if matches(entry.obj):
                 target = Target(r, entry.obj["metadata"].get("namespace") if r.namespaced else None, entry.obj["metadata"]["name"], None)
                 deleted.append(self._delete_one(target, target.name or "", options))
+        if r.namespaced:
+            for namespace in sorted({d["metadata"].get("namespace", "") for d in deleted}):
+                quota.sync_status(self.store, namespace)
         return json_response({"kind": r.list_kind, "apiVersion": r.api_version, "metadata": {"resourceVersion": str(self.store.resource_version)}, "items": deleted})
+
+
+def _warned(response: web.Response, warnings: list[str]) -> web.Response:
+    """The admission plugins' warnings as HTTP Warning headers (`299 - "text"`), which kubectl prints."""
+    for text in warnings:
+        escaped = text.replace("\\", "\\\\").replace('"', '\\"')
+        response.headers.add("Warning", f'299 - "{escaped}"')
+    return response
+
+
+def _refusal(e: admission_plugins.Refused) -> ApiError:
+    return ApiError(e.code, e.reason, e.message, e.details)
