@@ -10,6 +10,8 @@
     runtime_class = "nvidia"
     timeout = 180                    # seconds
     resource = "nvidia.com/gpu"
+    cpu = "100m"                     # the pod's cpu request and limit (what a ResourceQuota on cpu asks for)
+    memory = "128Mi"                 # its memory request and limit
 
     [metrics]
     interval = 60                    # seconds between background reads of each GPU node's DCGM exporter; 0: off
@@ -52,6 +54,9 @@ DEFAULT_METRICS_INTERVAL, DEFAULT_READS_PER_MINUTE, DEFAULT_CONCURRENCY = 60.0, 
 DEFAULT_EXEC_TIMEOUT = 60.0  # kube/credentials.py's EXEC_TIMEOUT (tests/test_config.py checks they agree)
 # kube/verify/options.py's (not imported: it loads the whole verification; tests/test_config.py checks they agree)
 DEFAULT_VERIFY_IMAGE, DEFAULT_VERIFY_TIMEOUT = "nvidia/cuda:12.4.0-base-ubuntu22.04", 120.0
+DEFAULT_VERIFY_CPU, DEFAULT_VERIFY_MEMORY = "100m", "128Mi"
+# A Kubernetes quantity above zero, as cpu and memory are written ("100m", "0.5", "128Mi", "1G").
+QUANTITY = re.compile(r"([0-9]+(\.[0-9]*)?|\.[0-9]+)([numkMGTPE]|[KMGTPE]i|[eE][0-9]+)?")
 # kube/idle.py's (not imported: it loads the client; tests/test_config.py checks they agree)
 DEFAULT_IDLE_WINDOW, DEFAULT_IDLE_THRESHOLD, DEFAULT_PROMETHEUS = 3600.0, 5.0, "monitoring/prometheus-k8s:9090"
 MIN_IDLE_WINDOW, MAX_IDLE_WINDOW = 10.0, 7 * 86_400.0
@@ -72,6 +77,8 @@ class VerifyConfig:
     runtime_class: str | None = None
     timeout: float | None = None
     resource: str | None = None
+    cpu: str | None = None
+    memory: str | None = None
 
 
 @dataclass(frozen=True)
@@ -146,7 +153,7 @@ class Config:
             runtime_class=runtime_class or file.runtime_class,
             timeout=timeout or file.timeout or DEFAULT_VERIFY_TIMEOUT,
             read_only=self.read_only if read_only is None else read_only,
-            **other,
+            **{"cpu": file.cpu or DEFAULT_VERIFY_CPU, "memory": file.memory or DEFAULT_VERIFY_MEMORY, **other},
         )
 
 
@@ -226,7 +233,7 @@ _TOP_KEYS = ("read_only", "exec_timeout", "verify", "metrics", "namespaces", "id
 _FLEET_KEYS = ("contexts", "live")
 DEFAULT_FLEET_LIVE = 8  # kube/fleet.py's MAX_LIVE (tests/test_config.py checks they agree)
 NAMESPACE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")  # a DNS-1123 label, as Kubernetes names namespaces
-_VERIFY_KEYS = ("image", "namespace", "runtime_class", "timeout", "resource")
+_VERIFY_KEYS = ("image", "namespace", "runtime_class", "timeout", "resource", "cpu", "memory")
 _METRICS_KEYS = ("interval", "reads_per_minute", "concurrency")
 _IDLE_KEYS = ("window", "threshold", "prometheus", "history")
 MAX_READS_PER_MINUTE = 60_000
@@ -251,6 +258,12 @@ def parse_config(data: Mapping[str, Any], path: Path | None = None) -> Config:
         if value is not None and (not isinstance(value, str) or not value.strip() or value != value.strip()):
             raise bad(f"verify.{key} must be a non-empty string without surrounding spaces, not {_shown(value)}")
         texts[key] = value
+    for key in ("cpu", "memory"):
+        value = table.get(key)
+        if value is not None and not _positive_quantity(value):
+            raise bad(f"verify.{key} must be a quantity above zero such as \"{DEFAULT_VERIFY_CPU if key == 'cpu' else DEFAULT_VERIFY_MEMORY}\", "
+                      f"not {_shown(value)}")
+        texts[key] = value
     timeout = table.get("timeout")
     if timeout is not None:
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= MAX_TIMEOUT:
@@ -261,6 +274,12 @@ def parse_config(data: Mapping[str, Any], path: Path | None = None) -> Config:
         raise bad(f"exec_timeout must be a number of seconds between 0 and {MAX_TIMEOUT:g}, not {_shown(exec_timeout)}")
     return Config(read_only=read_only, exec_timeout=float(exec_timeout), verify=VerifyConfig(timeout=timeout, **texts), path=path,
                   metrics=_metrics(data, bad), namespaces=_namespaces(data, bad), idle=_idle(data, bad), fleet=_fleet(data, bad))
+
+
+def _positive_quantity(value: Any) -> bool:
+    """A Kubernetes quantity above zero ("100m", "128Mi")."""
+    match = QUANTITY.fullmatch(value) if isinstance(value, str) else None
+    return match is not None and float(match.group(1)) > 0
 
 
 def _idle(data: Mapping[str, Any], bad: Any) -> IdleConfig:

@@ -24,7 +24,13 @@ namespace = "gpu-checks"
 runtime_class = "nvidia"
 timeout = 180
 resource = "nvidia.com/mig-1g.10gb"
+cpu = "250m"
+memory = "256Mi"
 """
+
+
+def _gpu_node() -> dict:
+    return {"metadata": {"name": "gpu-1", "labels": {}}, "status": {"allocatable": {"nvidia.com/gpu": "1"}, "capacity": {"nvidia.com/gpu": "1"}}}
 
 
 def write(tmp_path: Path, text: str, name: str = "config.toml") -> Path:
@@ -47,6 +53,7 @@ def test_absent_default_file_means_defaults(tmp_path):
     assert config == Config()
     options = config.verify_options()
     assert (options.image, options.timeout, options.read_only, options.resource) == (v.DEFAULT_IMAGE, v.DEFAULT_TIMEOUT, False, None)
+    assert (options.cpu, options.memory) == ("100m", "128Mi")
 
 
 def test_a_full_file_is_read(tmp_path):
@@ -56,12 +63,17 @@ def test_a_full_file_is_read(tmp_path):
     assert config.path == path
     assert config.read_only is True
     assert config.verify == VerifyConfig(
-        image="registry.local/cuda:12.4.0-base", namespace="gpu-checks", runtime_class="nvidia", timeout=180.0, resource="nvidia.com/mig-1g.10gb"
+        image="registry.local/cuda:12.4.0-base", namespace="gpu-checks", runtime_class="nvidia", timeout=180.0, resource="nvidia.com/mig-1g.10gb",
+        cpu="250m", memory="256Mi",
     )
     options = config.verify_options(count=2)
     assert (options.image, options.runtime_class, options.timeout, options.resource, options.count, options.read_only) == (
         "registry.local/cuda:12.4.0-base", "nvidia", 180.0, "nvidia.com/mig-1g.10gb", 2, True
     )
+    assert (options.cpu, options.memory) == ("250m", "256Mi")
+    resources = v.plan_for(_gpu_node(), [], "gpu-checks", options).manifest["spec"]["containers"][0]["resources"]
+    assert resources["requests"] == {"cpu": "250m", "memory": "256Mi"}
+    assert (resources["limits"]["cpu"], resources["limits"]["memory"]) == ("250m", "256Mi")
 
 
 def test_flags_override_the_file(tmp_path):
@@ -79,7 +91,11 @@ def test_flags_override_the_file(tmp_path):
         ("namespaces = ['ml', 'Team A']", "namespaces must be a list of namespace names (lowercase letters, digits and '-'), not ['ml', 'Team A']"),
         ("exec_timeout = 0", "exec_timeout must be a number of seconds between 0 and 86400, not 0"),
         ("exec_timeout = '60'", "exec_timeout must be a number of seconds between 0 and 86400, not '60'"),
-        ("[verify]\nimag = 'x'", "unknown setting verify.imag (known: verify.image, verify.namespace, verify.runtime_class, verify.timeout, verify.resource)"),
+        ("[verify]\nimag = 'x'", "unknown setting verify.imag (known: verify.image, verify.namespace, verify.runtime_class, verify.timeout, verify.resource, "
+                                        "verify.cpu, verify.memory)"),
+        ("[verify]\ncpu = '0'", 'verify.cpu must be a quantity above zero such as "100m", not \'0\''),
+        ("[verify]\ncpu = 1", 'verify.cpu must be a quantity above zero such as "100m", not 1'),
+        ("[verify]\nmemory = '128 MiB'", 'verify.memory must be a quantity above zero such as "128Mi", not \'128 MiB\''),
         ("[verify]\ntimeout = 0", "verify.timeout must be a number of seconds between 0 and 86400, not 0"),
         ("[verify]\ntimeout = '120'", "verify.timeout must be a number of seconds between 0 and 86400, not '120'"),
         ("[verify]\ntimeout = true", "verify.timeout must be a number of seconds between 0 and 86400, not True"),
@@ -162,6 +178,7 @@ def test_the_defaults_written_twice_agree():
     assert (config.DEFAULT_METRICS_INTERVAL, config.DEFAULT_READS_PER_MINUTE, config.DEFAULT_CONCURRENCY) == (
         metrics.DEFAULT_BACKGROUND_INTERVAL, metrics.DEFAULT_READS_PER_MINUTE, metrics.DEFAULT_CONCURRENCY)
     assert (config.DEFAULT_VERIFY_IMAGE, config.DEFAULT_VERIFY_TIMEOUT) == (v.DEFAULT_IMAGE, v.DEFAULT_TIMEOUT)
+    assert (config.DEFAULT_VERIFY_CPU, config.DEFAULT_VERIFY_MEMORY) == (v.DEFAULT_CPU, v.DEFAULT_MEMORY)
     from gputui.kube import fleet
 
     assert config.DEFAULT_FLEET_LIVE == fleet.MAX_LIVE

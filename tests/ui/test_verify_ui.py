@@ -69,8 +69,8 @@ def nothing_left_behind(cluster, created):
     assert verification_pods(cluster) == []
 
 
-def app_for(cluster, *, read_only: bool = False, seed: int = 1, options: v.VerifyOptions = FAST):
-    settings = VerifySettings(dataclasses.replace(options, read_only=read_only), rng=random.Random(seed))
+def app_for(cluster, *, read_only: bool = False, seed: int = 1, options: v.VerifyOptions = FAST, namespace: str | None = None):
+    settings = VerifySettings(dataclasses.replace(options, read_only=read_only), namespace=namespace, rng=random.Random(seed))
     return make_app(str(cluster.kubeconfig_path), clock=lambda: NOW_TS, verify=settings)
 
 
@@ -310,6 +310,18 @@ async def test_forbidden_create_names_the_permission(cluster, created):
         assert screen.verdict.code == v.FORBIDDEN
         assert "NOT CHECKED  not allowed" in screen.text
         assert "create pods in namespace default" in screen.text
+
+
+async def test_a_refused_create_quotes_the_server_in_one_line(cluster, created):
+    before = len(created)
+    app = app_for(cluster, namespace="no-such-namespace")
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await verified(app, pilot, "gpu-ok")
+        assert screen.verdict.code == v.REFUSED
+        assert "NOT CHECKED  refused by the API server" in screen.text
+        assert 'the API server refused the pod: namespaces "no-such-namespace" not found' in screen.text
+        assert "no pod was created" in screen.text
+    assert len(created) == before
 
 
 async def test_several_marked_nodes_in_a_results_table(cluster, created):

@@ -33,7 +33,10 @@ def objects() -> list[dict]:
     busy = b.pod("trainer-0", "default", [b.container("trainer", "nvcr.io/nvidia/pytorch:24.05-py3", command=["sleep", "infinity"])],
                  age_s=3600, now=c.now)
     c.add_claimed_pod(busy, NODE, "gpus", "gpu.nvidia.com", ["gpu-0"])
-    return c.objects(["default"])
+    # a namespace whose quota leaves less cpu than the verification pod asks for: its ResourceClaim is admitted, the pod is not
+    c.others.append({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "tiny", "namespace": "tight"},
+                     "spec": {"hard": {"requests.cpu": "50m"}}})
+    return c.objects(["default", "tight"])
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -73,7 +76,8 @@ async def test_plan_is_a_claim_and_a_pod_using_it():
         {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount", "count": 1}}]
     spec = plan.manifest["spec"]
     assert spec["resourceClaims"] == [{"name": "gpu", "resourceClaimName": plan.name}]
-    assert spec["containers"][0]["resources"] == {"claims": [{"name": "gpu"}]}
+    assert spec["containers"][0]["resources"] == {"claims": [{"name": "gpu"}], "limits": {"cpu": "100m", "memory": "128Mi"},
+                                                  "requests": {"cpu": "100m", "memory": "128Mi"}}
     assert (plan.resource, plan.free, plan.obstacles) == ("gpu.nvidia.com", {"gpu.nvidia.com": 1}, ())
     assert [d.split("\n", 2)[1] for d in plan.to_yaml().split("---\n")] == ["kind: ResourceClaim", "kind: Pod"]
     # a node advertising nvidia.com/gpu keeps the extended resource, whatever DRA offers
@@ -95,6 +99,15 @@ async def test_pass_through_a_claim_and_both_deleted(api, sim, seen):
     # the claim went after the pod
     deleted = [(key, obj["metadata"]["name"]) for key, kind, obj in seen if kind == "DELETED"]
     assert deleted == [("pods", verdict.pod), (CLAIMS, verdict.pod)]
+    assert verification_pods(sim) == []
+
+
+async def test_a_claim_is_deleted_when_its_pod_is_refused(api, sim, seen):
+    verdict = await v.verify_node(api, NODE, FAST, "tight")
+    assert (verdict.code, verdict.reason) == (v.REFUSED, "the API server refused the pod: exceeded quota: tiny, requested: "
+                                                         "requests.cpu=100m, used: requests.cpu=0, limited: requests.cpu=50m")
+    assert verdict.deleted and verdict.leftover is None
+    assert [(key, kind) for key, kind, _ in seen] == [(CLAIMS, "ADDED"), (CLAIMS, "DELETED")]
     assert verification_pods(sim) == []
 
 

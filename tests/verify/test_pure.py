@@ -62,14 +62,15 @@ def test_plan_counts_what_pods_hold():
     plan = v.plan_for(n, pods, "ops", v.VerifyOptions())
     assert plan.free == {"nvidia.com/gpu": 0, "nvidia.com/mig-1g.10gb": 2}
     assert plan.resource == "nvidia.com/mig-1g.10gb"
-    assert plan.manifest["spec"]["containers"][0]["resources"] == {"limits": {"nvidia.com/mig-1g.10gb": "1"}}
+    assert plan.manifest["spec"]["containers"][0]["resources"] == {
+        "limits": {"nvidia.com/mig-1g.10gb": "1", "cpu": "100m", "memory": "128Mi"}, "requests": {"cpu": "100m", "memory": "128Mi"}}
 
 
 def test_user_resource_and_count_win():
     n = node("gpu-a", {"nvidia.com/gpu": "8"})
     plan = v.plan_for(n, [], "ops", v.VerifyOptions(resource="nvidia.com/gpu.shared", count=2))
     assert (plan.resource, plan.count) == ("nvidia.com/gpu.shared", 2)
-    assert plan.manifest["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu.shared": "2"}
+    assert plan.manifest["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu.shared": "2", "cpu": "100m", "memory": "128Mi"}
 
 
 def test_obstacles_on_the_node_itself():

@@ -30,7 +30,18 @@ The modules, each depending only on those above it:
 """
 from __future__ import annotations
 
-from .api import RETRY_PAUSE, create_denied_message, delete_claim, delete_pod, gpu_node_names, plan_verification, pods_on_node, read_dra_gpus, read_node
+from .api import (
+    RETRY_PAUSE,
+    create_denied_message,
+    delete_claim,
+    delete_pod,
+    gpu_node_names,
+    plan_verification,
+    pods_on_node,
+    read_dra_gpus,
+    read_node,
+    refusal,
+)
 from .judging import (
     API_ERROR,
     CANCELLED,
@@ -45,6 +56,7 @@ from .judging import (
     NVIDIA_SMI,
     PASS,
     POD_FAILED,
+    REFUSED,
     RUNNING,
     RUNTIME,
     RUNTIME_EVENT_REASONS,
@@ -62,7 +74,9 @@ from .judging import (
 from .leftovers import Leftover, delete_leftovers, find_leftovers
 from .options import (
     CONTAINER,
+    DEFAULT_CPU,
     DEFAULT_IMAGE,
+    DEFAULT_MEMORY,
     DEFAULT_TIMEOUT,
     DELETE_CONFIRM_TIMEOUT,
     LEFTOVER_SELECTOR,
@@ -72,6 +86,7 @@ from .options import (
     NAME_LABEL,
     NODE_ANNOTATION,
     NODE_LABEL,
+    RUN_AS_USER,
     ApiError,
     ReadOnlyError,
     VerifyError,
@@ -87,7 +102,9 @@ from .smi import SmiGpu, SmiMig, SmiReport, disagreements, gfd_cuda_version, gfd
 __all__ = [
     # options
     "CONTAINER",
+    "DEFAULT_CPU",
     "DEFAULT_IMAGE",
+    "DEFAULT_MEMORY",
     "DEFAULT_TIMEOUT",
     "DELETE_CONFIRM_TIMEOUT",
     "LEFTOVER_SELECTOR",
@@ -97,6 +114,7 @@ __all__ = [
     "NAME_LABEL",
     "NODE_ANNOTATION",
     "NODE_LABEL",
+    "RUN_AS_USER",
     "ApiError",
     "ReadOnlyError",
     "VerifyError",
@@ -138,6 +156,7 @@ __all__ = [
     "NVIDIA_SMI",
     "PASS",
     "POD_FAILED",
+    "REFUSED",
     "RUNNING",
     "RUNTIME",
     "RUNTIME_EVENT_REASONS",
@@ -161,6 +180,7 @@ __all__ = [
     "plan_verification",
     "pods_on_node",
     "read_node",
+    "refusal",
     # run
     "MAX_LOG_LINE",
     "run_plan",

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
@@ -12,6 +13,7 @@ from ..client import path
 from ..gpu import GpuResources, is_gpu_node, node_usage
 from ..http import HttpError
 from ..records import node_from
+from .judging import FORBIDDEN, REFUSED
 from .options import DELETE_CONFIRM_TIMEOUT, ApiError, VerifyError, VerifyOptions
 from .plan import CLAIMS_API, DRA_DEVICE_CLASS, DraGpus, Plan, dra_gpus, gpu_usage, plan_for
 
@@ -152,6 +154,25 @@ def create_denied_message(e: ApiError, namespace: str) -> str:
     if "cannot create resource" in str(e) or not str(e):
         return f"forbidden: you may not create pods in namespace {namespace} (RBAC: create pods in namespace {namespace})"
     return f"forbidden: {e}"
+
+
+# `pods "x" is forbidden: ` (or `pods is forbidden: ` before a name was given): what the reason follows.
+_FORBIDDEN_PREFIX = re.compile(r'^[a-z0-9.-]+(?: "[^"]*")? is forbidden: ')
+_NAMESPACE_NOT_FOUND = re.compile(r'^namespaces "[^"]*" not found$')
+
+
+def refusal(e: ApiError, kind: str, namespace: str) -> tuple[str, str] | None:
+    """(verdict code, one line) for a create the API server refused, or None for another error. RBAC's 403 names
+    the permission to ask for; an admission plugin's refusal (a ResourceQuota, PodSecurity, a namespace that is
+    missing or being deleted) quotes the server's words, less the `pods "x" is forbidden: ` it starts with."""
+    if e.status == 403 and ("cannot create resource" in str(e) or not e.message):
+        if kind == "pod":
+            return FORBIDDEN, create_denied_message(e, namespace)
+        return FORBIDDEN, (f"forbidden: you may not create resourceclaims in namespace {namespace} "
+                           f"(RBAC: create resourceclaims.resource.k8s.io in namespace {namespace}): {e}")
+    if e.status == 403 or (e.status == 404 and _NAMESPACE_NOT_FOUND.match(e.message)):
+        return REFUSED, f"the API server refused the {kind}: {_FORBIDDEN_PREFIX.sub('', e.message)}"
+    return None
 
 
 # -- deletion --------------------------------------------------------------

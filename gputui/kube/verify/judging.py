@@ -13,7 +13,7 @@ IMAGE_PULL_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImag
 RUNTIME_REASONS = frozenset({"RunContainerError", "CreateContainerError", "StartError", "ContainerCannotRun", "CreateContainerConfigError"})
 RUNTIME_EVENT_REASONS = frozenset({"FailedCreatePodSandBox", "FailedCreatePodContainer"})
 
-# Verdict codes. The first is the only pass; the last two mean the check could not be made.
+# Verdict codes. The first is the only pass; the last three mean the check could not be made.
 PASS = "pass"
 UNSCHEDULABLE = "unschedulable"
 IMAGE_PULL = "image-pull"
@@ -22,9 +22,10 @@ NVIDIA_SMI = "nvidia-smi"
 TIMEOUT = "timeout"
 POD_FAILED = "pod-failed"
 CANCELLED = "cancelled"
-FORBIDDEN = "forbidden"
+FORBIDDEN = "forbidden"  # RBAC: the user may not create the pod
+REFUSED = "refused"  # an admission plugin: a ResourceQuota, PodSecurity, the namespace missing or being deleted
 API_ERROR = "api-error"
-CHECK_NOT_MADE = frozenset({FORBIDDEN, API_ERROR})
+CHECK_NOT_MADE = frozenset({FORBIDDEN, REFUSED, API_ERROR})
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,12 @@ DEFAULT_IMAGE = "nvidia/cuda:12.4.0-base-ubuntu22.04"
 DEFAULT_TIMEOUT = 120.0
 DELETE_CONFIRM_TIMEOUT = 30.0
 CONTAINER = "nvidia-smi"
+# The pod's own cpu and memory, requested and limited alike: enough for nvidia-smi, and what a namespace with a
+# ResourceQuota on cpu or memory insists every container names.
+DEFAULT_CPU = "100m"
+DEFAULT_MEMORY = "128Mi"
+# A user that is not root (nobody), so that the pod passes PodSecurity "restricted".
+RUN_AS_USER = 65534
 
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "gputui"
@@ -44,3 +50,5 @@ class VerifyOptions:
     tolerate: tuple[str, ...] = ()  # taint keys to tolerate besides nvidia.com/gpu
     read_only: bool = False
     delete_timeout: float = DELETE_CONFIRM_TIMEOUT
+    cpu: str = DEFAULT_CPU  # the container's cpu request and limit
+    memory: str = DEFAULT_MEMORY  # its memory request and limit

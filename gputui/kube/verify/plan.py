@@ -14,7 +14,7 @@ from typing import Any
 from .. import dra
 from ..gpu import GPU, GPU_SHARED, GpuResources, is_nvidia_resource, node_usage
 from ..records import node_from, pod_from
-from .options import CONTAINER, MANAGED_BY, MANAGED_BY_LABEL, NAME, NAME_LABEL, NODE_ANNOTATION, NODE_LABEL, VerifyOptions
+from .options import CONTAINER, MANAGED_BY, MANAGED_BY_LABEL, NAME, NAME_LABEL, NODE_ANNOTATION, NODE_LABEL, RUN_AS_USER, VerifyOptions
 
 _MIG_RESOURCE = re.compile(r"^nvidia\.com/mig-(\d+)g\.(\d+)gb$")
 _NAME_PREFIX = "gputui-verify-"
@@ -124,7 +124,13 @@ def build_pod(
     claim: str | None = None,
 ) -> dict[str, Any]:
     """The pod manifest: pinned to the node, one GPU resource (or, with `claim`, the GPU of that
-    ResourceClaim), nvidia-smi, nothing privileged."""
+    ResourceClaim), nvidia-smi, small cpu and memory requests and limits (what a namespace's ResourceQuota
+    asks every container to name), nothing privileged: it passes PodSecurity "restricted"."""
+    own = {"cpu": options.cpu, "memory": options.memory}
+    gpu = {} if claim else {resource: str(options.count)}
+    resources: dict[str, Any] = {"limits": {**gpu, **own}, "requests": dict(own)}
+    if claim:
+        resources["claims"] = [{"name": CLAIM_REQUEST}]
     tolerations = [{"key": GPU, "operator": "Exists"}]
     tolerations += [{"key": key, "operator": "Exists"} for key in options.tolerate if key != GPU]
     spec: dict[str, Any] = {
@@ -134,6 +140,12 @@ def build_pod(
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
         "terminationGracePeriodSeconds": 1,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": RUN_AS_USER,
+            "runAsGroup": RUN_AS_USER,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
         "affinity": {
             "nodeAffinity": {
                 "requiredDuringSchedulingIgnoredDuringExecution": {
@@ -149,7 +161,7 @@ def build_pod(
                 "name": CONTAINER,
                 "image": options.image,
                 "command": ["nvidia-smi"],
-                "resources": {"claims": [{"name": CLAIM_REQUEST}]} if claim else {"limits": {resource: str(options.count)}},
+                "resources": resources,
                 "securityContext": {
                     "privileged": False,
                     "allowPrivilegeEscalation": False,

@@ -15,14 +15,13 @@ from ..logs import LogError, stream_logs
 from ..client import path
 from ..gpu import GPU
 from ..http import HttpError
-from .api import _delete_shielded, _json, _watch, create_denied_message, plan_verification
+from .api import _delete_shielded, _json, _watch, plan_verification, refusal
 from .judging import (
     API_ERROR,
     CANCELLED,
     CREATING,
     DELETING,
     DONE,
-    FORBIDDEN,
     JUDGING,
     PASS,
     RUNNING,
@@ -104,9 +103,8 @@ class _Run:
                 await _json(self.api, "POST", path(CLAIMS_API, "resourceclaims", namespace=plan.namespace), body=plan.claim)
             except ApiError as e:
                 self.claim_may_exist = False  # refused (a 409 name clash is someone else's claim: leave it alone)
-                if e.status == 403:
-                    return self.verdict(FORBIDDEN, f"forbidden: you may not create resourceclaims in namespace {plan.namespace} "
-                                                   f"(RBAC: create resourceclaims.resource.k8s.io in namespace {plan.namespace}): {e}")
+                if (refused := refusal(e, "ResourceClaim", plan.namespace)) is not None:
+                    return self.verdict(*refused)
                 return self.verdict(API_ERROR, f"could not create the ResourceClaim: {e}")
             except (OSError, TimeoutError, HttpError) as e:
                 return self.verdict(API_ERROR, f"could not create the ResourceClaim: {describe_network_error(e)}")
@@ -115,8 +113,9 @@ class _Run:
             self.pod = await _json(self.api, "POST", path("v1", "pods", namespace=plan.namespace), body=plan.manifest)
         except ApiError as e:
             self.may_exist = False  # refused (a 409 name clash is someone else's pod: leave it alone)
-            if e.status == 403:
-                return self.verdict(FORBIDDEN, create_denied_message(e, plan.namespace))
+            # A ResourceClaim created for it stays claim_may_exist: _clean_up deletes it.
+            if (refused := refusal(e, "pod", plan.namespace)) is not None:
+                return self.verdict(*refused)
             return self.verdict(API_ERROR, f"could not create the pod: {e}")
         except (OSError, TimeoutError, HttpError) as e:
             return self.verdict(API_ERROR, f"could not create the pod: {describe_network_error(e)}")

@@ -27,6 +27,7 @@ CODE_WORDS = {
     v.TIMEOUT: "timed out",
     v.POD_FAILED: "pod failed",
     v.FORBIDDEN: "not allowed",
+    v.REFUSED: "refused by the API server",
     v.API_ERROR: "API error",
 }
 
