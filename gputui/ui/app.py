@@ -332,10 +332,7 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, CoalescedRefresh, Devi
         name = event.row_key.value
         if name is None or name == self.selected_node or name != self.nodes_table.cursor_key:
             return  # a stale highlight: the cursor has moved on (a filter, a re-order)
-        first_selection = self.selected_node is None
-        self._select_node(name)
-        if not first_selection:
-            self.pods_all_nodes = False  # choosing a node narrows the pods to it
+        self._select_node(name)  # the pods' scope (`a`: all nodes) stays as the user put it
 
     def follow_node_cursor(self) -> None:
         """The selected node is the Nodes pane's visible cursor row: after a filter hides the

@@ -59,6 +59,17 @@ def _node_facts(summary: gpu.NodeSummary) -> tuple:
             facts.product, facts.memory_mib)
 
 
+FAILING_STATUSES = ("Error", "Failed", "OOMKilled", "ContainerCannotRun", "CreateContainerError", "Unknown", "Evicted")
+
+
+def waiting(entry: gpu.GpuPod) -> bool:
+    """Work held back: a GPU pod not bound to a node, or one failing wherever it runs (crash loops, image pulls)."""
+    pod = entry.pod
+    if pod.finished:
+        return pod.phase == "Failed"
+    return pod.node is None or pod.status.endswith("BackOff") or pod.status in FAILING_STATUSES
+
+
 def _row_facts(entry: gpu.GpuPod) -> tuple:
     """What a GPU-pod row shows: most pod events (annotations, heartbeats) change none of it."""
     pod = entry.pod
@@ -117,6 +128,7 @@ class CoalescedRefresh(_AppBase):
         self._freeze_when_filled = False  # the model has synced: freeze the tables' rows once they are filled
         self._health: list[Text] = []  # the header's DCGM and health parts (render.health_parts)
         self._node_mark: str | None = None  # the node rows' mark for unknown allocation (`…`, `?`), see render.allocation_basis
+        self._pending_words = ""  # the header's `3 GPU pods pending, longest 12m`, from the pods pane's rows
 
     def _age_tick(self) -> None:
         if self._stale_pods is not None:
@@ -285,6 +297,8 @@ class CoalescedRefresh(_AppBase):
                 states.truncate(max(24, room), overflow="ellipsis")
             first.append(states)
             totals = render.totals_parts(totals_by_resource or {}, compact=narrow, unknown=mark, basis=basis)
+            if self._pending_words:  # waiting work, right after the main total: never the part cut off
+                totals.insert(min(1, len(totals)), Text(self._pending_words, style=render.WARN_STYLE, end=""))
             totals += self._health  # XIDs, health conditions, the DCGM readings' age
         if narrow:
             lines = render.pack(first + totals, width)
@@ -408,8 +422,8 @@ class CoalescedRefresh(_AppBase):
                 self._pending_rows.add(key)
             else:
                 self._pending_rows.discard(key)
-            if shown is None or shown[0].pod.node != entry.pod.node:
-                regroup = True  # a new row, or one that moves in or out of a node's view
+            if shown is None or shown[0].pod.node != entry.pod.node or waiting(shown[0]) != waiting(entry):
+                regroup = True  # a new row, or one that moves in or out of a node's view or of the waiting rows
             age_text = render.age(entry.pod.created, now)
             note = self.idle_note(entry)
             marks = (age_text, note.plain if note is not None else "")
@@ -429,11 +443,28 @@ class CoalescedRefresh(_AppBase):
             self.pods_table.update_rows({f"{key[0]}/{key[1]}": cells for key, cells in changed.items()})
         where = "all nodes" if self.pods_all_nodes else f"node {clean(self.selected_node or '-', 60)}"
         title = f"GPU pods · {where}"
+        held = sum(1 for entry, _, _ in self._pod_view.values() if waiting(entry))
+        if held:
+            title += f" · {held} pending or failing first"
         if self.namespaces:
             title += f" · ns {clean(', '.join(self.namespaces), 100)}"
         pane = self._main("#pods", Pane)
         pane.set_title(title)
         pane.set_status(self._pane_status(PODS, self.pods_table))
+        words = self._pending_text(model, now)
+        if words != self._pending_words:
+            self._pending_words = words
+            self._request("header")
+
+    def _pending_text(self, model: ClusterModel, now: float) -> str:
+        """`3 GPU pods pending, longest 12m`: waiting work, in the header whatever the panes show."""
+        records = model.pods.records
+        created = [pod.created for key in self._pending_rows if (pod := records.get(key)) is not None and not pod.finished]
+        if not created:
+            return ""
+        known = [c for c in created if c is not None]
+        longest = f", longest {render.age(min(known), now)}" if known else ""
+        return f"{len(created)} GPU pod{'s' if len(created) != 1 else ''} pending{longest}"
 
     def _visible_first(self, keys: set[tuple[str, str]]) -> list[tuple[str, str]]:
         """The pods' keys, those of the rows on screen first."""
@@ -444,16 +475,29 @@ class CoalescedRefresh(_AppBase):
         return on_screen + [key for key in keys if key not in first]
 
     def _pod_rows(self, model: ClusterModel, node: str | None) -> list[tuple[str, tuple]]:
-        """The pods table's rows, by namespace and name: every GPU pod, or the selected node's."""
+        """The pods table's rows: first the work held back, whatever the scope (pending pods, the longest
+        waiting first, then failing ones: their NODE cell says where they are, `<none>` or another node),
+        then every GPU pod or the selected node's, by namespace and name."""
         if node is None and not self.pods_all_nodes:
             return []
         view = self._pod_view
-        keys = view.keys() if node is None else [key for key in model.pods.by_node.get(node, ()) if key in view]
+        held = sorted((key for key, (entry, _, _) in view.items() if waiting(entry)),
+                      key=lambda key: (view[key][0].pod.node is not None, view[key][0].pod.created or 0.0, key))
+        first = set(held)
+        scoped = view.keys() if node is None else [key for key in model.pods.by_node.get(node, ()) if key in view]
         return [
             (f"{key[0]}/{key[1]}", view[key][2])
-            for key in sorted(keys)
+            for key in [*held, *sorted(key for key in scoped if key not in first)]
             if not self.namespaces or key[0] in self.namespaces
         ]
+
+    def _rows_in_scope(self, table: KeyedTable) -> int:
+        """The pods pane's rows that are in its scope: on the selected node (the work held back shown
+        above them is not), or every row for all nodes."""
+        if self.pods_all_nodes or self.model is None:
+            return table.row_count
+        on_node = self.model.pods.by_node.get(self.selected_node or "", ())
+        return sum(1 for key in on_node if key in self._pod_view and (not self.namespaces or key[0] in self.namespaces))
 
     def _pane_status(self, kind: str, table: KeyedTable, basis: Text | None = None) -> str:
         parts = []
@@ -469,7 +513,7 @@ class CoalescedRefresh(_AppBase):
                 parts.append(f"no {noun} matches '{clean(table.filter_text, 40)}'")
             else:
                 parts.append(f"filter: {clean(table.filter_text, 40)}")
-        elif kind == PODS and table.row_count == 0 and self.model is not None and (self.model.pods_known or self.model.scope(PODS).partial):
+        elif kind == PODS and self._rows_in_scope(table) == 0 and self.model is not None and (self.model.pods_known or self.model.scope(PODS).partial):
             among = "" if not self.namespaces else " in this namespace" if len(self.namespaces) == 1 else " in these namespaces"
             if not self.model.pods_known:  # read in some namespaces only
                 among += f" (read in {clean(', '.join(self.model.scope(PODS).readable), 100)} only)"

@@ -95,8 +95,10 @@ async def test_at_start_the_panes_agree_and_selecting_a_node_switches_them(clust
     app = app_on(cluster)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: app.nodes_table.row_count == len(NODES), what="the nodes")
-        # At start the cursor is on a100-1, and both the pods pane and the plugin pane show a100-1.
-        await wait_for(pilot, lambda: pod_keys(app) == ["ml-training/finetune-a100-0"], what="a100-1's GPU pods")
+        # At start the cursor is on a100-1, and both the pods pane and the plugin pane show a100-1: the work held back
+        # first (the pending pod, on no node), then a100-1's own.
+        await wait_for(pilot, lambda: pod_keys(app) == ["ml-training/llm-pretrain-0", "ml-training/finetune-a100-0"],
+                       what="the pending pod, then a100-1's GPU pods")
         assert app.nodes_table.cursor_key == app.selected_node == "a100-1"
         await wait_for(pilot, lambda: any("plugin on a100-1" in line for line in app.plugin_log.lines), what="a100-1's plugin log")
         assert "GPU pods · node a100-1" in screen_text(app)
@@ -106,7 +108,11 @@ async def test_at_start_the_panes_agree_and_selecting_a_node_switches_them(clust
 
         await pilot.press("j", "j")  # a100-1 -> a100-2 -> h100-mig-1
         await wait_for(pilot, lambda: app.selected_node == "h100-mig-1", what="selection")
-        await wait_for(pilot, lambda: pod_keys(app) == ["inference/embeddings-5d8f2", "inference/whisper-asr-7f9c4"], what="narrowed pods")
+        await pilot.pause(0.2)
+        assert app.pods_all_nodes and len(pod_keys(app)) == 6  # the scope stays where the user put it
+        await pilot.press("a")
+        await wait_for(pilot, lambda: pod_keys(app) == ["ml-training/llm-pretrain-0", "inference/embeddings-5d8f2",
+                                                        "inference/whisper-asr-7f9c4"], what="narrowed pods")
         await wait_for(pilot, lambda: any("plugin on h100-mig-1" in line for line in app.plugin_log.lines), what="h100's plugin log")
         assert not any("plugin on a100-1" in line for line in app.plugin_log.lines)  # the old stream was dropped
 
@@ -157,8 +163,7 @@ async def test_filter_help_details_and_quit(cluster):
         await pilot.press("escape")
         assert not isinstance(app.screen, NodeDetailsScreen)
 
-        assert not app.pods_all_nodes  # choosing a100-2 narrowed the pods
-        await pilot.press("a")
+        assert app.pods_all_nodes  # choosing a100-2 left the pods' scope as the user put it (`a`: all nodes)
         await wait_for(pilot, lambda: "ml-training/llm-pretrain-0" in pod_keys(app), what="all pods")
         app.pods_table.focus()
         app.pods_table.move_cursor(row=pod_keys(app).index("ml-training/llm-pretrain-0"))

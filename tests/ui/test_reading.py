@@ -124,7 +124,9 @@ async def test_empty_states(cluster):
         await started(app, pilot)
         app.jump_to_node("cpu-1")
         await wait_for(pilot, lambda: app.selected_node == "cpu-1", what="cpu-1")
+        await pilot.press("a")  # from all nodes to cpu-1's: the pending pod still shows first, and the pane says the rest
         await wait_for(pilot, lambda: "no GPU pods on this node" in status_of(app, "pods"), what="the empty pods pane said")
+        assert app.pods_table.shown_keys == ["ml-training/llm-pretrain-0"]
         await pilot.press("enter")
         assert isinstance(app.screen, NodeDetailsScreen)
         assert "no GPU pods on this node" in app.screen.text and "no events" in app.screen.text

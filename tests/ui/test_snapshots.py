@@ -26,9 +26,11 @@ async def settled(pilot) -> None:
     app = pilot.app
     await wait_for(pilot, lambda: app.model is not None, what="the app to connect")
     await wait_for(pilot, lambda: app.nodes_table.row_count == 5, what="the nodes")
-    # At start the pods pane shows the cursor node's GPU pods (a100-1 has one), as the plugin pane does.
-    await wait_for(pilot, lambda: app.selected_node == "a100-1" and app.pods_table.shown_keys == ["ml-training/finetune-a100-0"],
-                   what="a100-1's GPU pods")
+    # At start the pods pane shows the work held back (a pending pod) first, then the cursor node's GPU pods
+    # (a100-1 has one), as the plugin pane shows a100-1's plugin.
+    await wait_for(pilot, lambda: app.selected_node == "a100-1"
+                   and app.pods_table.shown_keys == ["ml-training/llm-pretrain-0", "ml-training/finetune-a100-0"],
+                   what="the pending pod and a100-1's GPU pods")
     await wait_for(pilot, lambda: "watches live" in screen_text(app) and app.server_version, what="live watches")
     await wait_for(pilot, lambda: plugin_pod_name("a100-1") in screen_text(app), what="plugin pod")
     await wait_for(pilot, lambda: any("Registered device plugin" in line for line in app.plugin_log.lines), what="plugin log")
