@@ -159,10 +159,22 @@ def groups(served: Callable[[ResourceType], bool] = lambda r: True,
 
 
 # -- custom resources from their definitions ----------------------------------------------
+def _object(value: Any) -> Obj:
+    """value where it is an object, else {}."""
+    return value if isinstance(value, dict) else {}
+
+
+def _required(value: Any, label: str) -> str:
+    """value where it is a string that is not empty, else ValueError."""
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{label} is required")
+    return value
+
+
 def crd_names(crd: Obj) -> tuple[str, str]:
     """(spec.group, spec.names.kind) of a CustomResourceDefinition ("" where absent)."""
-    spec = crd.get("spec") if isinstance(crd.get("spec"), dict) else {}
-    names = spec.get("names") if isinstance(spec.get("names"), dict) else {}
+    spec = _object(crd.get("spec"))
+    names = _object(spec.get("names"))
     return str(spec.get("group") or ""), str(names.get("kind") or "")
 
 
@@ -172,11 +184,10 @@ def from_crd(crd: Obj, version: str | None = None) -> ResourceType:
     spec = crd.get("spec")
     if not isinstance(spec, dict):
         raise ValueError("no spec")
-    names = spec.get("names") if isinstance(spec.get("names"), dict) else {}
-    group, plural, kind = spec.get("group"), names.get("plural"), names.get("kind")
-    for label, value in (("spec.group", group), ("spec.names.plural", plural), ("spec.names.kind", kind)):
-        if not isinstance(value, str) or not value:
-            raise ValueError(f"{label} is required")
+    names = _object(spec.get("names"))
+    group = _required(spec.get("group"), "spec.group")
+    plural = _required(names.get("plural"), "spec.names.plural")
+    kind = _required(names.get("kind"), "spec.names.kind")
     if crd["metadata"]["name"] != f"{plural}.{group}":
         raise ValueError(f'metadata.name must be spec.names.plural+"."+spec.group ({plural}.{group})')
     if spec.get("scope") not in ("Namespaced", "Cluster"):
@@ -184,6 +195,7 @@ def from_crd(crd: Obj, version: str | None = None) -> ResourceType:
     served = [v for v in spec.get("versions") or [] if isinstance(v, dict) and v.get("served") and isinstance(v.get("name"), str)]
     if not served:
         raise ValueError("no served version in spec.versions")
+    chosen: Obj | None
     if version is None:
         chosen = next((v for v in served if v.get("storage")), served[0])
     else:

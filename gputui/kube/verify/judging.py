@@ -14,7 +14,7 @@ RUNTIME_REASONS = frozenset({"RunContainerError", "CreateContainerError", "Start
 RUNTIME_EVENT_REASONS = frozenset({"FailedCreatePodSandBox", "FailedCreatePodContainer"})
 
 # Verdict codes. The first is the only pass; the last three mean the check could not be made.
-PASS = "pass"
+PASS = "pass"  # noqa: S105  (a verdict code, not a password)
 UNSCHEDULABLE = "unschedulable"
 IMAGE_PULL = "image-pull"
 RUNTIME = "runtime"

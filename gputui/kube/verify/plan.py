@@ -93,8 +93,8 @@ def choose_resource(free: Mapping[str, int], allocatable: Mapping[str, int]) -> 
 
 def pod_name(node: str, rng: random.Random | None = None) -> str:
     """`gputui-verify-<node>-<random>`: a DNS-1123 label, the node part cut to fit."""
-    rng = rng or random
-    suffix = "".join(rng.choice(_RANDOM_ALPHABET) for _ in range(_RANDOM_LEN))
+    choice = rng.choice if rng is not None else random.choice
+    suffix = "".join(choice(_RANDOM_ALPHABET) for _ in range(_RANDOM_LEN))
     room = _MAX_NAME - len(_NAME_PREFIX) - 1 - _RANDOM_LEN
     node_part = re.sub(r"[^a-z0-9-]+", "-", node.lower())
     node_part = re.sub(r"-{2,}", "-", node_part)[:room].strip("-")

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 from .ids import ago, stable_uid, suffix, utcnow
 
@@ -13,13 +13,13 @@ def container(
     name: str,
     image: str,
     *,
-    limits: dict[str, object] | None = None,
-    requests: dict[str, object] | None = None,
+    limits: Mapping[str, object] | None = None,
+    requests: Mapping[str, object] | None = None,
     command: list[str] | None = None,
     args: list[str] | None = None,
     env: dict[str, str] | None = None,
     ports: list[int] | None = None,
-    mounts: list[tuple[str, str]] = (),
+    mounts: Sequence[tuple[str, str]] = (),
     restart_policy: str | None = None,
 ) -> Obj:
     c: Obj = {"name": name, "image": image, "imagePullPolicy": "IfNotPresent"}
