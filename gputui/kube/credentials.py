@@ -24,6 +24,7 @@ import atexit
 import base64
 import binascii
 import contextlib
+import ipaddress
 import os
 import re
 import shutil
@@ -31,6 +32,7 @@ import signal
 import ssl
 import tempfile
 import time
+import urllib.parse
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -394,9 +396,24 @@ def tls_context(cluster: Mapping[str, Any], user: Mapping[str, Any], base_dir_cl
     return context, cert is not None
 
 
+def _loopback(server: str) -> bool:
+    host = urllib.parse.urlsplit(server).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 async def load_credentials(cluster: Mapping[str, Any], user: Mapping[str, Any], base_dir_cluster: Path, base_dir_user: Path,
                            server: str, *, exec_timeout: float = EXEC_TIMEOUT) -> Credentials:
     """TLS and authentication for a kubeconfig context (an exec plugin runs here, once)."""
+    sent = [key for key in ("token", "tokenFile", "exec", "auth-provider", "password") if user.get(key)]
+    if sent and str(server).startswith("http://") and not _loopback(server):
+        # Anyone on the path would read them (and replay a token): said before an exec plugin even runs.
+        # Loopback has no path (a local proxy, a port forward): allowed.
+        raise CredentialError(f"refusing to send credentials ({sent[0]}) over plain HTTP to {server}: use https")
     proxy = cluster.get("proxy-url") or None
     if proxy and not str(proxy).startswith(("http://", "https://")):
         raise CredentialError(f"proxy-url {str(proxy).split('://')[0]}:// is not supported (use an http:// proxy)")

@@ -373,3 +373,26 @@ def test_every_context_of_the_simulator_and_a_kubeconfig_through_a_symlink_work_
     finally:
         sim.send_signal(signal.SIGTERM)
         sim.communicate(timeout=15)
+
+
+async def test_credentials_are_never_sent_over_plain_http_off_this_machine(tmp_path):
+    """A bearer token to an http:// server: anyone on the path reads it. Refused before anything is sent
+    (an exec plugin is not even run); loopback (a local proxy, a port forward) has no path and is allowed."""
+    from gputui.kube.config import ConnectError, connect
+
+    marker = tmp_path / "plugin-ran"
+    plugin = {"apiVersion": "client.authentication.k8s.io/v1", "command": sys.executable,
+              "args": ["-c", f"open({str(marker)!r}, 'w').close()"], "interactiveMode": "Never"}
+    for user in ({"token": "s3cret"}, {"exec": plugin}):
+        path = tmp_path / "kubeconfig"
+        path.write_text(yaml.safe_dump({
+            "apiVersion": "v1", "kind": "Config", "current-context": "c",
+            "clusters": [{"name": "c", "cluster": {"server": "http://gpu-cluster.example:6443"}}],
+            "users": [{"name": "u", "user": user}],
+            "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+        }))
+        with pytest.raises(ConnectError) as refused:
+            await connect(str(path))
+        assert "refusing to send credentials" in str(refused.value) and "over plain HTTP" in str(refused.value)
+        assert "s3cret" not in str(refused.value)
+    assert not marker.exists()
