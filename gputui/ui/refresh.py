@@ -329,7 +329,10 @@ class CoalescedRefresh(_AppBase):
             if len(retrying) > 1 and len(errors) == 1:
                 # The connection is down: every watch fails alike. Said once, with the soonest try.
                 waits = [w for _, state in retrying if (w := state.retry_in()) is not None]
-                words = f"reconnecting: {errors.pop()}" + (f", next try in {min(waits):.0f} s" if waits and min(waits) >= 1 else "")
+                error = errors.pop()
+                # A rejected credential is not a connection that comes back by itself: said as it is.
+                words = (error if error.startswith("unauthorized") else f"reconnecting: {error}") + (
+                    f", next try in {min(waits):.0f} s" if waits and min(waits) >= 1 else "")
                 parts.append(render.text(words, style=render.BAD_STYLE, limit=120))
                 troubled = [(kind, state) for kind, state in troubled if (kind, state) not in retrying]
             for kind, state in troubled:

@@ -224,3 +224,15 @@ def test_an_inactivity_timeout_is_said_in_words():
     state = ResourceState("pods", phase=RETRYING, error="timed out", synced=True, inactivity_timeout=90.0)
     assert "no events on the pods watch for 90 s" in state.describe()
     assert "timed out" not in state.describe()
+
+
+def test_header_says_a_rejected_credential_as_it_is_not_reconnecting():
+    import time
+
+    states = {}
+    for kind in ("nodes", "pods"):
+        state = ResourceState(kind, phase=RETRYING, error="unauthorized (401): credentials rejected", synced=True)
+        state.retry_at = time.monotonic() + 5.4
+        states[kind] = state
+    text = CoalescedRefresh._watch_states(_Model(states)).plain
+    assert "unauthorized (401): credentials rejected, next try in 5 s" in text and "reconnecting" not in text, text
