@@ -32,7 +32,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--all-credentials", action="store_true",
                         help="the kubeconfig gets one context per credential kind: gputui-sim (a token), gputui-sim-cert "
                              "(a client certificate) and gputui-sim-exec (an exec credential plugin)")
-    parser.add_argument("--http", action="store_true", help="serve plain HTTP instead of HTTPS (with a throw-away CA)")
+    parser.add_argument("--http", action="store_true", help="serve plain HTTP (default: HTTPS, with a throw-away CA of its own)")
     parser.add_argument("--anonymous", action="store_true",
                         help="let requests without credentials in as system:anonymous (kube-apiserver's --anonymous-auth)")
     parser.add_argument("--token-auth-file", metavar="FILE", type=Path,

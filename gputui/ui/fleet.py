@@ -54,7 +54,11 @@ def main_resource(totals: dict[str, Usage]) -> tuple[str, Usage] | None:
 
 
 def retry(row: f.ClusterRow, now: float, words: str = ", retry in") -> str:
-    return f"{words} {max(0, round(row.retry_at - now))} s" if row.retry_at is not None else ""
+    """`, retry in 8 s`; once that time has come, the try is under way (a hanging server can take long)."""
+    if row.retry_at is None:
+        return ""
+    left = row.retry_at - now
+    return ", trying again now" if left < 0.5 else f"{words} {round(left)} s"
 
 
 def state_cell(row: f.ClusterRow, now: float, wall: float, short: bool = False) -> Text:

@@ -128,3 +128,13 @@ def test_the_fleet_line_says_when_it_leaves_figures_out():
     assert len(lines) == 3 and all(len(line) <= 80 for line in lines)
     assert lines[2].endswith(" …")  # not every model fitted: said, not silently dropped
     assert "GPU-MODEL-11" not in fleet_line([row], 80).plain and "GPU-MODEL-11-80GB 3/8" in fleet_line([row], 400).plain
+
+
+def test_a_retry_whose_time_has_come_says_it_is_under_way_not_retry_0_s():
+    """A cluster whose connection hangs read `unreachable, retry 0 s` for as long as the try took (issue 22)."""
+    from gputui.kube import fleet as f
+    from gputui.ui.fleet import retry
+
+    now = 1000.0
+    assert retry(f.ClusterRow("lab", f.UNREACHABLE, retry_at=now + 8.2), now) == ", retry in 8 s"
+    assert retry(f.ClusterRow("lab", f.UNREACHABLE, retry_at=now - 4.0), now) == ", trying again now"
