@@ -444,7 +444,7 @@ class CoalescedRefresh(_AppBase):
             self.pods_table.show(self._pod_rows(model, node))
         elif changed:
             self.pods_table.update_rows({f"{key[0]}/{key[1]}": cells for key, cells in changed.items()})
-        where = "all nodes" if self.pods_all_nodes else f"node {clean(self.selected_node or '-', 60)}"
+        where = "all nodes" if self.pods_all_nodes else f"node {clean(self.selected_node, 60)}" if self.selected_node else "no node selected"
         title = f"GPU pods · {where}"
         held = sum(1 for entry, _, _ in self._pod_view.values() if waiting(entry))
         if held:
