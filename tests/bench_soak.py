@@ -474,6 +474,7 @@ def fresh_rows(app: Any, fresh: Any) -> tuple[list[tuple[str, tuple]], list[tupl
     """The Nodes and GPU pods rows the app would show for a fresh model (as ui/refresh.py builds them)."""
     from gputui.ui import render
     from gputui.ui.panes import node_row, pod_row
+    from gputui.ui.refresh import waiting
 
     narrow = bool(app._narrow)
     now = app.clock()
@@ -484,14 +485,14 @@ def fresh_rows(app: Any, fresh: Any) -> tuple[list[tuple[str, tuple]], list[tupl
     node_widths = (getattr(app, "node_widths", None),) if getattr(app, "node_widths", None) is not None else ()
     pod_widths = (getattr(app, "pod_widths", None),) if getattr(app, "pod_widths", None) is not None else ()
     nodes = [(s.name, app.with_mark(s.name, node_row(s, narrow, mark, *node_widths))) for s in summaries]
-    pods = []
-    for key in sorted(fresh.pods.records):
-        if app.namespaces and key[0] not in app.namespaces:
-            continue
-        pod = fresh.pods.records[key]
-        entry = fresh.gpu_pod(pod)
-        if entry is not None:
-            pods.append((f"{key[0]}/{key[1]}", pod_row(entry, render.age(entry.pod.created, now), narrow, *pod_widths)))
+    entries = {key: entry for key, pod in fresh.pods.records.items()
+               if (not app.namespaces or key[0] in app.namespaces) and (entry := fresh.gpu_pod(pod)) is not None}
+    # the work held back first (pending, the longest waiting first, then failing), then by namespace and name
+    held = sorted((key for key, entry in entries.items() if waiting(entry)),
+                  key=lambda key: (entries[key].pod.node is not None, entries[key].pod.created or 0.0, key))
+    order = [*held, *sorted(key for key in entries if key not in set(held))]
+    pods = [(f"{key[0]}/{key[1]}", pod_row(entries[key], render.age(entries[key].pod.created, now), narrow, *pod_widths))
+            for key in order]
     return nodes, pods
 
 

@@ -446,11 +446,12 @@ class CoalescedRefresh(_AppBase):
             self.pods_table.update_rows({f"{key[0]}/{key[1]}": cells for key, cells in changed.items()})
         where = "all nodes" if self.pods_all_nodes else f"node {clean(self.selected_node, 60)}" if self.selected_node else "no node selected"
         title = f"GPU pods · {where}"
-        held = sum(1 for entry, _, _ in self._pod_view.values() if waiting(entry))
-        if held:
-            title += f" · {held} pending or failing first"
         if self.namespaces:
             title += f" · ns {clean(', '.join(self.namespaces), 100)}"
+        held = sum(1 for key, (entry, _, _) in self._pod_view.items()
+                   if waiting(entry) and (not self.namespaces or key[0] in self.namespaces))
+        if held:
+            title += f" · {held} pending or failing first"
         pane = self._main("#pods", Pane)
         pane.set_title(title)
         pane.set_status(self._pane_status(PODS, self.pods_table))
