@@ -45,6 +45,8 @@ async def shoot(kubeconfig: str, out: Path) -> list[Path]:
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.model is not None and app.pods_table.row_count > 0 and app.server_version)
         await wait_for(pilot, lambda: app.plugin_log.line_count > 0)
+        # every node's verdicts known: the background DCGM reads done (the first seconds read `… XIDs`)
+        await wait_for(pilot, lambda: not any(u.pending for s in app.model.node_summaries() for u in s.unknown), timeout=60)
         await pilot.pause(0.5)
         written.append(Path(app.save_screenshot("main.svg", str(out))))
 
@@ -78,7 +80,8 @@ async def shoot_fleet(kubeconfig: str, contexts: list[str], out: Path) -> Path:
     app = make_app(kubeconfig, fleet=contexts)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen) and all(
-            row.known or row.state in ("unreachable", "unauthorized") for row in app.fleet.rows()))
+            (row.known and not row.unknown_nodes) or row.state in ("unreachable", "unauthorized") for row in app.fleet.rows()),
+            timeout=60)
         await pilot.pause(1.5)
         path = Path(app.save_screenshot("fleet.svg", str(out)))
         await pilot.press("q")

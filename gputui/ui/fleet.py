@@ -85,7 +85,7 @@ def detail_line(row: f.ClusterRow | None, now: float) -> Text:
     if row.stack:
         words += f" · {row.stack}" + (f", ClusterPolicy {row.policy}" if row.policy else "")
     if row.lacks:
-        how = "summarised: no DCGM reads" if row.state == f.SUMMARY else "not read yet"
+        how = "summarised: no DCGM reads" if row.state == f.SUMMARY else "an exporter not read yet, or failing"
         words += f" · {', '.join(row.lacks)} not known on every node ({how})"
     return Text(clean(words, 400), end="")
 
