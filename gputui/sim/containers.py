@@ -52,6 +52,10 @@ class Container:
     # Given in CrashLoopBackOff: it keeps crashing with this exit code (and message), whatever its program does.
     crash_code: int | None = None
     crash_message: str | None = None
+    # The kubelet's back-off entry for the container (sim seconds; None: none yet, its next exit restarts at
+    # once), and when it was last set (time.monotonic()).
+    backoff: float | None = None
+    backoff_at: float = 0.0
 
     @property
     def name(self) -> str:

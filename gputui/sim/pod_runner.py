@@ -3,6 +3,7 @@ with the kubelet's events and full container statuses; restarts with back-off, a
 from __future__ import annotations
 
 import asyncio
+import time
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
 
 Obj = dict[str, Any]
 
-MAX_BACKOFF = 300.0  # seconds, as the kubelet caps CrashLoopBackOff and ImagePullBackOff
+MAX_BACKOFF = b.MAX_BACKOFF  # seconds, as the kubelet caps CrashLoopBackOff and ImagePullBackOff
 
 
 def _parse_time(stamp: str | None) -> datetime | None:
@@ -73,6 +74,8 @@ class PodRunner:
                 code = last.get("exitCode")
                 ctr.crash_code = code if isinstance(code, int) and not isinstance(code, bool) and code != 0 else 1
                 ctr.crash_message = last.get("message") if isinstance(last.get("message"), str) else None
+                # Waiting out the back-off of its restartCount; the next one is twice as long.
+                ctr.backoff, ctr.backoff_at = b.crash_loop_backoff(ctr.restarts), time.monotonic()
             ctr.pulled = ctr.ran
 
     # -- status ----------------------------------------------------------
@@ -230,13 +233,14 @@ class PodRunner:
                     raise Stopped
                 code = await self._execute(ctr, b.utcnow())
                 self._terminate(ctr, code)
-                self.publish()
                 if code == 0:
+                    self.publish()
                     break
                 if self.restart_policy == "Never":
+                    self.publish()
                     self.kubelet.release(self)
                     raise Stopped
-                await self._backoff(ctr)
+                await self._backoff(ctr)  # publishes the exit
 
     async def _supervise(self, ctr: Container, *, adopted: bool, crashed: bool = False) -> None:
         """Run the container's program; restart it per restartPolicy with back-off."""
@@ -299,16 +303,27 @@ class PodRunner:
         ctr.started = False
 
     async def _backoff(self, ctr: Container, already_waiting: bool = False) -> None:
-        delay = min(10.0 * 2 ** max(0, ctr.restarts - (1 if already_waiting else 0)), MAX_BACKOFF)
+        """Before a container that exited starts again, as the kubelet's doBackOff: without a back-off entry (its
+        first exit, or one after it ran 10 minutes) it starts again at once, its entry set to 10 s; else it waits
+        in CrashLoopBackOff for the entry's time, which then doubles (5 minutes at most). already_waiting: its
+        waiting state is shown already (adopted in CrashLoopBackOff, or RunContainerError)."""
+        now = time.monotonic()
+        if ctr.backoff is None or (now - ctr.backoff_at) * self.kubelet.controllers.speed > 2 * MAX_BACKOFF:
+            ctr.backoff, ctr.backoff_at = b.INITIAL_BACKOFF, now
+            if not already_waiting:
+                self.publish()  # the exit as the kubelet saw it; the restart follows at once
+            ctr.restarts += 1
+            return
+        delay = ctr.backoff
         if not already_waiting:
             ctr.last_state = ctr.state
             ctr.state = {"waiting": {"reason": "CrashLoopBackOff",
-                                     "message": f"back-off {_duration(delay)} restarting failed container={ctr.name} "
-                                                f"pod={self.name}_{self.namespace}({self.uid})"}}
+                                     "message": b.back_off_message(delay, ctr.name, self.name, self.namespace, self.uid)}}
             self.publish()
             self.event("BackOff", f"Back-off restarting failed container {ctr.name} in pod {self.name}_{self.namespace}({self.uid})",
                        "Warning", ctr)
         await self.kubelet.controllers.sleep(delay)
+        ctr.backoff, ctr.backoff_at = min(2 * delay, MAX_BACKOFF), time.monotonic()
         ctr.restarts += 1
 
     async def _launch(self, ctr: Container) -> bool:
@@ -443,9 +458,3 @@ class PodRunner:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-
-
-def _duration(seconds: float) -> str:
-    """Go's time.Duration formatting for whole seconds: 10s, 1m20s, 5m0s."""
-    s = int(seconds)
-    return f"{s // 60}m{s % 60}s" if s >= 60 else f"{s}s"

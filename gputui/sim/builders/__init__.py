@@ -32,7 +32,12 @@ from .ids import ago, digest, full_image, gpu_uuid, image_id, mig_uuid, rfc3339,
 from .namespaces import namespace
 from .nodes import CONTAINERD_VERSION, KERNEL, KUBELET_VERSION, OS_IMAGE, node, node_condition, node_ip, node_is_ready
 from .pod_status import (
+    INITIAL_BACKOFF,
+    MAX_BACKOFF,
+    back_off_message,
     container_id,
+    crash_loop_backoff,
+    go_duration,
     pod_condition,
     pod_ip,
     pod_is_ready,
@@ -47,9 +52,11 @@ from .services import cluster_ip, service
 Obj = dict[str, Any]
 
 __all__ = [
-    "CONTAINERD_VERSION", "GPU_MODELS", "GPU_RESOURCE_PREFIXES", "KERNEL", "KUBELET_VERSION", "MIG_PROFILES", "OS_IMAGE", "Obj",
-    "ago", "cluster_ip", "container", "container_id", "container_requests", "custom_resource_definition", "daemonset",
-    "daemonset_status", "digest", "event", "full_image", "gfd_labels", "gpu_uuid", "image_id", "is_gpu_resource",
+    "CONTAINERD_VERSION", "GPU_MODELS", "GPU_RESOURCE_PREFIXES", "INITIAL_BACKOFF", "KERNEL", "KUBELET_VERSION", "MAX_BACKOFF",
+    "MIG_PROFILES", "OS_IMAGE", "Obj",
+    "ago", "back_off_message", "cluster_ip", "container", "container_id", "container_requests", "crash_loop_backoff",
+    "custom_resource_definition", "daemonset",
+    "daemonset_status", "digest", "event", "full_image", "gfd_labels", "go_duration", "gpu_uuid", "image_id", "is_gpu_resource",
     "matches_labels", "mig_labels", "mig_uuid", "namespace", "node", "node_condition", "node_ip", "node_is_ready",
     "parse_quantity", "pod", "pod_condition", "pod_ip", "pod_is_ready", "pod_requests", "qos_class", "rfc3339",
     "running_container_status", "service", "set_running", "stable_uid", "suffix", "terminated_state", "utcnow",

@@ -49,6 +49,28 @@ def terminated_state(exit_code: int, reason: str, started: str, finished: str, c
     return {"terminated": term}
 
 
+INITIAL_BACKOFF = 10.0  # seconds: the kubelet's first back-off, after a container's second exit
+MAX_BACKOFF = 300.0  # the kubelet's cap on CrashLoopBackOff (and ImagePullBackOff)
+
+
+def crash_loop_backoff(restarts: int) -> float:
+    """The back-off of a container waiting in CrashLoopBackOff with this restartCount. The kubelet starts a
+    container's first exit again at once (restartCount 1); from the second exit on it waits 10 s, doubled
+    each time up to 5 minutes: restartCount 1 waits 10s, 2 20s, 3 40s, ... 6 and later 5m0s."""
+    return min(INITIAL_BACKOFF * 2 ** (max(1, restarts) - 1), MAX_BACKOFF)
+
+
+def go_duration(seconds: float) -> str:
+    """Go's time.Duration formatting for whole seconds: 10s, 1m20s, 5m0s."""
+    s = int(seconds)
+    return f"{s // 60}m{s % 60}s" if s >= 60 else f"{s}s"
+
+
+def back_off_message(seconds: float, container: str, pod: str, namespace: str, uid: str) -> str:
+    """The waiting message of a container in CrashLoopBackOff, as the kubelet's doBackOff words it."""
+    return f"back-off {go_duration(seconds)} restarting failed container={container} pod={pod}_{namespace}({uid})"
+
+
 def set_running(pod_obj: Obj, node_obj: Obj, node_index: int, slot: int, started_s: float, now: datetime | None = None) -> Obj:
     """Give a pod the status of one that has run for started_s seconds on the node."""
     now = now or utcnow()

@@ -105,7 +105,14 @@ class ClusterBase:
         self.daemonsets.append(b.daemonset(name, ns, selector, example, labels=labels, node_selector=node_selector, now=self.now))
 
     def crash_loop(self, pod: Obj, restarts: int) -> None:
-        """Make a running pod's first container crash-loop (the kubelet writes its log lines, see controllers.py)."""
+        """Make a running pod's first container crash-loop (the kubelet writes its log lines, see controllers.py),
+        as the kubelet shows it: restarts >= 1 (the first exit is started again at once), waiting in the back-off
+        of that restartCount (10s doubled, 5m0s at most), the last exit within it."""
+        if restarts < 1:
+            raise ValueError(f"crash_loop: restarts={restarts}: the kubelet restarts a first exit at once, "
+                             "CrashLoopBackOff comes with restartCount 1 or more")
+        backoff = b.crash_loop_backoff(restarts)
+        finished = min(139.0, backoff / 2)
         status = pod["status"]
         status["conditions"] = [
             dict(c, status="False", reason="ContainersNotReady",
@@ -119,13 +126,14 @@ class ClusterBase:
             "ready": False, "started": False, "restartCount": restarts,
             "containerID": b.container_id(meta["namespace"], meta["name"], cs["name"], restarts),
             "state": {"waiting": {"reason": "CrashLoopBackOff",
-                                  "message": f"back-off 5m0s restarting failed container={cs['name']} pod={meta['name']}_{meta['namespace']}({meta['uid']})"}},
-            "lastState": b.terminated_state(1, "Error", b.ago(140, self.now), b.ago(139, self.now),
+                                  "message": b.back_off_message(backoff, cs["name"], meta["name"], meta["namespace"], meta["uid"])}},
+            "lastState": b.terminated_state(1, "Error", b.ago(finished + 1, self.now), b.ago(finished, self.now),
                                             b.container_id(meta["namespace"], meta["name"], cs["name"], restarts), None),
         })
         self.events.append(b.event(pod, "BackOff", f"Back-off restarting failed container {cs['name']} in pod {meta['name']}_{meta['namespace']}({meta['uid']})",
                                    kind="Warning", host=pod["spec"]["nodeName"], field_path=f"spec.containers{{{cs['name']}}}",
-                                   count=restarts * 12, first=b.ago(3 * 3600, self.now), last=b.ago(30, self.now)))
+                                   count=restarts * 12 if restarts > 1 else 1,
+                                   first=b.ago(3 * 3600 if restarts > 1 else finished, self.now), last=b.ago(min(30.0, finished), self.now)))
 
     def pod_of(self, daemonset: str, node: str) -> Obj:
         """The DaemonSet's pod on the node."""
