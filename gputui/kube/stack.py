@@ -19,7 +19,17 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Iterable
 
-from .gpu import OPERATOR_APPS, GpuResources, Problem, advertises_nvidia_gpus, has_nvidia_gpus, is_nvidia_resource, is_operator_driver_app
+from .gpu import (
+    OPERATOR_APPS,
+    GpuResources,
+    Problem,
+    advertises_nvidia_gpus,
+    has_nvidia_gpus,
+    is_nvidia_resource,
+    is_operator_driver_app,
+    is_plugin_pod,
+)
+from .quantities import parse_count
 from .placement import daemonset_targets
 from .records import ContainerStatus, DaemonSet, Node, Pod
 
@@ -251,6 +261,7 @@ class ComponentState:
     daemonsets: tuple[str, ...] = ()  # "namespace/name" of the DaemonSets that should run here
     deploy: str | None = None  # not expected because of this nvidia.com/gpu.deploy.* value (pre-installed, paused-for-*, ...)
     note: str | None = None  # what else a person should know (a device plugin's resource taken from the node's)
+    outside: bool = False  # the device plugin runs outside Kubernetes (a host service) and registered (HOST_PLUGIN)
 
     def describe(self) -> str:
         """One line for a verdict or a tooltip."""
@@ -520,17 +531,34 @@ def node_stack(stack: Stack, node: Node, pods_on_node: Iterable[Pod]) -> NodeSta
             note = next((p.state.note for p, _ in plugins if p.state.note), None)
             components[c] = replace(state, note=note) if note else state
         else:  # why none is expected here, or which is missing
-            components[c] = _component(stack, node, c, pods_here, [ds for ds in stack.plugins if ds.nvidia])
+            state = _component(stack, node, c, pods_here, [ds for ds in stack.plugins if ds.nvidia])
+            if state.state == NOT_EXPECTED and not state.deploy and _registered_outside(node, pods_on_node):
+                # What kept each DaemonSet off the node stays, as a note.
+                state = replace(state, detail=HOST_PLUGIN, note=state.detail, outside=True)
+            components[c] = state
     validation = _validation(pods_on_node)
     if validation is not None and _SEVERITY[validation.state] > _SEVERITY[components["validator"].state]:
         components["validator"] = validation
     return NodeStack(components, tuple(p for p, _ in plugins), tuple(pod for _, pod in serving if pod is not None))
 
 
+HOST_PLUGIN = "registered (plugin not run by Kubernetes)"
+
+
+def _registered_outside(node: Node, pods_on_node: Iterable[Pod]) -> bool:
+    """The kubelet reports allocatable NVIDIA GPUs, so a device plugin registered, and no plugin pod runs on the node
+    (none labelled as one, a static pod's mirror included): a host service (Bottlerocket, some managed node images).
+    Called where no plugin DaemonSet would place a pod on the node."""
+    if not any(is_nvidia_resource(name) and parse_count(q) > 0 for name, q in node.allocatable.items()):
+        return False
+    return not any(is_plugin_pod(p) and not p.finished for p in pods_on_node)
+
+
 def plugin_expected(components: dict[str, ComponentState]) -> bool:
-    """False when a deploy label holds the device plugin off the node and that is no problem (paused, pre-installed)."""
+    """False when a deploy label holds the device plugin off the node and that is no problem (paused, pre-installed),
+    or when a plugin outside Kubernetes registered the node's GPUs and no plugin DaemonSet is meant to run there."""
     plugin = components.get("device-plugin")
-    return plugin is None or plugin.state != NOT_EXPECTED or not _holds_off(plugin.deploy)
+    return plugin is None or plugin.state != NOT_EXPECTED or not (_holds_off(plugin.deploy) or plugin.outside)
 
 
 def node_components(stack: Stack, node: Node, pods_on_node: Iterable[Pod]) -> dict[str, ComponentState]:

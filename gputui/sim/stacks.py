@@ -27,6 +27,8 @@ with one install style of the NVIDIA stack or one failure of it.
     operator_preinstalled_driver()  gpu-2's host has its own driver (nvidia.com/gpu.deploy.driver=pre-installed), and
                                  gpu-1 has nvidia.com/gpu.deploy.dcgm-exporter=maintenance, a value the operator
                                  does not know
+    host_plugin()                the static plugin on gpu-1; gpu-2 a Bottlerocket node whose device plugin is a host
+                                 service: it advertises nvidia.com/gpu, no plugin DaemonSet is meant to run there
 
     SCENARIOS                    name -> function, for the above
 
@@ -333,6 +335,23 @@ def operator_preinstalled_driver() -> list[Obj]:
     return c.objects(["default", "kube-system", OPERATOR_NS, "ml"])
 
 
+BOTTLEROCKET = "Bottlerocket OS 1.26.2 (aws-k8s-1.31-nvidia)"
+
+
+def host_plugin() -> list[Obj]:
+    """gpu-1 runs the static device plugin (nodeSelector node-pool=gpu); gpu-2 is a Bottlerocket node of another pool
+    (node-pool=gpu-bottlerocket), whose NVIDIA device plugin runs as a host service, not in Kubernetes: the kubelet
+    reports its 8 GPUs allocatable and no plugin DaemonSet would place a pod on it."""
+    c = _small_cluster(lambda node, product: _nfd_only(b.gfd_labels(product, 8)))
+    rocket = c.nodes["gpu-2"]
+    rocket["metadata"]["labels"].update({"node-pool": "gpu-bottlerocket", "node.kubernetes.io/instance-type": "p4de.24xlarge"})
+    rocket["status"]["nodeInfo"].update({"osImage": BOTTLEROCKET, "kernelVersion": "6.1.112",
+                                         "containerRuntimeVersion": "containerd://1.7.22+bottlerocket"})
+    c.add_static_plugin(["gpu-1"], {"node-pool": "gpu"})
+    _workloads(c)
+    return c.objects(["default", "kube-system", "ml"])
+
+
 SCENARIOS: dict[str, Callable[[], list[Obj]]] = {
     "gpu-operator-healthy": gpu_operator_healthy,
     "operator-driver-crashloop": operator_driver_crashloop,
@@ -347,4 +366,5 @@ SCENARIOS: dict[str, Callable[[], list[Obj]]] = {
     "operator-1x": operator_1x,
     "openshift-operator": openshift_operator,
     "operator-preinstalled-driver": operator_preinstalled_driver,
+    "host-plugin": host_plugin,
 }

@@ -313,9 +313,13 @@ def details_text(details: NodeDetails, now: float, width: int = 120) -> Text:
             out.append("  ")  # its use, where known or on its way (the node's exporter is read)
             out.append_text(idle_words(figures))
         out.append("\n")
+    host_plugin = summary.components.get("device-plugin")
     if summary.plugin is not None:
         out.append("  device plugin: ", style="dim")
         out.append_text(render.pod_name(summary.plugin))
+    elif host_plugin is not None and host_plugin.outside:
+        out.append("\n  device plugin: " if not details.pods else "  device plugin: ", style="dim")
+        out.append(host_plugin.detail or "")
     out.rstrip()
 
     _section(out, "Recent events")
