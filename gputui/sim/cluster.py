@@ -111,6 +111,7 @@ class SimCluster:
         exporters: bool = True,
         context: str = CONTEXT_NAME,
         version_unknown: bool = False,
+        events_lag: int | None = None,
     ) -> None:
         from .faults import Faults  # noqa: PLC0415  (kept local: small import graph for the CLI)
 
@@ -127,7 +128,10 @@ class SimCluster:
         # How long a list or watch from a resourceVersion in the future waits for it before failing with
         # "Too large resource version" (kube-apiserver's watch cache waits 3 s).
         self.too_large_wait = 3.0
-        self.store = Store()
+        # Events in an etcd of their own (kube-apiserver's --etcd-servers-overrides), whose revision is this
+        # far behind the main etcd's (ahead when negative): their resourceVersions are a sequence apart.
+        self.events_lag = events_lag
+        self.store = self._new_store()
         self.logs = LogBook()
         self.faults = Faults(enabled=faults, cluster=self)
         self._scenario = scenario
@@ -158,6 +162,12 @@ class SimCluster:
         self._all_credentials = all_credentials
         self._cert_hosts = tuple(cert_hosts) if cert_hosts is not None else None  # default: loopback and host
         self._ssl: Any = None  # the server's SSLContext (tls.py), made on start
+
+    def _new_store(self) -> Store:
+        lag = self.events_lag
+        if lag is None:
+            return Store()
+        return Store(own_etcd={"events": 1 + max(0, -lag)}, first_revision=1 + max(0, lag))
 
     async def start(self) -> "SimCluster":
         from .controllers import Controllers  # noqa: PLC0415
@@ -225,7 +235,7 @@ class SimCluster:
         if fresh:
             if self.controllers is not None and self._run_controllers:
                 await self.controllers.stop()
-            self.store = Store()
+            self.store = self._new_store()
             self.logs = LogBook()
             self._populate()
             self.controllers = controllers = Controllers(self)

@@ -205,6 +205,22 @@ def field_selector(selector: str | None, kind: str) -> Predicate:
     return matches
 
 
+def required_name(selector: str | None) -> str | None:
+    """The name a list or watch is for when its fieldSelector requires `metadata.name=X` (or `==`): what
+    kube-apiserver's RequestInfoFactory makes the request's name, so that RBAC's resourceNames apply to it.
+    None when the selector requires none, does not parse, or the name is not a valid path segment."""
+    if not selector:
+        return None
+    terms = [_FIELD_TERM.match(term) for term in _split_field_terms(selector)]
+    if not all(terms):
+        return None
+    for m in terms:
+        if m is not None and m.group(1) == "metadata.name" and m.group(2) != "!=":
+            name = _unescape(m.group(3).strip())
+            return name if name and name not in (".", "..") and "/" not in name and "%" not in name else None
+    return None
+
+
 def both(*predicates: Predicate) -> Predicate:
     active = [p for p in predicates if p is not _always]
     if not active:

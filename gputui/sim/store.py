@@ -1,6 +1,8 @@
 """The simulated API server's object store: objects, resourceVersions, watch history.
 
-Every write bumps one cluster-wide resourceVersion (as etcd's revision does),
+Every write bumps the revision of the etcd that holds the resource (one for every kind,
+unless a kind is given its own, as `--etcd-servers-overrides` puts events in an etcd of
+their own: its resourceVersions are a sequence apart, comparable only among themselves),
 keeps the object's JSON serialised once, appends a watch event to the
 resource's bounded history and hands it to open watches and in-process
 listeners (scheduler, kubelets). Reads hand out copies, so nobody mutates
@@ -13,7 +15,7 @@ import uuid
 from collections import deque
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 import orjson
 
@@ -91,9 +93,21 @@ class Watch:
 Listener = Callable[[Event], None]
 
 
+@dataclass(slots=True)
+class Revision:
+    """One etcd's revision: the resourceVersion of the last write to any kind it holds."""
+
+    value: int = 1
+
+
 class Store:
-    def __init__(self, history_limit: int = 10_000, resources: Iterable[ResourceType] = RESOURCES) -> None:
-        self._rv = 1
+    def __init__(self, history_limit: int = 10_000, resources: Iterable[ResourceType] = RESOURCES,
+                 own_etcd: Mapping[str, int] | None = None, first_revision: int = 1) -> None:
+        """own_etcd: resource key -> the first revision of an etcd of its own (kube-apiserver's
+        `--etcd-servers-overrides=/events#...`); first_revision: the main etcd's. Two etcds far
+        apart give resourceVersions that lag or lead each other's."""
+        self._main = Revision(first_revision)
+        self._revisions: dict[str, Revision] = {key: Revision(first) for key, first in (own_etcd or {}).items()}
         self._history_limit = history_limit
         self.resources: dict[str, ResourceType] = {}
         self._objects: dict[str, dict[tuple[str, str], Entry]] = {}
@@ -117,11 +131,17 @@ class Store:
         self._floor[r.key] = 0
         self._watches[r.key] = set()
         self._sorted[r.key] = None
+        self._revisions.setdefault(r.key, self._main)
 
     # -- reading ---------------------------------------------------------
     @property
     def resource_version(self) -> int:
-        return self._rv
+        """The main etcd's revision (every kind's, but those with an etcd of their own)."""
+        return self._main.value
+
+    def resource_version_of(self, key: str) -> int:
+        """The revision of the etcd that holds the resource: what its lists and bookmarks carry."""
+        return self._revisions[key].value
 
     def resource(self, key: str) -> ResourceType:
         return self.resources[key]
@@ -168,9 +188,10 @@ class Store:
         return [orjson.loads(e.raw) for e in self.entries(key, namespace)]
 
     # -- writing ---------------------------------------------------------
-    def _next_rv(self) -> int:
-        self._rv += 1
-        return self._rv
+    def _next_rv(self, key: str) -> int:
+        revision = self._revisions[key]
+        revision.value += 1
+        return revision.value
 
     def create(self, key: str, obj: Obj) -> Obj:
         """Store a new object as given (status included); fills uid, creationTimestamp, resourceVersion."""
@@ -189,7 +210,7 @@ class Store:
         meta.setdefault("uid", str(uuid.uuid4()))
         if not meta.get("creationTimestamp"):
             meta["creationTimestamp"] = now_rfc3339()
-        rv = self._next_rv()
+        rv = self._next_rv(key)
         meta["resourceVersion"] = str(rv)
         entry = Entry(obj, orjson.dumps(obj))
         self._objects[key][ident] = entry
@@ -209,7 +230,7 @@ class Store:
         for field_name in ("uid", "creationTimestamp", "namespace", "name"):
             if field_name in old.obj["metadata"]:
                 meta[field_name] = old.obj["metadata"][field_name]
-        rv = self._next_rv()
+        rv = self._next_rv(key)
         meta["resourceVersion"] = str(rv)
         entry = Entry(obj, orjson.dumps(obj))
         self._objects[key][ident] = entry
@@ -229,7 +250,7 @@ class Store:
         if old is None:
             raise NotFound(f'{r.plural} "{name}" not found')
         self._sorted[key] = None
-        rv = self._next_rv()
+        rv = self._next_rv(key)
         obj = orjson.loads(old.raw)
         obj["metadata"]["resourceVersion"] = str(rv)
         entry = Entry(obj, orjson.dumps(obj))
@@ -282,7 +303,7 @@ class Store:
         """Forget all watch history, as etcd compaction does: older watches get 410."""
         for key in self.resources:
             self._history[key].clear()
-            self._floor[key] = self._rv
+            self._floor[key] = self._revisions[key].value
 
     def drop_watches(self) -> int:
         """End every open watch stream; returns how many were open."""

@@ -163,7 +163,13 @@ async def test_fresh_restart_and_resource_versions_from_the_future() -> None:
         assert sim.port == port and sim.store.resource_version < before - 40
         assert sim.store.find("nodes", "", "gpu-2") is not None  # the scenario's state again
         async with sim.http_session(base_url=sim.url) as http:
-            async with http.get("/api/v1/nodes", params={"watch": "1", "resourceVersion": str(before)}) as watch:
+            # A plain watch from the future starts there, silent (the watch cache's getAllEventsSinceLocked);
+            # one with sendInitialEvents waits for it, then fails (waitUntilFreshAndBlock).
+            async with http.get("/api/v1/nodes", params={"watch": "1", "resourceVersion": str(before), "timeoutSeconds": "1"}) as watch:
+                assert watch.status == 200 and await watch.read() == b""
+            watch_list = {"watch": "1", "resourceVersion": str(before), "sendInitialEvents": "true",
+                          "resourceVersionMatch": "NotOlderThan", "allowWatchBookmarks": "true"}
+            async with http.get("/api/v1/nodes", params=watch_list) as watch:
                 assert watch.status == 200
                 event = json.loads((await watch.read()).splitlines()[0])
             assert event["type"] == "ERROR"

@@ -56,12 +56,28 @@ async def _lines(api: Client, url_path: str, params: dict[str, Any]) -> AsyncIte
 RETRY_PAUSE = 0.2  # seconds between reconnects; callers bound the whole wait with their own timeout
 
 
-async def _watch(api: Client, collection: str, field_selector: str, since: str) -> AsyncIterator[tuple[str, dict[str, Any]]]:
-    """(type, object) from a watch that resumes where it ended, reconnects after connection
-    errors (an API server restart) and lists again after a 410. Runs until the caller stops it."""
+def _too_large(code: int, message: str, causes: Any = None) -> bool:
+    """kube-apiserver's 504 for a resourceVersion from the future of the resource's etcd (Too large resource version)."""
+    return code == 504 and (any(isinstance(c, dict) and c.get("reason") == "ResourceVersionTooLarge" for c in causes or ())
+                            or "Too large resource version" in message)
+
+
+async def _watch(api: Client, collection: str, field_selector: str, since: str | None) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+    """(type, object) from a watch that resumes where it ended, reconnects after connection errors (an API
+    server restart) and, as client-go's reflector does, lists again (ADDED for each item) and watches from
+    the list's resourceVersion after a 410 Expired or a 504 "Too large resource version". since=None: list
+    first. A watch may start only from a resourceVersion of its own resource: another's (a pod's, for
+    events kept in an etcd of their own) is from another sequence, far ahead or behind. Runs until the
+    caller stops it."""
+    relist = since is None
     while True:
-        expired = False
         try:
+            if relist:
+                listed = await _json(api, "GET", collection, params={"fieldSelector": field_selector})
+                for obj in listed.get("items") or []:
+                    yield "ADDED", obj
+                since = listed["metadata"]["resourceVersion"]
+                relist = False
             params = {"fieldSelector": field_selector, "watch": "true", "resourceVersion": since,
                       "allowWatchBookmarks": "true", "timeoutSeconds": 300}
             stream = _lines(api, collection, params)
@@ -71,18 +87,18 @@ async def _watch(api: Client, collection: str, field_selector: str, since: str) 
                 event = orjson.loads(line)
                 kind, obj = event.get("type"), event.get("object") or {}
                 if kind == "ERROR":
-                    if obj.get("code") == 410:
-                        expired = True
+                    code, message = int(obj.get("code") or 500), str(obj.get("message") or "watch failed")
+                    if code == 410 or _too_large(code, message, (obj.get("details") or {}).get("causes")):
+                        relist = True
                         break
-                    raise ApiError(int(obj.get("code") or 500), str(obj.get("message") or "watch failed"), str(obj.get("reason") or ""))
+                    raise ApiError(code, message, str(obj.get("reason") or ""))
                 since = (obj.get("metadata") or {}).get("resourceVersion") or since
                 if kind != "BOOKMARK":
                     yield kind, obj
-            if expired:
-                listed = await _json(api, "GET", collection, params={"fieldSelector": field_selector})
-                for obj in listed.get("items") or []:
-                    yield "ADDED", obj
-                since = listed["metadata"]["resourceVersion"]
+        except ApiError as e:
+            if not (e.status == 410 or _too_large(e.status, e.message)):
+                raise
+            relist = True  # refused before the stream began
         except (OSError, HttpError):
             await asyncio.sleep(RETRY_PAUSE)
 

@@ -161,9 +161,11 @@ class _Run:
         queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
         uid = self.pod["metadata"]["uid"]
         since = self.pod["metadata"]["resourceVersion"]
+        # The pod's resourceVersion means nothing to events (often an etcd of their own, far behind or ahead):
+        # their watch starts from a list of them.
         feeders = [
             asyncio.create_task(self._feed(queue, "pod", path("v1", "pods", namespace=self.plan.namespace), f"metadata.name={self.plan.name}", since)),
-            asyncio.create_task(self._feed(queue, "event", path("v1", "events", namespace=self.plan.namespace), f"involvedObject.uid={uid}", since)),
+            asyncio.create_task(self._feed(queue, "event", path("v1", "events", namespace=self.plan.namespace), f"involvedObject.uid={uid}", None)),
         ]
         try:
             async with asyncio.timeout(self.options.timeout):
@@ -181,7 +183,7 @@ class _Run:
         detail = f"; last event {last.reason}: {last.message}" if last else ""
         return self.verdict(TIMEOUT, f"timed out after {self.options.timeout:g} s while {where}{detail}")
 
-    async def _feed(self, queue: asyncio.Queue[tuple[str, Any]], kind: str, collection: str, selector: str, since: str) -> None:
+    async def _feed(self, queue: asyncio.Queue[tuple[str, Any]], kind: str, collection: str, selector: str, since: str | None) -> None:
         try:
             async for change, obj in _watch(self.api, collection, selector, since):
                 await queue.put((kind, (change, obj)))

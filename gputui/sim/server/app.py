@@ -8,6 +8,7 @@ from aiohttp import web
 
 from ..auth import Request as AuthRequest, Unauthenticated, User, forbidden_message
 from ..faults import FAULT_USER
+from ..selectors import required_name
 from .discovery import Discovery
 from .reading import Reading
 from .request import Target, _flag, _verb, parse_resource_path
@@ -103,11 +104,16 @@ class Api(Discovery, Reading, Writing, Subresources):
         user: User | None = request.get(USER_KEY)
         if user is None:
             return
-        wanted = AuthRequest(_verb(request.method, t, watching), t.resource.group, t.resource.plural, t.subresource,
-                             t.namespace, t.name)
+        verb = _verb(request.method, t, watching)
+        name = t.name
+        if verb in ("list", "watch"):
+            # A list or watch whose fieldSelector requires metadata.name=X is for X (RequestInfoFactory): RBAC's
+            # resourceNames allow it, and a refusal names it.
+            name = required_name(request.query.get("fieldSelector"))
+        wanted = AuthRequest(verb, t.resource.group, t.resource.plural, t.subresource, t.namespace, name)
         if not self.cluster.authorizer.allowed(user, wanted):
-            subject = qualified(t.resource) + (f' "{t.name}"' if t.name else "")
-            raise ApiError(403, "Forbidden", forbidden_message(user.name, wanted, subject), _details(t.resource, t.name))
+            subject = qualified(t.resource) + (f' "{name}"' if name else "")
+            raise ApiError(403, "Forbidden", forbidden_message(user.name, wanted, subject), _details(t.resource, name))
 
     async def _apply_faults(self, request: web.Request, t: Target, watching: bool) -> None:
         faults = self.cluster.faults

@@ -12,7 +12,7 @@ from aiohttp import web
 
 from .. import custom_columns, tables
 from ..resources import ResourceType
-from ..store import CLOSED, Entry, Gone
+from ..store import CLOSED, Entry, Event, Gone
 from .base import ApiBase
 from .request import Target, _decode_continue, _encode_continue, _flag, _int_param, _sort_key, _wants_table
 from ..features import ApiCounts
@@ -31,7 +31,9 @@ NOT_OLDER_THAN = "NotOlderThan"
 
 
 def _option_errors(query: Any, watching: bool, watch_list_enabled: bool) -> list[tuple[str, str, str]]:
-    """apimachinery's ValidateListOptions: what kube-apiserver refuses with 422 before any read."""
+    """apimachinery's ValidateListOptions: what kube-apiserver refuses with 422 before any read. A watch with
+    sendInitialEvents needs no allowWatchBookmarks: without it the server sends the initial state and no
+    initial-events-end bookmark (the cacher's isListWatchRequest), and client-go never asks so."""
     match = query.get("resourceVersionMatch", "")
     initial = "sendInitialEvents" in query
     errors = []
@@ -39,15 +41,15 @@ def _option_errors(query: Any, watching: bool, watch_list_enabled: bool) -> list
         if initial:
             if match != NOT_OLDER_THAN:
                 errors.append(("FieldValueForbidden", "resourceVersionMatch", f"sendInitialEvents requires setting resourceVersionMatch to {NOT_OLDER_THAN}"))
-            if not _flag(query.get("allowWatchBookmarks")):
-                errors.append(("FieldValueForbidden", "allowWatchBookmarks", "sendInitialEvents requires setting allowWatchBookmarks to true"))
             if not watch_list_enabled:
                 errors.append(("FieldValueForbidden", "sendInitialEvents", "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled"))
         if match:
             if not initial:
                 errors.append(("FieldValueForbidden", "resourceVersionMatch", "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided"))
-            elif match != NOT_OLDER_THAN:
+            if match != NOT_OLDER_THAN:
                 errors.append(("FieldValueNotSupported", "resourceVersionMatch", f'"{match}": supported values: "{NOT_OLDER_THAN}"'))
+            if query.get("continue"):
+                errors.append(("FieldValueForbidden", "resourceVersionMatch", "resourceVersionMatch is forbidden when continue is provided"))
         return errors
     if match:
         if not query.get("resourceVersion"):
@@ -55,7 +57,9 @@ def _option_errors(query: Any, watching: bool, watch_list_enabled: bool) -> list
         if query.get("continue"):
             errors.append(("FieldValueForbidden", "resourceVersionMatch", "resourceVersionMatch is forbidden when continue is provided"))
         if match not in ("Exact", NOT_OLDER_THAN):
-            errors.append(("FieldValueNotSupported", "resourceVersionMatch", f'"{match}": supported values: "Exact", "{NOT_OLDER_THAN}"'))
+            errors.append(("FieldValueNotSupported", "resourceVersionMatch", f'"{match}": supported values: "Exact", "{NOT_OLDER_THAN}", ""'))
+        if match == "Exact" and query.get("resourceVersion") == "0":
+            errors.append(("FieldValueForbidden", "resourceVersionMatch", 'resourceVersionMatch "exact" is forbidden for resourceVersion "0"'))
     if initial:
         errors.append(("FieldValueForbidden", "sendInitialEvents", "sendInitialEvents is forbidden for list"))
     return errors
@@ -90,13 +94,14 @@ class Reading(ApiBase):
         body["rows"] = rows
         return orjson.dumps(body)
 
-    async def _too_large(self, wanted: int) -> Obj | None:
-        """kube-apiserver's answer to a resourceVersion from its future (the watch cache's waitUntilFreshAndBlock):
-        wait a little for the store to reach it, then a 504 Timeout Status with the ResourceVersionTooLarge cause."""
+    async def _too_large(self, r: ResourceType, wanted: int) -> Obj | None:
+        """kube-apiserver's answer to a list (or a watch with sendInitialEvents) from a resourceVersion in the
+        future of the resource's etcd (the watch cache's waitUntilFreshAndBlock): wait a little for it to
+        reach it, then a 504 Timeout Status with the ResourceVersionTooLarge cause."""
         deadline = time.monotonic() + float(getattr(self.cluster, "too_large_wait", 3.0))
-        while self.store.resource_version < wanted:
+        while self.store.resource_version_of(r.key) < wanted:
             if time.monotonic() >= deadline:
-                return too_large_status(wanted, self.store.resource_version)
+                return too_large_status(wanted, self.store.resource_version_of(r.key))
             await asyncio.sleep(0.02)
         return None
 
@@ -113,19 +118,19 @@ class Reading(ApiBase):
                 wanted = int(rv_param)
             except ValueError:
                 raise bad_request(f'invalid resource version "{rv_param}"') from None
-            if wanted > self.store.resource_version:
+            if wanted > self.store.resource_version_of(r.key):
                 if request.query.get("resourceVersionMatch") == "Exact":
                     # Served from etcd at that revision: a future revision fails at once.
-                    too_large: Obj | None = too_large_status(wanted, self.store.resource_version)
+                    too_large: Obj | None = too_large_status(wanted, self.store.resource_version_of(r.key))
                 else:
-                    too_large = await self._too_large(wanted)
+                    too_large = await self._too_large(r, wanted)
                 if too_large is not None:
                     raise ApiError(504, "Timeout", too_large["message"], too_large["details"])
         token = request.query.get("continue")
         # resourceVersion=0: any data, from the watch cache, which ignores limit (one answer, no pages).
         limit = 0 if rv_param == "0" and not token else (_int_param(request.query, "limit") or 0)
         from_etcd = self._from_etcd(rv_param, token, request.query.get("resourceVersionMatch", ""))
-        rv = self.store.resource_version
+        rv = self.store.resource_version_of(r.key)
         idents = self.store.sorted_idents(r.key)
         start_after = None
         if token:
@@ -196,15 +201,20 @@ class Reading(ApiBase):
         as_table = _wants_table(request)
         timeout = _int_param(request.query, "timeoutSeconds")
         bookmarks = _flag(request.query.get("allowWatchBookmarks"))
-        initial_events = _flag(request.query.get("sendInitialEvents"))
+        # sendInitialEvents given: true sends the state first, false none; not given (the legacy watch): the state
+        # first from resourceVersion "" or "0" only. Without a state first the watch starts at the version given,
+        # or now.
+        asked = "sendInitialEvents" in request.query
+        initial_events = asked and _flag(request.query.get("sendInitialEvents"))
         rv_param = request.query.get("resourceVersion", "")
-        if rv_param in ("", "0") or initial_events:
-            since = None
-        else:
+        wanted: int | None = None
+        if rv_param not in ("", "0"):
             try:
-                since = int(rv_param)
+                wanted = int(rv_param)
             except ValueError:
                 raise bad_request(f'invalid resource version "{rv_param}"') from None
+        state_first = initial_events or (not asked and wanted is None)
+        since = None if state_first else wanted
 
         self.counts.watch(r.key, initial_events)
         response = web.StreamResponse(headers={"Content-Type": JSON, "Cache-Control": "no-cache, private"})
@@ -228,24 +238,30 @@ class Reading(ApiBase):
             self.counts.bytes_sent += len(line)
             return line
 
-        if since is not None and since > store.resource_version:
-            failure = await self._too_large(since)
+        # A watch from a resourceVersion in the future of the resource's etcd: with sendInitialEvents the watch
+        # cache waits to be that fresh, then fails (waitUntilFreshAndBlock); a plain watch starts there and stays
+        # silent until later changes come (getAllEventsSinceLocked: nothing after it yet), bookmarks too.
+        if initial_events and wanted is not None and wanted > store.resource_version_of(r.key):
+            failure = await self._too_large(r, wanted)
             if failure is not None:
                 # Past admission a watch fails with an ERROR event, not an HTTP error (cacher's newErrWatcher).
                 await response.write(b'{"type":"ERROR","object":' + orjson.dumps(failure) + b"}\n")
                 await response.write_eof()
                 return response
+        after = since or 0  # nothing at or before this resourceVersion is sent
         try:
             w, replay = store.watch(r.key, since)
-            snapshot_rv = store.resource_version  # the initial state below is the store's at this point
+            snapshot_rv = store.resource_version_of(r.key)  # the initial state below is the store's at this point
         except Gone as e:
             await response.write(b'{"type":"ERROR","object":' + orjson.dumps(status_body(410, "Expired", str(e))) + b"}\n")
             await response.write_eof()
             return response
         try:
-            if since is None:
+            if state_first:
                 initial = sorted(store.entries(r.key, namespace), key=_sort_key)
                 backlog = [("ADDED", e.raw, e.obj) for e in initial if visible(e.obj)]
+            elif since is None:
+                backlog = []
             else:
                 backlog = [ev for ev in (self._translate(e, visible) for e in replay) if ev]
             # The backlog (the initial state, or the events replayed) goes out in chunks, as a server's
@@ -259,7 +275,8 @@ class Reading(ApiBase):
                 if size >= WATCH_CHUNK:
                     await response.write(b"".join(chunk))
                     chunk, size = [], 0
-            if initial_events:
+            if initial_events and bookmarks:
+                # The initial-events-end bookmark, only to a client that takes bookmarks (isListWatchRequest).
                 # At the snapshot's resourceVersion: what changed since is queued on the watch and follows,
                 # each event later than the bookmark, as kube-apiserver's watch cache sends them.
                 chunk.append(self._bookmark(r, {"k8s.io/initial-events-end": "true"}, rv=snapshot_rv))
@@ -292,11 +309,14 @@ class Reading(ApiBase):
                     if request.transport is None or request.transport.is_closing():
                         break
                     if bookmarks and time.monotonic() >= next_bookmark and w.queue.empty():
-                        await response.write(self._bookmark(r))
+                        if store.resource_version_of(r.key) >= after:
+                            await response.write(self._bookmark(r))
                         next_bookmark = time.monotonic() + interval
                     continue
                 if item is CLOSED:
                     break
+                if isinstance(item, Event) and item.rv <= after:
+                    continue
                 translated = self._translate(item, visible)
                 if translated:
                     await response.write(encode(*translated))
@@ -324,7 +344,7 @@ class Reading(ApiBase):
         return None
 
     def _bookmark(self, r: ResourceType, annotations: dict[str, str] | None = None, rv: int | None = None) -> bytes:
-        meta: Obj = {"resourceVersion": str(self.store.resource_version if rv is None else rv)}
+        meta: Obj = {"resourceVersion": str(self.store.resource_version_of(r.key) if rv is None else rv)}
         if annotations:
             meta["annotations"] = annotations
         return orjson.dumps({"type": "BOOKMARK", "object": {"kind": r.kind, "apiVersion": r.api_version, "metadata": meta}}) + b"\n"

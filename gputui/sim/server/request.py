@@ -50,7 +50,9 @@ def parse_resource_path(segments: list[str], served: Callable[[ResourceType], bo
 
 
 def _flag(value: str | None) -> bool:
-    return (value or "").lower() in ("true", "1")
+    """A boolean query parameter as kube-apiserver reads it (runtime.Convert_Slice_string_To_bool): absent is
+    false, and so are "0" and "false" in any case; anything else given is true ("1", "t", "yes", even "")."""
+    return value is not None and value != "0" and value.lower() != "false"
 
 
 def _int_param(query: Any, name: str) -> int | None:

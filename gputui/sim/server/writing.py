@@ -174,7 +174,7 @@ class Writing(ApiBase):
         if r.namespaced:
             for namespace in sorted({d["metadata"].get("namespace", "") for d in deleted}):
                 quota.sync_status(self.store, namespace)
-        return json_response({"kind": r.list_kind, "apiVersion": r.api_version, "metadata": {"resourceVersion": str(self.store.resource_version)}, "items": deleted})
+        return json_response({"kind": r.list_kind, "apiVersion": r.api_version, "metadata": {"resourceVersion": str(self.store.resource_version_of(r.key))}, "items": deleted})
 
 
 def _warned(response: web.Response, warnings: list[str]) -> web.Response:
