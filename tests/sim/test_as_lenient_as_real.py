@@ -120,3 +120,17 @@ async def test_a_name_field_selector_under_resource_names(sim, make_kubectl, tmp
         with pytest.raises(client.ApiException) as refused:
             await v1.list_namespaced_pod("team-a", field_selector="metadata.name!=p1")
         assert refused.value.status == 403
+
+
+async def test_and_as_strict_as_real_where_validation_refuses(sim):
+    async with sim.http_session() as http:
+        async with http.get(f"{sim.url}/api/v1/nodes", params={"resourceVersion": "0", "resourceVersionMatch": "Exact"}) as resp:
+            body = await resp.json()
+        assert (resp.status, body["message"]) == (422, 'ListOptions.meta.k8s.io "" is invalid: resourceVersionMatch: '
+                                                       'Forbidden: resourceVersionMatch "exact" is forbidden for resourceVersion "0"')
+        params = {"watch": "1", "sendInitialEvents": "true", "resourceVersionMatch": "NotOlderThan", "continue": "x"}
+        async with http.get(f"{sim.url}/api/v1/nodes", params=params) as resp:
+            body = await resp.json()
+        assert resp.status == 422 and body["details"]["causes"] == [
+            {"reason": "FieldValueForbidden", "message": "Forbidden: resourceVersionMatch is forbidden when continue is provided",
+             "field": "resourceVersionMatch"}]
