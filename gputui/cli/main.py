@@ -76,7 +76,7 @@ def _parse_app_args(argv: list[str]) -> argparse.Namespace | None:
     def refuse(message: str) -> NoReturn:
         raise _NotJustTheApp(message)
 
-    parser.error = refuse  # type: ignore[method-assign]
+    parser.error = refuse  # type: ignore[method-assign]  # argparse has no hook for this: its own error() exits
     try:
         args, rest = parser.parse_known_args(argv)
     except _NotJustTheApp:

@@ -80,19 +80,18 @@ def _add_fault_parser(subparsers: argparse._SubParsersAction) -> None:
 def run_fault(args: argparse.Namespace) -> int:
     from gputui.sim import control  # noqa: PLC0415
 
-    request: dict[str, object] | None = {"action": args.action}
+    asked: dict[str, object] = {"action": args.action}
     if args.action in ("fail", "slow", "clear"):
-        request["resource"] = args.resource  # type: ignore[index]
+        asked["resource"] = args.resource
     if args.action == "fail":
-        request["code"] = args.code  # type: ignore[index]
+        asked["code"] = args.code
     elif args.action == "slow":
-        request["seconds"] = args.seconds  # type: ignore[index]
+        asked["seconds"] = args.seconds
     elif args.action == "restart":
-        request.update(fresh=args.fresh, downtime=args.downtime, writes=args.writes)  # type: ignore[union-attr]
+        asked.update(fresh=args.fresh, downtime=args.downtime, writes=args.writes)
     elif args.action == "corrupt":
-        request["count"] = args.count  # type: ignore[index]
-    elif args.action == "status":
-        request = None
+        asked["count"] = args.count
+    request = None if args.action == "status" else asked
     try:
         url = control.find_url(getattr(args, "kubeconfig", None), getattr(args, "url", None))
         answer = control.send(url, request)

@@ -32,7 +32,7 @@ import math
 import os
 import time
 from collections import OrderedDict, deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
@@ -124,12 +124,13 @@ class IdleView:
     pods: tuple[PodIdle, ...]  # worst first
     at: float  # time.time() of the figures
     note: str | None = None  # why Prometheus is not the source, when one was looked for
+    _index: dict[tuple[str, str], PodIdle] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_index", {(p.namespace, p.name): p for p in self.pods})
+        object.__setattr__(self, "_index", {(p.namespace, p.name): p for p in self.pods})  # frozen: set once here
 
     def pod(self, namespace: str, name: str) -> PodIdle | None:
-        return self._index.get((namespace, name))  # type: ignore[attr-defined]
+        return self._index.get((namespace, name))
 
     def to_json(self) -> dict[str, Any]:
         """The report's `idle`: exactly the contract's keys."""

@@ -252,13 +252,13 @@ class ClusterModel:
         elif change.kind in KUEUE_KINDS:
             self._kueue = None  # node figures do not depend on Kueue
         elif change.kind == NODES:
-            self._forget_summary(change.key)  # type: ignore[arg-type]
+            self._forget_summary(change.key if isinstance(change.key, str) else None)
         elif change.kind == PODS:
             if change.key is None:
                 self._forget_summary()
                 self.events.prune(self.keep.event_matters)
-            elif change.key not in self.pods.records:
-                self.events.drop_object(("Pod", *change.key))  # type: ignore[misc]
+            elif isinstance(change.key, tuple) and change.key not in self.pods.records:
+                self.events.drop_object(("Pod", *change.key))
         for listener in tuple(self._listeners):
             try:
                 listener(change)

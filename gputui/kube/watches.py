@@ -203,8 +203,8 @@ class Watches:
             log.info("%s: reading namespace %s whole", kind, namespace)
             whole = self._add(kind, namespace, None, whole=True)
             for watch in mine:  # read through the selector, per namespace, until now
-                assert isinstance(watch.sink, Share)
-                watch.sink.hand_over(whole.sink, namespace)  # type: ignore[arg-type]
+                assert isinstance(watch.sink, Share) and isinstance(whole.sink, Share)  # namespaced watches feed a Share
+                watch.sink.hand_over(whole.sink, namespace)
                 self._remove(watch)
 
     def _state_changed(self, watch: Watch, state: ResourceState) -> None:

@@ -214,7 +214,7 @@ class SimCluster:
             await self._runner.cleanup()
             self._runner = None
             raise
-        sock = site._server.sockets[0]  # type: ignore[union-attr]
+        sock = site._server.sockets[0]  # type: ignore[union-attr]  # aiohttp's TCPSite has no public accessor for its bound port
         self.port = sock.getsockname()[1]
 
     async def restart(self, downtime: float = 0.5, *, fresh: bool = False, writes_while_down: int = 0) -> None:

@@ -179,7 +179,7 @@ class ControlServer:
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]  # aiohttp's TCPSite has no public accessor for its bound port
         self.url = f"http://{self.host}:{self.port}"
         return self
 

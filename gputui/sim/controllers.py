@@ -94,7 +94,7 @@ class EventRecorder:
                 obj["lastTimestamp"] = now
                 obj["message"] = message
 
-            self.store.mutate("events", *existing, bump)  # type: ignore[misc]
+            self.store.mutate("events", *existing, bump)  # type: ignore[misc]  # the store's key is (namespace, name) of a found event
             return
         created = self.store.create("events", ev)
         index[key] = (created["metadata"]["namespace"], created["metadata"]["name"])

@@ -55,7 +55,7 @@ class ScenarioError(Exception):
     """A scenario that cannot be loaded: says which file, which item and why."""
 
 
-class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]  # the C loader where PyYAML has it, chosen at import
     """YAML as the API server reads it: an unquoted timestamp stays a string."""
 
 

@@ -119,7 +119,9 @@ class Scheduler:
 
     def _account(self, pod: Obj | None, key: tuple[str, str] | None = None) -> None:
         """Make the usage tables reflect the pod's current state (None: the pod is gone)."""
-        key = key or self._key(pod)  # type: ignore[arg-type]
+        if key is None:
+            assert pod is not None, "a gone pod is accounted by its key"
+            key = self._key(pod)
         held = self._holding.pop(key, None)
         if held is not None:
             held_node, held_requests = held

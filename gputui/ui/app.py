@@ -97,7 +97,7 @@ class MainScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.app.main_screen_ready()  # type: ignore[attr-defined]
+        self.app.main_screen_ready()  # type: ignore[attr-defined]  # Textual types self.app as App; ours is GpuTuiApp (issue 21's seam)
 
 
 class GpuTuiApp(StackActions, VerifyActions, IdleActions, CoalescedRefresh, DevicePluginPane, TerminalWatch, App[None]):

@@ -82,7 +82,7 @@ class CapacityScreen(ModelPage):
     PAGE_TITLE = "Capacity"
 
     def body(self) -> Text:
-        model = self.app.model  # type: ignore[attr-defined]
+        model = self.app.model  # type: ignore[attr-defined]  # Textual types self.app as App; ours is GpuTuiApp (issue 21's seam)
         if model is None:
             return Text("connecting…", style=render.DIM_STYLE)
         mark, basis = render.allocation_basis(model.states, time.monotonic())

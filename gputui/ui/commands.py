@@ -21,7 +21,7 @@ PANES = (("nodes", "Nodes"), ("pods", "GPU pods"), ("plugin", "Device plugin"))
 class GpuCommands(Provider):
     @property
     def gputui(self) -> "GpuTuiApp":
-        return self.app  # type: ignore[return-value]
+        return self.app  # type: ignore[return-value]  # the provider's app is GpuTuiApp; Textual types it as App
 
     def _commands(self) -> Iterator[tuple[str, Callable[[], None], str]]:
         app = self.gputui

@@ -156,7 +156,7 @@ class IdleActions:
         self._idle_tracker: IdleTracker | None = None
 
     def action_idle(self) -> None:
-        self.push_screen(IdleScreen())  # type: ignore[attr-defined]
+        self.push_screen(IdleScreen())  # type: ignore[attr-defined]  # a mix-in of GpuTuiApp: the App's members, not the mix-in's (issue 21's seam)
 
     def idle_note(self, entry: GpuPod) -> Text | None:
         model = self.model
@@ -173,7 +173,7 @@ class IdleActions:
         self._follow_idle(model, tracker)
 
     async def stop_idle(self) -> None:
-        self.workers.cancel_group(self, "idle")  # type: ignore[attr-defined]
+        self.workers.cancel_group(self, "idle")  # type: ignore[attr-defined]  # a mix-in of GpuTuiApp: the App's members, not the mix-in's (issue 21's seam)
         tracker, self._idle_tracker = self._idle_tracker, None
         if tracker is not None:
             with contextlib.suppress(HistoryError):
@@ -184,7 +184,7 @@ class IdleActions:
         try:
             await tracker.open()
         except HistoryError as error:
-            self.notify(f"{error}; the samples are kept in memory only", severity="warning", timeout=15, markup=False)  # type: ignore[attr-defined]
+            self.notify(f"{error}; the samples are kept in memory only", severity="warning", timeout=15, markup=False)  # type: ignore[attr-defined]  # a mix-in of GpuTuiApp: the App's members, not the mix-in's (issue 21's seam)
             tracker.store.history = None  # nothing to write
         unhook = tracker.follow(model.metrics)
         try:
@@ -194,7 +194,7 @@ class IdleActions:
                 try:
                     self.idle_view = await tracker.refresh(await self._holders(model))
                 except HistoryError as error:  # the store keeps the samples in memory from now on
-                    self.notify(f"{error}; the samples are kept in memory only", severity="warning", timeout=15, markup=False)  # type: ignore[attr-defined]
+                    self.notify(f"{error}; the samples are kept in memory only", severity="warning", timeout=15, markup=False)  # type: ignore[attr-defined]  # a mix-in of GpuTuiApp: the App's members, not the mix-in's (issue 21's seam)
                 self.idle_changed()
                 if self.idle_view is not None and self.idle_view.source == PROMETHEUS:
                     await asyncio.sleep(IDLE_REFRESH)
@@ -220,4 +220,4 @@ class IdleActions:
         stale = getattr(self, "_stale_pods", None)
         if stale is not None:
             stale.update(getattr(self, "_pod_view", {}))
-        self._request("pods")  # type: ignore[attr-defined]
+        self._request("pods")  # type: ignore[attr-defined]  # a mix-in of GpuTuiApp: the App's members, not the mix-in's (issue 21's seam)

@@ -167,7 +167,7 @@ class QueuesScreen(Screen[None]):
             self.refresh_from_model()
 
     def refresh_from_model(self) -> None:
-        model = self.app.model  # type: ignore[attr-defined]
+        model = self.app.model  # type: ignore[attr-defined]  # Textual types self.app as App; ours is GpuTuiApp (issue 21's seam)
         if self._wide is None:
             return  # not laid out yet: on_mount does it, then comes here
         if model is None:
@@ -176,7 +176,7 @@ class QueuesScreen(Screen[None]):
         view = model.kueue()
         self.table.show([(q.name, queue_row(q, self._wide)) for q in view.cluster_queues])
         chosen = self.table.cursor_key
-        now = self.app.clock()  # type: ignore[attr-defined]
+        now = self.app.clock()  # type: ignore[attr-defined]  # Textual types self.app as App; ours is GpuTuiApp (issue 21's seam)
         shown = (summary_text(view, model.kueue_state()), details_text(view, chosen), pending_rows(view, chosen, now))
         if shown != self._shown:  # no redraw when nothing changed
             self._shown = shown

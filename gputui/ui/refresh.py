@@ -168,7 +168,7 @@ class CoalescedRefresh(_AppBase):
         if key is None:
             self._stale_pods = None  # all of them
         elif self._stale_pods is not None:
-            self._stale_pods.add(key)  # type: ignore[arg-type]
+            self._stale_pods.add(key)  # type: ignore[arg-type]  # a pod's key, once the change is known to be a pod's
 
     def _request(self, *parts: str, soon: bool = False) -> None:
         """Mark parts of the screen stale; one refresh within REFRESH_INTERVAL redraws them.

@@ -77,7 +77,7 @@ class HelpScreen(ModalScreen[None]):
     def action_scroll(self, lines: int) -> None:
         self.query_one(VerticalScroll).scroll_relative(y=lines, animate=False)
 
-    def action_dismiss(self, result: None = None) -> None:  # type: ignore[override]
+    def action_dismiss(self, result: None = None) -> None:  # type: ignore[override]  # Textual's action_dismiss is async; a binding runs either kind
         self.dismiss(result)
 
 

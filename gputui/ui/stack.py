@@ -84,7 +84,7 @@ class StackScreen(Screen[None]):
         self.refresh_from_model()
 
     def refresh_from_model(self) -> None:
-        model = self.app.model  # type: ignore[attr-defined]
+        model = self.app.model  # type: ignore[attr-defined]  # Textual types self.app as App; ours is GpuTuiApp (issue 21's seam)
         if model is None or self._wide is None:
             return
         wide = self._wide
@@ -134,7 +134,7 @@ class StackScreen(Screen[None]):
         chosen = self.chosen()
         line = Text("← → choose a component · l or enter: its logs", style=render.DIM_STYLE)
         if chosen is not None:
-            model = self.app.model  # type: ignore[attr-defined]
+            model = self.app.model  # type: ignore[attr-defined]  # Textual types self.app as App; ours is GpuTuiApp (issue 21's seam)
             line = cell_detail(chosen[0], model.components(chosen[0]).get(chosen[1]) if model else None)
         self.query_one("#stack-cell", Static).update(line)
 
@@ -153,7 +153,7 @@ class StackScreen(Screen[None]):
             self.notify("choose a component's cell first (← →)", markup=False)
             return
         node, component = chosen
-        model = self.app.model  # type: ignore[attr-defined]
+        model = self.app.model  # type: ignore[attr-defined]  # Textual types self.app as App; ours is GpuTuiApp (issue 21's seam)
         state = model.components(node).get(component) if model else None
         if state is None or state.pod is None:
             why = state.describe() if state is not None else "unknown"
@@ -198,7 +198,7 @@ class ComponentLogScreen(Screen[None]):
         self._follow()
 
     def _state(self) -> stack.ComponentState | None:
-        model = self.app.model  # type: ignore[attr-defined]
+        model = self.app.model  # type: ignore[attr-defined]  # Textual types self.app as App; ours is GpuTuiApp (issue 21's seam)
         return model.components(self.node).get(self.component) if model is not None else None
 
     def refresh_from_model(self) -> None:
@@ -249,7 +249,7 @@ class ComponentLogScreen(Screen[None]):
             await self._stream(log, namespace, pod, state.container, previous=False)
 
     async def _stream(self, log: PluginLog, namespace: str, pod: str, container: str | None, *, previous: bool) -> None:
-        conn = self.app.conn  # type: ignore[attr-defined]
+        conn = self.app.conn  # type: ignore[attr-defined]  # Textual types self.app as App; ours is GpuTuiApp (issue 21's seam)
         if conn is None:
             return
         try:

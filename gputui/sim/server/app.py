@@ -38,7 +38,7 @@ class Api(Discovery, Reading, Writing, Subresources):
         faults = self.cluster.faults
         if faults.enabled and faults.corrupt and not response.prepared and isinstance(response, web.Response) \
                 and response.body and faults.take_corrupt():
-            body = bytes(response.body)  # type: ignore[arg-type]
+            body = bytes(response.body)  # type: ignore[arg-type]  # aiohttp types body as a payload; ours are bytes, set by json_response
             response.body = body[: max(1, len(body) // 2)]  # a JSON body cut off mid-object
         return response
 

@@ -59,7 +59,7 @@ class VerifyActions:
     # starting
     def _refused_read_only(self) -> bool:
         if self.verify_settings.read_only:
-            self.notify(READ_ONLY_MESSAGE, title="verify", severity="warning", markup=False)  # type: ignore[attr-defined]
+            self.notify(READ_ONLY_MESSAGE, title="verify", severity="warning", markup=False)  # type: ignore[attr-defined]  # a mix-in of GpuTuiApp: the App's members, not the mix-in's (issue 21's seam)
         return self.verify_settings.read_only
 
     def action_verify(self) -> None:
