@@ -242,6 +242,7 @@ class Reflector:
         self.on_contact: Callable[[], None] | None = None  # the server answered after a network failure
         self._unreachable = False  # the last failure was the network's (refused, reset, timed out)
         self._wake = asyncio.Event()  # ends a network back-off early: the server is back
+        self._silence: str | None = None  # the words not_answering gave a watch whose stream stayed open
 
     # -- state -------------------------------------------------------------
     def _set(self, phase: str, error: str | None = None, retry_at: float | None = None) -> None:
@@ -282,7 +283,15 @@ class Reflector:
             return
         if state.synced and state.stale_since is None:
             state.stale_since = since
+        self._silence = why if self.asked_at is None else None
         self._set(RETRYING, why)
+
+    def server_answers(self) -> None:
+        """The liveness check was answered again: a watch it gave up on while its stream stayed open is
+        as current as before (a quiet watch has nothing to send to say so itself, until a bookmark)."""
+        if self._silence is not None and self.state.phase == RETRYING and self.state.error == self._silence and self.asked_at is None:
+            self._set(LIVE)
+        self._silence = None
 
     def stopped(self, why: str) -> None:
         """Its task ended without the model stopping (the watchdog starts it again): retrying, listed anew."""

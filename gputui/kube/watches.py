@@ -322,6 +322,8 @@ class Watches:
                 log.debug("liveness check failed", exc_info=True)
                 continue
             self.answered_at = time.monotonic()
+            for r in reflectors:
+                r.server_answers()
             self._contact()
 
     def _start(self, watch: Watch) -> None:
