@@ -144,21 +144,35 @@ class _GcPause:
     depth = 0
     resume = False
 
+    def __init__(self) -> None:
+        if _GcPause.depth == 0:
+            _GcPause.resume = gc.isenabled()
+            gc.disable()
+        _GcPause.depth += 1
+        self.ended = False
 
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """A big list creates millions of short-lived objects and thousands of records kept
-    for good: the cyclic GC would scan them again and again while the list lasts."""
-    if _GcPause.depth == 0:
-        _GcPause.resume = gc.isenabled()
-        gc.disable()
-    _GcPause.depth += 1
-    try:
-        yield
-    finally:
+    def end(self) -> None:
+        """This list is over (again: nothing). A WatchList stream ends its pause at the initial
+        events' end and goes on as the watch: paused for the stream's life (minutes), the cycles
+        each frame of the UI leaves behind piled up, hundreds of MB at a tall terminal."""
+        if self.ended:
+            return
+        self.ended = True
         _GcPause.depth -= 1
         if _GcPause.depth == 0 and _GcPause.resume:
             gc.enable()
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[_GcPause]:
+    """A big list creates millions of short-lived objects and thousands of records kept
+    for good: the cyclic GC would scan them again and again while the list lasts.
+    The pause ends with the block, or sooner with its end()."""
+    pause = _GcPause()
+    try:
+        yield pause
+    finally:
+        pause.end()
 
 
 QUICK_CLOSES = 3  # watches in a row ended at once before that counts as a failure
@@ -521,7 +535,7 @@ class Reflector:
                 self._set(LIVE)
             pending = bytearray()
             turns = Turns()
-            with gc_paused() if listing else contextlib.nullcontext():
+            with gc_paused() if listing else contextlib.nullcontext() as pause:
                 while True:
                     if listing and applied == 0:
                         try:  # a server that ignores sendInitialEvents sends nothing now
@@ -548,6 +562,8 @@ class Reflector:
                             continue
                         if listing:
                             listing = self._initial_line(line)
+                            if not listing and pause is not None:
+                                pause.end()  # the initial state is in; the same stream is now the watch
                         else:
                             self._apply_line(line)
                         applied += 1
