@@ -146,7 +146,8 @@ async def test_confirm_shows_the_pod_then_pass_on_a_free_node(cluster, created):
     [
         ("gpu-driver-broken", "FAIL  nvidia-smi failed", "nvidia-smi failed (exit 9)"),
         ("gpu-cordoned", "FAIL  unschedulable", "unschedulable: node gpu-cordoned is cordoned"),
-        ("gpu-image-pull", "FAIL  image pull failed", "image pull failed (ErrImagePull)"),
+        # ErrImagePull, or ImagePullBackOff if the kubelet had moved on when the pod was next seen (a loaded machine)
+        ("gpu-image-pull", "FAIL  image pull failed", re.compile(r"image pull failed \((ErrImagePull|ImagePullBackOff)\)")),
     ],
 )
 async def test_a_failing_node_says_why(cluster, node, headline, reason):
@@ -164,16 +165,16 @@ async def test_a_failing_node_says_why(cluster, node, headline, reason):
         await wait_for(pilot, lambda: screen.finished, timeout=20, what="the verdict")
         assert not screen.verdict.passed
         assert headline in screen.text
-        assert reason in screen.text
+        assert reason.search(screen.text) if isinstance(reason, re.Pattern) else reason in screen.text, screen.text
         assert headline in screen_text(app)  # on screen, not only in the model
 
 
 async def test_esc_mid_run_cancels_and_deletes_the_pod(cluster, created):
-    cluster.sim.speed = 1  # an image pull takes about a second: esc lands while it runs
+    cluster.sim.speed = 0.25  # an image pull takes about four seconds: esc lands while it runs, on a loaded machine too
     app = app_for(cluster, seed=2)
     async with app.run_test(size=(120, 40)) as pilot:
         screen = await live_screen(app, pilot, "gpu-shared")
-        await wait_for(pilot, lambda: screen.stage == v.WAITING and verification_pods(cluster), what="the pod created")
+        await wait_for(pilot, lambda: screen.stage == v.WAITING and verification_pods(cluster), timeout=30, what="the pod created")
         app.switch_context("elsewhere")  # as the palette does: refused, the pod's deletion needs this connection
         await wait_for(pilot, lambda: any("before switching context" in n.message for n in app._notifications), what="the refusal")
         assert app.context == "gputui-sim"
@@ -194,7 +195,7 @@ async def test_quitting_mid_run_deletes_the_pod_before_exit(cluster, created, ke
     app = app_for(cluster, seed=3 if key == "q" else 4)
     async with app.run_test(size=(120, 40)) as pilot:
         await live_screen(app, pilot, "gpu-shared")
-        await wait_for(pilot, lambda: verification_pods(cluster), what="the pod created")
+        await wait_for(pilot, lambda: verification_pods(cluster), timeout=30, what="the pod created")
         name = verification_pods(cluster)[0]
         await pilot.press(key)
         await pilot.pause()
@@ -208,7 +209,7 @@ async def test_a_signal_mid_run_quits_after_deleting_the_pod(cluster, created, s
     app = app_for(cluster, seed=6)
     async with app.run_test(size=(120, 40)) as pilot:
         await confirmed(app, pilot, "gpu-shared")
-        await wait_for(pilot, lambda: verification_pods(cluster), what="the pod created")
+        await wait_for(pilot, lambda: verification_pods(cluster), timeout=30, what="the pod created")
         name = verification_pods(cluster)[0]
         assert sig in asyncio.get_running_loop()._signal_handlers  # else the signal would end pytest
         os.kill(os.getpid(), sig)
@@ -227,7 +228,7 @@ async def test_a_hangup_cut_short_by_textual_still_deletes_the_pod_before_the_pr
     app = app_for(cluster, seed=9)
     async with app.run_test(size=(120, 40)) as pilot:
         await confirmed(app, pilot, "gpu-shared")
-        await wait_for(pilot, lambda: verification_pods(cluster), what="the pod created")
+        await wait_for(pilot, lambda: verification_pods(cluster), timeout=30, what="the pod created")
         app.terminal_lost()
         app.panic("the input thread failed on the closed terminal")  # leaving the block waits for the app's end
     assert pods_when_ending == [[]]
@@ -259,7 +260,7 @@ async def test_ctrl_c_cancels_a_running_verification(cluster):
     app = app_for(cluster, seed=5)
     async with app.run_test(size=(120, 40)) as pilot:
         screen = await live_screen(app, pilot, "gpu-shared")
-        await wait_for(pilot, lambda: verification_pods(cluster), what="the pod created")
+        await wait_for(pilot, lambda: verification_pods(cluster), timeout=30, what="the pod created")
         await pilot.press("ctrl+c")
         await wait_for(pilot, lambda: screen.verdict is not None, timeout=15, what="the cancellation")
         assert screen.verdict.code == v.CANCELLED and screen.verdict.deleted

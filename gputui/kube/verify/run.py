@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import describe_network_error
 from ..logs import LogError, stream_logs
+from ..quantities import parse_time
 from ..client import path
 from ..gpu import GPU
 from ..http import HttpError
@@ -207,7 +208,7 @@ class _Run:
                 batch = [await queue.get()]
                 while not queue.empty():
                     batch.append(queue.get_nowait())
-                new_events: list[PodEvent] = []
+                new_objects: list[Any] = []
                 new_lines: list[str] = []
                 for kind, item in batch:
                     if kind == "error":
@@ -220,9 +221,11 @@ class _Run:
                     elif kind == "event":
                         change, obj = item
                         if change != "DELETED":
-                            new_events.append(PodEvent.from_object(obj))
+                            new_objects.append(obj)
                     elif kind == "log":
                         new_lines.append(item)
+                # A list of events comes by name, not in the order they happened: shown by time.
+                new_events = [PodEvent.from_object(obj) for obj in sorted(new_objects, key=_event_order)]
                 self.events.extend(new_events)
                 self.log_lines.extend(new_lines)
                 state = _container_status(self.pod).get("state") or {}
@@ -255,6 +258,14 @@ class _Run:
         if mismatches:
             summary += f"; disagrees with GFD labels: {'; '.join(mismatches)}"
         return self.verdict(PASS, summary, report=report, mismatches=mismatches)
+
+
+def _event_order(obj: Any) -> tuple[float, int]:
+    """When an event happened (its time, then its place in the events' own resourceVersion sequence)."""
+    meta = obj.get("metadata") or {}
+    when = parse_time(obj.get("eventTime") or obj.get("firstTimestamp") or obj.get("lastTimestamp") or meta.get("creationTimestamp"))
+    rv = str(meta.get("resourceVersion") or "")
+    return (when if when is not None else 0.0, int(rv) if rv.isdigit() else 0)
 
 
 async def run_plan(api: Client, plan: Plan, options: VerifyOptions, on_update: OnUpdate | None = None) -> Verdict:
