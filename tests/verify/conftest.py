@@ -2,9 +2,19 @@
 from __future__ import annotations
 
 import pytest
+import pytest_asyncio
 
 from gputui.kube import verify as v
+from gputui.kube.config import connect
 from tests.verify.cluster import verification_pods
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def api(sim):
+    """A connection to the module's cluster, for the whole module."""
+    conn = await connect(str(sim.kubeconfig_path))
+    yield conn.api
+    await conn.close()
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,6 @@ import pytest
 import pytest_asyncio
 
 from gputui.kube import verify as v
-from gputui.kube.config import connect
 from gputui.sim import builders as b
 from gputui.sim.cluster import SimCluster
 from gputui.sim.cluster_builder import ClusterBuilder
@@ -43,13 +42,6 @@ def objects() -> list[dict]:
 async def sim():
     async with SimCluster(objects(), speed=20, faults=True) as s:
         yield s
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def api(sim):
-    conn = await connect(str(sim.kubeconfig_path))
-    yield conn.api
-    await conn.close()
 
 
 @pytest.fixture

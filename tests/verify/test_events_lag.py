@@ -15,7 +15,6 @@ import pytest
 import pytest_asyncio
 
 from gputui.kube import verify as v
-from gputui.kube.config import connect
 from gputui.kube.verify import api as verify_api
 from gputui.sim.cluster import SimCluster
 from tests.verify import cluster
@@ -30,13 +29,6 @@ REPO = Path(__file__).resolve().parents[2]
 async def sim():
     async with SimCluster(cluster.objects(), speed=20, faults=True, events_lag=LAG) as s:
         yield s
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def api(sim):
-    conn = await connect(str(sim.kubeconfig_path))
-    yield conn.api
-    await conn.close()
 
 
 async def test_verify_passes_with_the_kubelets_events_on_a_cluster_whose_events_lag(api, sim):

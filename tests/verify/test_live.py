@@ -10,7 +10,6 @@ import pytest
 import pytest_asyncio
 
 from gputui.kube import verify as v
-from gputui.kube.config import connect
 from gputui.sim.cluster import SimCluster
 from tests.verify import cluster
 from tests.verify.cluster import verification_pods
@@ -23,13 +22,6 @@ FAST = v.VerifyOptions(timeout=20, delete_timeout=10)
 async def sim():
     async with SimCluster(cluster.objects(), speed=20, faults=True) as s:
         yield s
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def api(sim):
-    conn = await connect(str(sim.kubeconfig_path))
-    yield conn.api
-    await conn.close()
 
 
 async def verify(api, node, options=FAST, updates=None):

@@ -9,7 +9,6 @@ import pytest
 import pytest_asyncio
 
 from gputui.kube import verify as v
-from gputui.kube.config import connect
 from gputui.sim.cluster import SimCluster
 from tests.verify.cluster import verification_pods
 from tests.verify.test_cli import gputui_verify
@@ -24,13 +23,6 @@ QUOTA_EXCEEDED = ("the API server refused the pod: exceeded quota: gpus, request
 async def sim():
     async with SimCluster("restricted", speed=20, faults=True) as s:
         yield s
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def api(sim):
-    conn = await connect(str(sim.kubeconfig_path))
-    yield conn.api
-    await conn.close()
 
 
 async def test_the_pod_passes_podsecurity_restricted_and_the_quotas(api, sim):
