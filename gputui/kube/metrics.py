@@ -71,6 +71,35 @@ class NodeMetrics:
 Targets = Callable[[], dict[str, Exporter]]  # node name -> its exporter
 
 
+class ReadBudget:
+    """A token bucket: at most `per_minute` reads a minute, `burst` of them at once after a quiet while
+    (the background reads, and `gputui report`'s one read of each exporter)."""
+
+    def __init__(self, per_minute: float, burst: int, clock: Callable[[], float]) -> None:
+        self.rate = per_minute / 60.0  # reads a second
+        self.capacity = float(max(1, min(burst, per_minute)))
+        self._clock = clock
+        self._tokens, self._filled_at = self.capacity, clock()
+
+    def wait(self) -> float:
+        """Seconds until a read may start; 0 when one may now."""
+        now = self._clock()
+        self._tokens, self._filled_at = min(self.capacity, self._tokens + (now - self._filled_at) * self.rate), now
+        return 0.0 if self._tokens >= 1.0 else (1.0 - self._tokens) / self.rate
+
+    def take(self) -> None:
+        """A read starts (after wait() said 0)."""
+        self._tokens -= 1.0
+
+    async def acquire(self) -> None:
+        """Wait until a read may start, and take it."""
+        seconds = self.wait()
+        if seconds > 0:
+            await asyncio.sleep(seconds)  # the token is there then: wait() refills it
+            self.wait()
+        self.take()
+
+
 class MetricsPoller:
     def __init__(
         self,
@@ -179,6 +208,10 @@ class MetricsPoller:
     def background_running(self) -> bool:
         return self._background is not None and not self._background.done()
 
+    def read_budget(self) -> ReadBudget:
+        """The reads a minute the config file allows, `concurrency` at once after a quiet while."""
+        return ReadBudget(self.reads_per_minute, self.concurrency, asyncio.get_running_loop().time)
+
     def start_background(self) -> None:
         """Read every GPU node's exporter at the slow rate, within the budget, until stop()."""
         if not self.background_running:
@@ -197,9 +230,7 @@ class MetricsPoller:
 
     async def _run_background(self) -> None:
         loop = asyncio.get_running_loop()
-        rate = self.reads_per_minute / 60.0  # reads a second
-        capacity = float(max(1, min(self.concurrency, self.reads_per_minute)))
-        tokens, filled_at = capacity, loop.time()
+        budget = self.read_budget()
         running: set[asyncio.Task[None]] = set()
         try:
             while True:
@@ -217,10 +248,8 @@ class MetricsPoller:
                     continue
                 for node in due:
                     while True:
-                        now = loop.time()
-                        tokens, filled_at = min(capacity, tokens + (now - filled_at) * rate), now
-                        if tokens < 1.0:
-                            await asyncio.sleep((1.0 - tokens) / rate)
+                        if (seconds := budget.wait()) > 0:
+                            await asyncio.sleep(seconds)
                         elif len(running) >= self.concurrency:
                             await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
                         else:
@@ -229,7 +258,7 @@ class MetricsPoller:
                         break  # look again: exporters come and go
                     if node in self._in_flight or loop.time() - self._attempted.get(node, -float("inf")) < self.background_interval:
                         continue  # read meanwhile (the details screen's fast reads)
-                    tokens -= 1.0
+                    budget.take()
                     self.background_reads += 1
                     self._in_flight.add(node)
                     task = asyncio.create_task(self._background_read(node, targets[node]), name=f"gputui-dcgm-{node}")

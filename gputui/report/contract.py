@@ -134,19 +134,10 @@ async def read_exporters(model: ClusterModel) -> None:
     others = [node for node in targets if node not in set(readable)]
     if others:
         await poller.poll_once(others)  # no request: their state says why there is nothing to read
-    loop = asyncio.get_running_loop()
-    rate = poller.reads_per_minute / 60.0
-    capacity = float(max(1, min(poller.concurrency, poller.reads_per_minute)))
-    tokens, filled_at = capacity, loop.time()
+    budget = poller.read_budget()
     reads = []
     for node in readable:
-        while True:
-            now = loop.time()
-            tokens, filled_at = min(capacity, tokens + (now - filled_at) * rate), now
-            if tokens >= 1.0:
-                break
-            await asyncio.sleep((1.0 - tokens) / rate)
-        tokens -= 1.0
+        await budget.acquire()
         reads.append(asyncio.create_task(poller.poll_once([node]), name=f"gputui-report-dcgm-{node}"))
     if reads:
         await asyncio.gather(*reads)
