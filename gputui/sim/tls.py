@@ -141,15 +141,16 @@ def _readable(data: bytes) -> Iterator[str]:
     if memfd is not None:
         fd = memfd("gputui-sim-key", getattr(os, "MFD_CLOEXEC", 0))
         try:
-            os.write(fd, data)
+            with open(fd, "wb", closefd=False) as file:  # every byte, or an OSError
+                file.write(data)
             yield f"/proc/self/fd/{fd}"
         finally:
             os.close(fd)
         return
     fd, path = tempfile.mkstemp(prefix="gputui-sim-")
     try:
-        os.write(fd, data)
-        os.close(fd)
+        with open(fd, "wb") as file:  # closed however the write ends (a full disk)
+            file.write(data)
         yield path
     finally:
         os.unlink(path)
