@@ -75,6 +75,24 @@ def _add_fault_parser(subparsers: argparse._SubParsersAction) -> None:
     clear = actions.add_parser("clear", parents=[where], help="clear RESOURCE's faults, or every fault")
     clear.add_argument("resource", metavar="RESOURCE", nargs="?")
     actions.add_parser("status", parents=[where], help="show the active faults")
+    xid = actions.add_parser("xid", parents=[where], help="the node's DCGM exporter reports XID CODE on GPU GPU (0 clears it)")
+    xid.add_argument("node", metavar="NODE")
+    xid.add_argument("gpu", metavar="GPU", type=_count, help="the GPU's index")
+    xid.add_argument("code", metavar="CODE", type=_count, help="the XID, e.g. 79 (0: none)")
+    health = actions.add_parser("gpu-health", parents=[where],
+                                help="the device plugin finds GPU GPU of NODE unhealthy (or healthy again, with --healthy)")
+    health.add_argument("node", metavar="NODE")
+    health.add_argument("gpu", metavar="GPU", type=_count, help="the GPU's index")
+    health.add_argument("--healthy", action="store_true", help="healthy again")
+    taint = actions.add_parser("taint-device", parents=[where],
+                               help="taint a DRA device of NODE's ResourceSlice (KEY[=VALUE][:EFFECT], effect NoSchedule or None)")
+    taint.add_argument("node", metavar="NODE")
+    taint.add_argument("device", metavar="DEVICE", help="the device's name in the slice, e.g. gpu-1")
+    taint.add_argument("taint", metavar="KEY[=VALUE][:EFFECT]", help="e.g. gpu.nvidia.com/xid=43:NoSchedule")
+    untaint = actions.add_parser("untaint-device", parents=[where], help="take a DRA device's taints off (those of --key, or all)")
+    untaint.add_argument("node", metavar="NODE")
+    untaint.add_argument("device", metavar="DEVICE")
+    untaint.add_argument("--key", help="only the taints of this key")
 
 
 def run_fault(args: argparse.Namespace) -> int:
@@ -91,6 +109,16 @@ def run_fault(args: argparse.Namespace) -> int:
         asked.update(fresh=args.fresh, downtime=args.downtime, writes=args.writes)
     elif args.action == "corrupt":
         asked["count"] = args.count
+    elif args.action == "xid":
+        asked.update(node=args.node, gpu=args.gpu, code=args.code)
+    elif args.action == "gpu-health":
+        asked.update(node=args.node, gpu=args.gpu, healthy=args.healthy)
+    elif args.action == "taint-device":
+        rest, _, effect = args.taint.partition(":")
+        key, _, value = rest.partition("=")
+        asked.update(node=args.node, device=args.device, key=key, value=value, effect=effect or "NoSchedule")
+    elif args.action == "untaint-device":
+        asked.update(node=args.node, device=args.device, key=args.key)
     request = None if args.action == "status" else asked
     try:
         url = control.find_url(getattr(args, "kubeconfig", None), getattr(args, "url", None))

@@ -2,6 +2,8 @@
 
     "demo"                       the demo cluster (demo.py)
     "fragmented"                 free GPUs spread thin and stranded, a pending 4-GPU pod, a gated pod (fragmented.py)
+    "health"                     bad GPUs and the work on them: an XID, a plugin-unhealthy shared GPU, a MIG GPU's XID,
+                                 a tainted DRA device, a health condition (health.py)
     "idle-gpus"                  pods holding GPUs: a busy trainer, idle notebooks, a job that stopped (idle_gpus.py)
     "kueue-quota"                Kueue: a ClusterQueue's GPU quota used up, a gated pod and a suspended job waiting (kueue_quota.py)
     "restricted"                 namespaces with PodSecurity restricted, ResourceQuotas (GPU, cpu and memory) and a
@@ -15,10 +17,10 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from . import demo, fragmented, idle_gpus, kueue_quota, restricted, stacks
+from . import demo, fragmented, health, idle_gpus, kueue_quota, restricted, stacks
 
 Obj = dict[str, Any]
 
-BUILTIN: dict[str, Callable[[], list[Obj]]] = {"demo": demo.build, "fragmented": fragmented.build, "idle-gpus": idle_gpus.build,
+BUILTIN: dict[str, Callable[[], list[Obj]]] = {"demo": demo.build, "fragmented": fragmented.build, "health": health.build, "idle-gpus": idle_gpus.build,
                                               "kueue-quota": kueue_quota.build, "restricted": restricted.build,
                                               **stacks.SCENARIOS}

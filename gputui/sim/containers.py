@@ -49,6 +49,7 @@ class Container:
     pulled: bool = False
     ran: bool = False  # has been started at least once
     devices: list[str] = field(default_factory=list)
+    plugin_devices: dict[str, list[str]] = field(default_factory=dict)  # resource -> the device plugin's device ids
     # Given in CrashLoopBackOff: it keeps crashing with this exit code (and message), whatever its program does.
     crash_code: int | None = None
     crash_message: str | None = None

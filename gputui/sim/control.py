@@ -8,6 +8,11 @@
                   {"action": "silence"}                            accept connections, answer nothing, until clear
                   {"action": "corrupt", "count": 1}                the next response's body is broken JSON
                   {"action": "clear", "resource": null}            one resource's faults, or all of them
+                  {"action": "xid", "node": "gpu-1", "gpu": 1, "code": 79}      the exporter's XID on a GPU (0: none)
+                  {"action": "gpu-health", "node": "gpu-1", "gpu": 1, "healthy": false}   the device plugin's health
+                  {"action": "taint-device", "node": "gpu-1", "device": "gpu-1", "key": "gpu.nvidia.com/xid",
+                   "value": "43", "effect": "NoSchedule"}          a DRA device taint on the node's ResourceSlice
+                  {"action": "untaint-device", "node": "gpu-1", "device": "gpu-1", "key": null}
     GET  /faults                                                   what is active
     GET  /counts                what the API server has answered (features.ApiCounts: requests by verb, reads
                                 from the watch cache or etcd, bytes sent), its resourceVersion, and the
@@ -33,7 +38,8 @@ from .faults import FaultsDisabled
 if TYPE_CHECKING:
     from .cluster import SimCluster
 
-ACTIONS = ("drop-watches", "compact", "fail", "slow", "restart", "silence", "corrupt", "clear")
+ACTIONS = ("drop-watches", "compact", "fail", "slow", "restart", "silence", "corrupt", "clear", "xid", "gpu-health",
+           "taint-device", "untaint-device")
 
 
 def address_file(kubeconfig: Path) -> Path:
@@ -91,6 +97,29 @@ async def apply(sim: "SimCluster", request: dict[str, Any]) -> str:
                 raise ControlError("clear takes a resource name or none")
             faults.clear(cleared)
             return f"cleared {cleared}" if cleared else "cleared every fault"
+        if action == "xid":
+            node, gpu, code = _text(request, "node"), _whole(request, "gpu"), _whole(request, "code")
+            faults.xid(node, gpu, code)
+            return f"{node} GPU {gpu}: XID {code}" if code else f"{node} GPU {gpu}: no XID"
+        if action == "gpu-health":
+            node, gpu, healthy = _text(request, "node"), _whole(request, "gpu"), request.get("healthy")
+            if not isinstance(healthy, bool):
+                raise ControlError("gpu-health needs healthy: true or false")
+            faults.gpu_health(node, gpu, healthy)
+            return f"{node} GPU {gpu}: the device plugin reports it {'healthy' if healthy else 'unhealthy'}"
+        if action == "taint-device":
+            node, device, key = _text(request, "node"), _text(request, "device"), _text(request, "key")
+            value, effect = request.get("value") or "", request.get("effect") or "NoSchedule"
+            if not isinstance(value, str) or not isinstance(effect, str):
+                raise ControlError("value and effect are strings")
+            faults.taint_device(node, device, key, value, effect)
+            return f"{node} device {device}: tainted {key}{'=' + value if value else ''}:{effect}"
+        if action == "untaint-device":
+            node, device, key = _text(request, "node"), _text(request, "device"), request.get("key")
+            if key is not None and not isinstance(key, str):
+                raise ControlError("untaint-device takes a taint key or none")
+            faults.untaint_device(node, device, key)
+            return f"{node} device {device}: " + (f"taint {key} taken off" if key else "every taint taken off")
     except (ValueError, FaultsDisabled) as exc:
         raise ControlError(str(exc)) from None
     raise ControlError(f"unknown action {action!r}; one of: {', '.join(ACTIONS)}")
@@ -100,6 +129,13 @@ def _text(request: dict[str, Any], name: str) -> str:
     value = request.get(name)
     if not isinstance(value, str) or not value:
         raise ControlError(f"{request.get('action')} needs a {name}")
+    return value
+
+
+def _whole(request: dict[str, Any], name: str) -> int:
+    value = request.get(name)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ControlError(f"{request.get('action')} needs {name}, a whole number")
     return value
 
 

@@ -44,6 +44,23 @@ UTIL_ANNOTATION = "sim.gputui.io/gpu-util"
 BUSY_PERCENT = 90.0
 HOSTNAME_LABELS = ("Hostname", "hostname")  # older releases, newer releases
 
+# The XID series' err_msg label (exporters from 3.3.6-3.4.2 on label DCGM_FI_DEV_XID_ERRORS with err_code, the value
+# as text, and err_msg, the catalogue's short description of a known code); the simulator's own short wording.
+XID_MESSAGES: dict[int, str] = {
+    13: "Graphics Engine Exception",
+    31: "GPU memory page fault",
+    43: "GPU stopped processing",
+    45: "Preemptive cleanup, due to previous errors",
+    48: "Double Bit ECC Error",
+    63: "ECC page retirement or row remapping recording event",
+    64: "ECC page retirement or row remapper recording failure",
+    74: "NVLINK Error",
+    79: "GPU has fallen off the bus",
+    94: "Contained ECC error",
+    95: "Uncontained ECC error",
+    119: "GSP RPC Timeout",
+}
+
 # DCGM's int64 "not supported" value, printed as-is by the exporter for a
 # field the GPU cannot measure (memory temperature on GDDR boards).
 NOT_SUPPORTED = "9223372036854775794"
@@ -423,6 +440,7 @@ def exposition(node: dict, pods: list[dict], now: float, hostname_label: str = "
         board_utils[index] = sum(m * u for m, u in on_board) / weight
 
     series: list[tuple[str, dict[str, str]]] = []  # (label text, values) per series
+    xid_series: list[tuple[str, dict[str, str]]] = []  # the same with the XID's err_code and err_msg labels
     for device, util in zip(devices, utils, strict=True):
         base = [
             ("gpu", str(device.index)),
@@ -438,15 +456,19 @@ def exposition(node: dict, pods: list[dict], now: float, hostname_label: str = "
             base.append(("DCGM_FI_DRIVER_VERSION", driver))
         used = _fb_used(device, now, node_name, profiles)
         values = _values(device, util, used, board_utils[device.index], board, now, xids.get(device.index, 0), node_name)
+        xid = values["DCGM_FI_DEV_XID_ERRORS"]
+        xid_labels = [("err_code", xid)] + ([("err_msg", XID_MESSAGES[int(xid)])] if int(xid) in XID_MESSAGES else [])
         # One series per attributed container, as the exporter does for shared GPUs.
         for namespace, pod, container in device.holders or [("", "", "")]:
             label_list = base + [("container", container), ("namespace", namespace), ("pod", pod)]
             text = ",".join(f'{k}="{_escape(v)}"' for k, v in label_list)
             series.append((text, values))
+            xid_series.append((",".join(f'{k}="{_escape(v)}"' for k, v in label_list + xid_labels), values))
 
     lines: list[str] = []
     for name, help_text, metric_type, _ in _METRICS:
         lines.append(f"# HELP {name} {help_text}")
         lines.append(f"# TYPE {name} {metric_type}")
-        lines.extend(f"{name}{{{text}}} {values[name]}" for text, values in series)
+        shown = xid_series if name == "DCGM_FI_DEV_XID_ERRORS" else series
+        lines.extend(f"{name}{{{text}}} {values[name]}" for text, values in shown)
     return "\n".join(lines) + "\n"

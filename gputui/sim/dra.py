@@ -7,8 +7,9 @@ Scheduler side (`ClaimAllocator`):
              unschedulable with the plugin's message (`resourceclaim.resource.k8s.io "x" not found`, ...).
   Filter     an allocated claim fits a node only if its allocation's node selector matches it ("resourceclaim
              not available on the node"); an unallocated one needs, for each request, `count` devices (or all,
-             allocationMode All) published for the node by a ResourceSlice, not allocated to any claim, that
-             match the DeviceClass's selectors and the request's ("cannot allocate all claims").
+             allocationMode All) published for the node by a ResourceSlice, not allocated to any claim, without
+             a NoSchedule or NoExecute device taint the request does not tolerate, that match the DeviceClass's
+             selectors and the request's ("cannot allocate all claims").
   Reserve/PreBind  the claim gets the finalizer resource.kubernetes.io/delete-protection, status.allocation
              (devices.results and a nodeSelector naming the node) and the pod in status.reservedFor, before
              the pod is bound.
@@ -179,6 +180,21 @@ def _selected(selectors: list[Obj], device: Obj, driver: str) -> bool:
 
 
 # -- claims of a pod ---------------------------------------------------------------------------------
+def _tolerates(toleration: Obj, taint: Obj) -> bool:
+    if toleration.get("effect") and toleration.get("effect") != taint.get("effect"):
+        return False
+    if toleration.get("operator", "Equal") == "Exists":
+        return not toleration.get("key") or toleration.get("key") == taint.get("key")
+    return toleration.get("key") == taint.get("key") and (toleration.get("value") or "") == (taint.get("value") or "")
+
+
+def _untainted(device: Obj, tolerations: list[Obj]) -> bool:
+    """KEP-5055: a device with a NoSchedule or NoExecute taint the request does not tolerate is not allocated
+    (effect None, or one unknown, keeps nobody away)."""
+    return all(t.get("effect") not in ("NoSchedule", "NoExecute") or any(_tolerates(tol, t) for tol in tolerations)
+               for t in device.get("taints") or [])
+
+
 def claim_name(pod: Obj, entry: Obj) -> tuple[str | None, str | None]:
     """(claim name, error) for one entry of pod.spec.resourceClaims (resourceclaim.Name)."""
     if entry.get("resourceClaimName"):
@@ -258,7 +274,7 @@ class ClaimAllocator:
                     return CANNOT_ALLOCATE, {}
                 class_selectors = (device_class.get("spec") or {}).get("selectors") or []
                 fitting = [(driver, pool, d) for driver, pool, d in devices
-                           if (driver, pool, d.get("name", "")) not in taken
+                           if (driver, pool, d.get("name", "")) not in taken and _untainted(d, exactly.get("tolerations") or [])
                            and _selected(class_selectors, d, driver) and _selected(exactly.get("selectors") or [], d, driver)]
                 if exactly.get("allocationMode", "ExactCount") == "All":
                     wanted = len(fitting)

@@ -12,17 +12,33 @@ refused, and the server's per-request check costs one attribute read.
     await sim.faults.restart(downtime=.5) # connections refused, then back, same port and state
     await sim.faults.restart(fresh=True)  # same port, state from the scenario again, resourceVersions low again
     sim.faults.corrupt_next()             # the next API response's body is broken JSON
+
+GPU signals, written as the components that own them would (the cluster keeps them until cleared):
+
+    sim.faults.xid("gpu-1", 1, 79)        # the node's DCGM exporter reports XID 79 on GPU 1 (0 clears it)
+    sim.faults.gpu_health("gpu-1", 1, healthy=False)  # the device plugin finds GPU 1 unhealthy: allocatable
+                                          # drops by its devices, pods holding them say so (allocatedResourcesStatus)
+    sim.faults.taint_device("gpu-1", "gpu-1", "gpu.nvidia.com/xid", "43", "NoSchedule")  # a DRA device taint
+    sim.faults.untaint_device("gpu-1", "gpu-1")       # (KEP-5055) on the node's ResourceSlice, and taken off
 """
 from __future__ import annotations
 
 import asyncio
+import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from . import builders as b
+from .dcgm import XID_ANNOTATION, parse_xid_annotation
+from .nvidia_smi import UNHEALTHY_ANNOTATION, NodeGpus, parse_unhealthy_annotation
 
 if TYPE_CHECKING:
     from .cluster import SimCluster
 
 FAULT_USER = "system:serviceaccount:gputui:viewer"
+SLICES = "resourceslices.resource.k8s.io"
+_LABEL_NAME = re.compile(r"(?:[a-z0-9]([-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+_LABEL_VALUE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
 
 
 class FaultsDisabled(RuntimeError):
@@ -118,6 +134,121 @@ class Faults:
         """What is active, for the control endpoint."""
         return {"faults": {k: {"code": f.code, "delay": f.delay} for k, f in sorted(self.active.items())},
                 "corruptNext": self.corrupt, "silent": not self._answering.is_set()}
+
+    # -- GPU signals ------------------------------------------------------------------------------
+    def _node(self, name: str) -> dict[str, Any]:
+        node = self._require().store.find("nodes", "", name)
+        if node is None:
+            raise ValueError(f'node "{name}" not found')
+        return node
+
+    def _gpu_index(self, node: dict[str, Any], gpu: int) -> None:
+        count = len(NodeGpus(node).gpus)
+        if gpu < 0 or (count and gpu >= count):
+            raise ValueError(f"node {node['metadata']['name']} has GPUs 0 to {count - 1}, not {gpu}")
+
+    def xid(self, node_name: str, gpu: int, code: int) -> None:
+        """The node's DCGM exporter reports XID `code` on GPU `gpu` from now on (0: none)."""
+        node = self._node(node_name)
+        self._gpu_index(node, gpu)
+        if code < 0:
+            raise ValueError("an XID is a number not below 0")
+
+        def change(obj: dict[str, Any]) -> None:
+            annotations = obj["metadata"].setdefault("annotations", {})
+            try:
+                xids = parse_xid_annotation(annotations.get(XID_ANNOTATION, ""))
+            except ValueError:
+                xids = {}
+            xids.pop(gpu, None)
+            if code:
+                xids[gpu] = code
+            if xids:
+                annotations[XID_ANNOTATION] = ",".join(f"{i}:{c}" for i, c in sorted(xids.items()))
+            else:
+                annotations.pop(XID_ANNOTATION, None)
+
+        self._require().store.mutate("nodes", "", node_name, change)
+
+    def gpu_health(self, node_name: str, gpu: int, healthy: bool) -> None:
+        """The device plugin's health check finds GPU `gpu` unhealthy (or healthy again): its devices leave
+        allocatable (or come back), and the kubelet says so in the status of the pods holding them."""
+        node = self._node(node_name)
+        self._gpu_index(node, gpu)
+
+        def change(obj: dict[str, Any]) -> None:
+            annotations = obj["metadata"].setdefault("annotations", {})
+            before = NodeGpus(obj)
+            try:
+                bad = set(parse_unhealthy_annotation(annotations.get(UNHEALTHY_ANNOTATION, "")))
+            except ValueError:
+                bad = set()
+            if healthy:
+                bad.discard(gpu)
+            else:
+                bad.add(gpu)
+            if bad:
+                annotations[UNHEALTHY_ANNOTATION] = ",".join(str(i) for i in sorted(bad))
+            else:
+                annotations.pop(UNHEALTHY_ANNOTATION, None)
+            after = NodeGpus(obj)
+            status = obj.setdefault("status", {})
+            allocatable = status.setdefault("allocatable", {})
+            for resource, capacity in after.capacity.items():
+                was = sum(1 for d in before.devices(resource) if before.is_unhealthy(d))
+                now = sum(1 for d in after.devices(resource) if after.is_unhealthy(d))
+                if was != now:
+                    left = after.allocatable.get(resource, capacity) - (now - was)
+                    allocatable[resource] = str(max(0, min(capacity, left)))
+
+        self._require().store.mutate("nodes", "", node_name, change)
+
+    def _slice_with(self, node_name: str, device: str) -> dict[str, Any]:
+        self._node(node_name)
+        for candidate in self._require().store.objects(SLICES):
+            spec = candidate.get("spec") or {}
+            if spec.get("nodeName") == node_name and any(d.get("name") == device for d in spec.get("devices") or []):
+                return candidate
+        raise ValueError(f"no ResourceSlice of node {node_name} publishes a device {device!r}")
+
+    def taint_device(self, node_name: str, device: str, key: str, value: str = "", effect: str = "NoSchedule") -> None:
+        """A DRA device taint (KEP-5055) on the device of the node's ResourceSlice, as the NVIDIA DRA driver
+        puts one on an unhealthy GPU; a taint of the same key and effect is replaced."""
+        if not _LABEL_NAME.fullmatch(key):
+            raise ValueError(f"taint key {key!r} is not a label name (prefix/name)")
+        if value and not _LABEL_VALUE.fullmatch(value):
+            raise ValueError(f"taint value {value!r} is not a label value")
+        if effect == "NoExecute":
+            raise ValueError("NoExecute would evict the pods using the device; the simulator does not evict: use NoSchedule or None")
+        if effect not in ("NoSchedule", "None"):
+            raise ValueError(f"effect {effect!r}: one of NoSchedule, None")
+        found = self._slice_with(node_name, device)
+
+        def change(obj: dict[str, Any]) -> None:
+            for d in obj["spec"]["devices"]:
+                if d.get("name") == device:
+                    taints = [t for t in d.get("taints") or [] if (t.get("key"), t.get("effect")) != (key, effect)]
+                    taint = {"key": key, "effect": effect, "timeAdded": b.rfc3339(b.utcnow())}
+                    if value:
+                        taint["value"] = value
+                    d["taints"] = [*taints, taint]
+
+        self._require().store.mutate(SLICES, "", found["metadata"]["name"], change)
+
+    def untaint_device(self, node_name: str, device: str, key: str | None = None) -> None:
+        """Take the device's taints off (those of `key`, or all)."""
+        found = self._slice_with(node_name, device)
+
+        def change(obj: dict[str, Any]) -> None:
+            for d in obj["spec"]["devices"]:
+                if d.get("name") == device:
+                    kept = [t for t in d.get("taints") or [] if key is not None and t.get("key") != key]
+                    if kept:
+                        d["taints"] = kept
+                    else:
+                        d.pop("taints", None)
+
+        self._require().store.mutate(SLICES, "", found["metadata"]["name"], change)
 
     def lookup(self, resource_key: str) -> Fault | None:
         """The server's per-request check (`pods` or `pods/proxy`)."""

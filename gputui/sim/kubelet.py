@@ -4,7 +4,11 @@ A kubelet of a Ready node starts its pods (image pulls, init containers, then
 the app containers, with the kubelet's events), keeps full container
 statuses, restarts crashing containers with back-off, enforces
 activeDeadlineSeconds, hands GPU devices to containers as the device plugin
-would, and finishes deletions. A NotReady node's kubelet does nothing. See
+would (and, as KEP-4680's ResourceHealthStatus has it, writes each container's
+`allocatedResourcesStatus`: its devices and their health, Unhealthy on a GPU
+the node's `sim.gputui.io/unhealthy-gpus` names), and finishes deletions.
+A pod that merely runs (no task of its own) gets that status written only once
+one of its devices is unhealthy, to keep big clusters cheap. A NotReady node's kubelet does nothing. See
 controllers.py for the node faults and pod annotations that steer it.
 
 Each pod is run by a PodRunner (pod_runner.py); a container's state and what its
@@ -20,7 +24,7 @@ from . import programs
 from .dra import claim_devices
 from .nvidia_smi import NodeGpus
 from .pod_runner import PodRunner
-from .store import Event
+from .store import Event, NotFound
 
 if TYPE_CHECKING:
     from .controllers import Controllers
@@ -62,6 +66,7 @@ class Kubelet:
         self.runners: dict[tuple[str, str], PodRunner] = {}
         self.terminations: set[asyncio.Task[None]] = set()
         self.allocated: dict[str, dict[str, str]] = {}  # resource -> device id -> pod uid
+        self.idle_pods: dict[str, tuple[str, str]] = {}  # uid -> (namespace, name) of pods held without a runner
         self._ip_slot = 0
         self.images: set[str] = set()  # images present on the node (filled by Controllers from the pods it ran)
 
@@ -88,9 +93,12 @@ class Kubelet:
 
     def on_node(self, node: Obj) -> None:
         was_ready = self.ready
+        was_unhealthy = self.gpus.unhealthy_gpus
         self.node = node
         self.gpus = NodeGpus(node)
         self.faults = node_faults(node)
+        if self.ready and was_ready and self.gpus.unhealthy_gpus != was_unhealthy:
+            self.controllers.track(self._health_changed())
         if self.ready and not was_ready:
             self.sync_all()
         elif was_ready and not self.ready:
@@ -172,10 +180,12 @@ class Kubelet:
             offset: dict[str, int] = {}
             for ctr in ctr_list:
                 ctr.devices = []
+                ctr.plugin_devices = {}
                 for resource, n in b.container_requests(ctr.spec).items():
                     if resource in given:
                         start = 0 if ctr.init else offset.get(resource, 0)
-                        ctr.devices += given[resource][start:start + int(n)]
+                        ctr.plugin_devices[resource] = given[resource][start:start + int(n)]
+                        ctr.devices += ctr.plugin_devices[resource]
                         offset[resource] = start + int(n)
                 # Devices of the claims the container names, as the DRA driver's kubelet plugin prepares them.
                 claimed = claim_devices(self.store, runner.pod, ctr.spec)
@@ -189,14 +199,78 @@ class Kubelet:
             if b.is_gpu_resource(resource) and count > 0:
                 taken = self.allocated.setdefault(resource, {})
                 held = sum(1 for owner in taken.values() if owner == uid)
-                free = [d for d in self.gpus.healthy_devices(resource) if d not in taken]
+                # A running pod keeps the devices it was given (the kubelet's checkpoint), healthy or not since.
+                free = [d for d in self.gpus.devices(resource) if d not in taken]
                 for device in free[: max(0, int(count) - held)]:
                     taken[device] = uid
+                self.idle_pods[uid] = (pod["metadata"].get("namespace", ""), pod["metadata"]["name"])
+        if self.gpus.unhealthy_gpus:
+            self.controllers.track(self._idle_health_later(uid))
+
+    async def _idle_health_later(self, uid: str) -> None:
+        """After the write being handed round now (a write from inside a store listener would reach the
+        other listeners before it)."""
+        self._write_idle_health(uid)
+
+    # -- device health (KEP-4680) --------------------------------------------
+    def device_health(self, devices: dict[str, list[str]]) -> list[Obj]:
+        """A container's `allocatedResourcesStatus` for its device-plugin devices (resource -> device ids)."""
+        return [{"name": resource, "resources": [{"resourceID": d, "health": "Unhealthy" if self.gpus.is_unhealthy(d) else "Healthy"}
+                                                 for d in ids]}
+                for resource, ids in sorted(devices.items()) if ids]
+
+    def _split(self, containers: list[Obj], given: dict[str, list[str]]) -> dict[str, dict[str, list[str]]]:
+        """The pod's devices per app container, in the containers' order, as Allocate hands them out."""
+        offset: dict[str, int] = {}
+        out: dict[str, dict[str, list[str]]] = {}
+        for container in containers:
+            for resource, n in b.container_requests(container).items():
+                if resource in given:
+                    start = offset.get(resource, 0)
+                    out.setdefault(container.get("name", ""), {})[resource] = given[resource][start:start + int(n)]
+                    offset[resource] = start + int(n)
+        return out
+
+    def _write_idle_health(self, uid: str) -> None:
+        """Write the health of a runner-less pod's devices into its container statuses, when it changed."""
+        key = self.idle_pods.get(uid)
+        if key is None:
+            return
+        given = {r: [d for d, owner in taken.items() if owner == uid] for r, taken in self.allocated.items()}
+        try:
+            pod = self.store.get("pods", *key)
+        except NotFound:
+            self.idle_pods.pop(uid, None)
+            return
+        per_container = self._split((pod.get("spec") or {}).get("containers") or [], given)
+
+        def change(obj: Obj) -> None:
+            for status in (obj.get("status") or {}).get("containerStatuses") or []:
+                devices = per_container.get(status.get("name", ""))
+                if devices:
+                    status["allocatedResourcesStatus"] = self.device_health(devices)
+
+        wanted = {name: self.device_health(devices) for name, devices in per_container.items()}
+        shown = {s.get("name", ""): s.get("allocatedResourcesStatus") for s in (pod.get("status") or {}).get("containerStatuses") or []}
+        if any(shown.get(name) != health for name, health in wanted.items() if name in shown):
+            self.store.mutate("pods", *key, change)
+
+    async def _health_changed(self) -> None:
+        """The plugin's health of some GPU changed: the pods holding devices say so again."""
+        for runner in list(self.runners.values()):
+            if any(ctr.plugin_devices for ctr in runner.apps):
+                try:
+                    runner.publish()
+                except NotFound:
+                    continue
+        for uid in list(self.idle_pods):
+            self._write_idle_health(uid)
 
     def release(self, runner: PodRunner) -> None:
         self.release_uid(runner.uid)
 
     def release_uid(self, uid: str) -> None:
+        self.idle_pods.pop(uid, None)
         for taken in self.allocated.values():
             for device in [d for d, owner in taken.items() if owner == uid]:
                 del taken[device]

@@ -19,6 +19,20 @@ from . import builders as b
 
 Obj = dict[str, Any]
 
+# Node annotation: the GPUs (indices, comma-separated) the device plugin's health check finds unhealthy; their
+# devices (the GPU, its time-slicing replicas, its MIG devices) are the unhealthy ones, allocatable leaves them out
+# (`gputui sim fault gpu-health`, faults.py, writes both).
+UNHEALTHY_ANNOTATION = "sim.gputui.io/unhealthy-gpus"
+
+
+def parse_unhealthy_annotation(text: str) -> frozenset[int]:
+    """`sim.gputui.io/unhealthy-gpus` -> the GPU indices; ValueError with the reason if malformed."""
+    items = [part.strip() for part in text.split(",") if part.strip()]
+    if not all(item.isdigit() for item in items):
+        raise ValueError(f"{UNHEALTHY_ANNOTATION}: {text!r} is not a comma-separated list of GPU indices")
+    return frozenset(int(item) for item in items)
+
+
 DRIVER_FAILURE = (
     "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
     "Make sure that the latest NVIDIA driver is installed and running."
@@ -91,6 +105,10 @@ class NodeGpus:
         ]
         self.replicas = max(1, int(labels.get("nvidia.com/gpu.replicas") or 1))
         self.migs = self._mig_devices()
+        try:
+            self.unhealthy_gpus = parse_unhealthy_annotation((meta.get("annotations") or {}).get(UNHEALTHY_ANNOTATION, ""))
+        except ValueError:
+            self.unhealthy_gpus = frozenset()
 
     def _mig_devices(self) -> dict[str, list[MigDevice]]:
         out: dict[str, list[MigDevice]] = {}
@@ -171,11 +189,30 @@ class NodeGpus:
             ids.append(f"{resource}-{len(ids)}")
         return ids[:total]
 
+    def gpu_of(self, device_id: str) -> int | None:
+        """The index of the GPU a device id is on (a GPU, a replica of one, a MIG device); None if unknown."""
+        for devices in self.migs.values():
+            for mig in devices:
+                if mig.uuid == device_id:
+                    return mig.gpu
+        uuid = device_id.split("::")[0]
+        return next((g.index for g in self.gpus if g.uuid == uuid), None)
+
+    def is_unhealthy(self, device_id: str) -> bool:
+        return bool(self.unhealthy_gpus) and self.gpu_of(device_id) in self.unhealthy_gpus
+
+    def _by_health(self, resource: str) -> list[str]:
+        """The advertised devices, those on a GPU marked unhealthy last."""
+        devices = self.devices(resource)
+        if not self.unhealthy_gpus:
+            return devices
+        return [d for d in devices if not self.is_unhealthy(d)] + [d for d in devices if self.is_unhealthy(d)]
+
     def healthy_devices(self, resource: str) -> list[str]:
-        return self.devices(resource)[: self.allocatable.get(resource, 0)]
+        return self._by_health(resource)[: self.allocatable.get(resource, 0)]
 
     def unhealthy_devices(self, resource: str) -> list[str]:
-        return self.devices(resource)[self.allocatable.get(resource, 0):]
+        return self._by_health(resource)[self.allocatable.get(resource, 0):]
 
     def resolve(self, device_ids: list[str]) -> tuple[list[Gpu], list[MigDevice]]:
         """The GPUs (and MIG devices) a container given these device ids sees."""

@@ -155,6 +155,8 @@ class PodRunner:
         }
         if ctr.ran:
             s["containerID"] = self._container_id(ctr)
+        if ctr.plugin_devices:
+            s["allocatedResourcesStatus"] = self.kubelet.device_health(ctr.plugin_devices)
         return s
 
     def _container_id(self, ctr: Container) -> str:
