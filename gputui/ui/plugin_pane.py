@@ -1,12 +1,11 @@
 """The Device plugin pane: its info line (the selected node's plugin pod, redrawn with the
 rest of the screen) and its log, followed across container restarts and pod replacements.
 
-The refresh tells the log follower that the plugin pod changed (its uid, name or restart
-count) through an asyncio.Event; the follower never polls the API for it.
+The refresh tells the log follower (kube/logs.py) that the plugin pod changed (its uid, name
+or restart count); the follower never polls the API for it.
 """
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from rich.text import Text
@@ -16,6 +15,7 @@ from textual.widgets import Static
 
 from gputui.kube import gpu
 from gputui.kube.config import Connection
+from gputui.kube.logs import LogFollower, LogSource
 from gputui.kube.model import PODS, ClusterModel
 
 from . import render
@@ -50,7 +50,7 @@ class DevicePluginPane(_AppBase):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._plugin_identity: tuple[str, str, int] | None = None
-        self._plugin_changed = asyncio.Event()
+        self._plugin_follower: LogFollower | None = None  # the selected node's plugin log, while followed
         self._plugin_info: Text | None = None
 
     # -- the info line ---------------------------------------------------------------------
@@ -61,7 +61,8 @@ class DevicePluginPane(_AppBase):
         identity = (pod.uid, pod.name, pod.restarts) if pod else None
         if identity != self._plugin_identity:
             self._plugin_identity = identity
-            self._plugin_changed.set()
+            if self._plugin_follower is not None:
+                self._plugin_follower.changed()
         pane.set_title(f"Device plugin · {clean(node, 60)}" if node else "Device plugin")
         if pod is None:
             known = model.pods_known
@@ -92,47 +93,23 @@ class DevicePluginPane(_AppBase):
     @work(exclusive=True, group="plugin-log")
     async def _follow_plugin_logs(self, node: str) -> None:
         """Stream the node's plugin logs: last lines, then follow; onto the next instance
-        when the container restarts or the pod is replaced. Cancelled when the node changes."""
-        if not self._main_ready or not self.is_running:
+        when the container restarts or the pod is replaced (kube/logs.py's LogFollower).
+        Cancelled when the node changes."""
+        conn = self.conn
+        if not self._main_ready or not self.is_running or conn is None:
             return  # started just as the app quits: its screens may be gone already
+
+        def source() -> LogSource | None:
+            model = self.model
+            pod = model.plugin_pod(node) if model is not None and self.conn is conn else None
+            return LogSource(pod.namespace, pod.name, gpu.plugin_container(pod), pod.uid, pod.restarts) if pod is not None else None
+
         log = self.plugin_log
         log.clear()
-        streamed: tuple[str, str, int] | None = None
-        while True:
-            model = self.model
-            pod = model.plugin_pod(node) if model is not None else None
-            if pod is None:
-                streamed = None
-                await self._wait_plugin_change(timeout=None)
-                continue
-            identity = (pod.uid, pod.name, pod.restarts)
-            if streamed is not None:
-                if identity == streamed:
-                    await self._wait_plugin_change(timeout=5.0)
-                    continue
-                what = "container restarted" if identity[0] == streamed[0] else "new plugin pod"
-                log.add_note(f"{what}: {clean(pod.name, 80)}, restarts {pod.restarts}")
-            container = gpu.plugin_container(pod)
-            streamed = identity
-            try:
-                await self._stream_into(log, pod.namespace, pod.name, container)
-            except asyncio.CancelledError:
-                raise
-            except Exception as error:  # noqa: BLE001  (shown in place; the rest of the app goes on)
-                log.add_note(f"log stream failed: {clean(str(error), 200)}")
-                await self._wait_plugin_change(timeout=5.0)
-
-    async def _stream_into(self, log: PluginLog, namespace: str, pod: str, container: str | None) -> None:
-        from gputui.kube.logs import stream_logs  # noqa: PLC0415
-
-        assert self.conn is not None
-        async for line in stream_logs(self.conn.api, namespace, pod, container, tail=PLUGIN_LOG_TAIL, follow=True):
-            log.queue(line)
-        log.flush()
-
-    async def _wait_plugin_change(self, timeout: float | None) -> None:
-        self._plugin_changed.clear()
+        self._plugin_follower = follower = LogFollower(conn.api, source, tail=PLUGIN_LOG_TAIL)
         try:
-            await asyncio.wait_for(self._plugin_changed.wait(), timeout)
-        except asyncio.TimeoutError:
-            pass
+            async for line in follower.lines():
+                log.show(line)
+        finally:
+            if self._plugin_follower is follower:
+                self._plugin_follower = None

@@ -1,13 +1,12 @@
 """The GPU stack in the app: the Stack screen (`s`: nodes × components), a component's logs
 full screen, and the Local screen (`g`: this host's GPUs through NVML).
 
-Screens render the model the app holds; they never call the API, except the log
-screen's stream (the same `stream_logs` and `PluginLog` as the plugin pane). The
+Screens render the model the app holds; they never call the API: the log screen shows
+what kube/logs.py's LogFollower streams (as the plugin pane does). The
 app calls `refresh_from_model()` on the top screen after each coalesced refresh.
 """
 from __future__ import annotations
 
-import asyncio
 from typing import Any, Callable
 
 from rich.text import Text
@@ -20,7 +19,7 @@ from textual.widgets import DataTable, Footer, Static
 
 from gputui.kube import nvml, stack
 from gputui.kube.gpu import NodeSummary
-from gputui.kube.logs import LogError, stream_logs
+from gputui.kube.logs import LogFollower, LogSource
 
 from . import render
 from gputui.sanitize import clean
@@ -180,7 +179,7 @@ class ComponentLogScreen(Screen[None]):
         super().__init__()
         self.node = node
         self.component = component
-        self._changed = asyncio.Event()
+        self._follower: LogFollower | None = None
 
     @property
     def log_view(self) -> PluginLog:
@@ -213,53 +212,25 @@ class ComponentLogScreen(Screen[None]):
                 info.append(" · container ", style=render.DIM_STYLE)
                 info.append_text(render.text(state.container, limit=63))
         self.query_one("#component-info", Static).update(info)
-        self._changed.set()
+        if self._follower is not None:
+            self._follower.changed()
 
-    async def _wait_change(self, timeout: float | None) -> None:
-        self._changed.clear()
-        try:
-            await asyncio.wait_for(self._changed.wait(), timeout)
-        except asyncio.TimeoutError:
-            pass
+    def _source(self) -> LogSource | None:
+        state = self._state()
+        if state is None or state.pod is None:
+            return None
+        namespace, pod = state.pod.split("/", 1)
+        return LogSource(namespace, pod, state.container, restarts=state.restarts, crash_looping=state.state == stack.CRASH_LOOPING)
 
     @work(exclusive=True, group="component-log")
     async def _follow(self) -> None:
-        log = self.log_view
-        streamed: tuple[str, int] | None = None
-        while True:
-            state = self._state()
-            if state is None or state.pod is None:
-                if streamed is not None or not log.line_count:
-                    log.add_note(f"no {self.component} pod on this node")
-                streamed = None
-                await self._wait_change(timeout=None)
-                continue
-            identity = (state.pod, state.restarts)
-            if identity == streamed:
-                await self._wait_change(timeout=5.0)
-                continue
-            namespace, pod = state.pod.split("/", 1)
-            if streamed is not None:
-                log.add_note(f"{'container restarted' if streamed[0] == state.pod else 'new pod'}: {clean(pod, 80)}, restarts {state.restarts}")
-            elif state.state == stack.CRASH_LOOPING and state.restarts:
-                log.add_note(f"previous instance of {clean(state.container or pod, 80)}")
-                await self._stream(log, namespace, pod, state.container, previous=True)
-                log.add_note("current instance")
-            streamed = identity
-            await self._stream(log, namespace, pod, state.container, previous=False)
-
-    async def _stream(self, log: PluginLog, namespace: str, pod: str, container: str | None, *, previous: bool) -> None:
         conn = self.app.conn  # type: ignore[attr-defined]  # Textual types self.app as App; ours is GpuTuiApp (issue 21's seam)
         if conn is None:
             return
-        try:
-            async for line in stream_logs(conn.api, namespace, pod, container, tail=COMPONENT_LOG_TAIL, follow=not previous, previous=previous):
-                log.queue(line)
-        except LogError as error:
-            log.add_note(f"{'previous instance: ' if previous else ''}log stream failed: {clean(str(error), 200)}")
-            if not previous:
-                await self._wait_change(timeout=5.0)  # then try again, or follow the pod's change
-        log.flush()
+        log = self.log_view
+        self._follower = LogFollower(conn.api, self._source, tail=COMPONENT_LOG_TAIL, absent=f"no {self.component} pod on this node")
+        async for line in self._follower.lines():
+            log.show(line)
 
     def action_back(self) -> None:
         self.app.pop_screen()

@@ -10,7 +10,8 @@ from textual.containers import Vertical
 from textual.timer import Timer
 from textual.widgets import Input, Log, Static
 
-from gputui.sanitize import log_line
+from gputui.kube.logs import LogNote
+from gputui.sanitize import clean, log_line
 
 LOG_LINES_KEPT = 2_000
 
@@ -65,10 +66,17 @@ class PluginLog(FollowingLog):
         self._pending.clear()
         return super().clear()
 
+    def show(self, line: bytes | LogNote) -> None:
+        """A line from a LogFollower: the container's, or a note of gputui's own."""
+        if isinstance(line, LogNote):
+            self.add_note(line)
+        else:
+            self.queue(line)
+
     def add_note(self, note: str) -> None:
         """A line of gputui's own (stream switched, container restarted), set apart by its dashes."""
         self.flush()
-        self.write_line(f"── {note} ──")
+        self.write_line(f"── {clean(note, 400)} ──")
 
 
 class FilterBar(Input):
