@@ -14,7 +14,7 @@ from typing import Any
 
 from gputui.cli.arguments import fleet_contexts, read_dump
 from gputui.config import ConfigError, load_config
-from gputui.kube.config import ConnectError, resolve
+from gputui.kube.config import ConnectError, impersonation_flags, resolve
 
 
 def no_terminal() -> str | None:
@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
         return _run_dump(args, config)
     if not args.demo:
         try:
-            resolve(args.kubeconfig, args.context)  # cheap: a bad kubeconfig or context fails here, before any screen
+            resolve(args.kubeconfig, args.context, impersonation_flags(args))  # cheap: a bad kubeconfig or context fails here, before any screen
         except ConnectError as error:
             print(f"gputui: {error}", file=sys.stderr)
             return 2
@@ -53,7 +53,8 @@ def run(args: argparse.Namespace) -> int:
             return 2
         return _run_app(make_app(args.kubeconfig, args.context, args.resource, verify=verify, metrics=config.metrics.model_options(),
                                  idle=config.idle.settings(args.prometheus, args.history), fleet=fleet, max_live=config.fleet.live,
-                                 namespaces=args.namespaces, fallback_namespaces=config.namespaces), args.debug)
+                                 namespaces=args.namespaces, fallback_namespaces=config.namespaces,
+                                 impersonate=impersonation_flags(args)), args.debug)
     from gputui.ui.demo import BackgroundCluster  # noqa: PLC0415
 
     # The app draws its first frame, then its connector starts the simulator
@@ -67,7 +68,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         return _run_app(make_app(None, None, args.resource, kubeconfig_from=started_demo, verify=verify, metrics=config.metrics.model_options(),
                                  idle=config.idle.settings(args.prometheus, args.history),
-                                 namespaces=args.namespaces, fallback_namespaces=config.namespaces), args.debug)
+                                 namespaces=args.namespaces, fallback_namespaces=config.namespaces,
+                                 impersonate=impersonation_flags(args)), args.debug)
     finally:
         demo.stop()
 

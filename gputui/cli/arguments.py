@@ -103,7 +103,8 @@ def add_dump_args(parser: argparse.ArgumentParser) -> None:
 def _dump_clash(args: argparse.Namespace) -> str | None:
     """Why --from cannot go with the other flags given (a dump is not a live cluster), or None."""
     flags = (("--kubeconfig", "kubeconfig"), ("--context", "context"), ("--contexts", "contexts"),
-             ("--all-contexts", "all_contexts"), ("--demo", "demo"), ("--prometheus", "prometheus"))
+             ("--all-contexts", "all_contexts"), ("--demo", "demo"), ("--prometheus", "prometheus"), ("--as", "as_user"),
+             ("--as-group", "as_groups"), ("--as-uid", "as_uid"))
     given = [flag for flag, name in flags if getattr(args, name, None)]
     if not getattr(args, "dump", None) or not given:
         return None

@@ -24,7 +24,7 @@ from gputui.cli.arguments import (
 )
 from gputui.cli.output import writing_stdout
 from gputui.config import ConfigError, add_idle_args, load_config
-from gputui.kube.config import ConnectError, add_connection_args
+from gputui.kube.config import ConnectError, add_connection_args, impersonation_flags
 
 
 DEFAULT_WAIT = 10  # seconds: an API server's restart, for a report run from cron
@@ -96,7 +96,7 @@ def _run(args: argparse.Namespace) -> int:
         data, created = asyncio.run(collect(
             args.kubeconfig, args.context, given_namespaces(args), frozenset(args.resource),
             metrics=config.metrics.model_options(), exec_timeout=config.exec_timeout, configured_namespaces=config.namespaces,
-            idle=idle_settings(args, config), wait=args.wait,
+            idle=idle_settings(args, config), wait=args.wait, impersonate=impersonation_flags(args),
         ))
     except ConnectError as exc:
         print(f"gputui report: {exc}", file=sys.stderr)
@@ -151,7 +151,7 @@ def run_fleet(args: argparse.Namespace, config: Any, contexts: list[str]) -> int
     fleet, created = asyncio.run(collect_fleet(
         args.kubeconfig, contexts, timeout=args.cluster_timeout, namespaces=given_namespaces(args), extra=frozenset(args.resource),
         metrics=config.metrics.model_options(), exec_timeout=config.exec_timeout, configured_namespaces=config.namespaces,
-        idle=idle_settings(args, config),
+        idle=idle_settings(args, config), impersonate=impersonation_flags(args),
     ))
     with writing_stdout():
         write_fleet(fleet, sys.stdout, created, args.output)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from gputui.cli.arguments import plugins_end_with_us, whole_number
 from gputui.config import DEFAULT_VERIFY_IMAGE, ConfigError, add_config_args, load_config
-from gputui.kube.config import ConnectError, Connection, add_connection_args, check, connect, describe_network_error
+from gputui.kube.config import ConnectError, Connection, add_connection_args, check, connect, describe_network_error, impersonation_flags
 from gputui.sanitize import clean, log_line
 
 if TYPE_CHECKING:
@@ -145,7 +145,8 @@ class _Command:
                 self.runner.run(self.conn.close())
 
     async def _connect(self) -> Connection:
-        conn = await connect(self.args.kubeconfig, self.args.context, exec_timeout=self.args.exec_timeout)
+        conn = await connect(self.args.kubeconfig, self.args.context, exec_timeout=self.args.exec_timeout,
+                             impersonate=impersonation_flags(self.args))
         try:
             await check(conn)
         except ConnectError:

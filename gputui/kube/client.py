@@ -25,6 +25,7 @@ import orjson
 from .http import Pool, Response, Timeout
 
 if TYPE_CHECKING:
+    from .config import Impersonation
     from .credentials import Credentials
 
 JSON = "application/json"
@@ -68,9 +69,10 @@ def path(group_version: str, resource: str, name: str | None = None, *, namespac
 
 
 class Client:
-    def __init__(self, server: str, credentials: Credentials | None = None) -> None:
+    def __init__(self, server: str, credentials: Credentials | None = None, impersonation: Impersonation | None = None) -> None:
         self.server = server.rstrip("/")
         self.credentials = credentials
+        self.impersonation = impersonation
         self._pool: Pool | None = None
 
     def __repr__(self) -> str:
@@ -110,15 +112,17 @@ class Client:
         No timeout given: only connecting is bounded (watches and followed logs last)."""
         pool = self._pool_now()
         creds = self.credentials
-        headers = {"Accept": accept, "User-Agent": "gputui"}
+        headers = [("Accept", accept), ("User-Agent", "gputui")]
         data = None
         if body is not None:
             data = body if isinstance(body, bytes) else orjson.dumps(body)
-            headers["Content-Type"] = content_type
+            headers.append(("Content-Type", content_type))
+        if self.impersonation:
+            headers += self.impersonation.headers()
         target = url_path + ("?" + urlencode({k: str(v) for k, v in params.items()}) if params else "")
         for attempt in (1, 2):
             auth = await creds.headers() if creds is not None else {}
-            resp = await pool.request(method, target, {**headers, **auth}, data, timeout or Timeout())
+            resp = await pool.request(method, target, [*headers, *auth.items()], data, timeout or Timeout())
             if resp.status == 401 and attempt == 1 and creds is not None and creds.plugin is not None:
                 resp.release()
                 await creds.renew()  # as kubectl does: the plugin may have a fresh token

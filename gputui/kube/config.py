@@ -60,12 +60,66 @@ class Forbidden(ConnectError):
     pass
 
 
+@dataclass(frozen=True)
+class Impersonation:
+    """Whom the requests act as (kube-apiserver checks that the credentials may): a kubeconfig user's `as`,
+    `as-uid`, `as-groups` and `as-user-extra`, or kubectl's --as, --as-uid and --as-group; empty: nobody."""
+
+    user: str = ""
+    uid: str = ""
+    groups: tuple[str, ...] = ()
+    extra: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (key, values), in the kubeconfig's order
+
+    def __bool__(self) -> bool:
+        return bool(self.user or self.uid or self.groups or self.extra)
+
+    def headers(self) -> list[tuple[str, str]]:
+        """The request headers, as client-go sends them (Impersonate-Group and each extra key repeated)."""
+        if not self:
+            return []
+        fields = [("Impersonate-User", self.user)]
+        if self.uid:
+            fields.append(("Impersonate-Uid", self.uid))
+        fields += [("Impersonate-Group", group) for group in self.groups]
+        fields += [(f"Impersonate-Extra-{_header_key(key)}", value) for key, values in self.extra for value in values]
+        return fields
+
+
+# A header name's characters (RFC 7230's token) that an extra's key keeps as they are; every other byte,
+# and `%`, is %-escaped (kube-apiserver unescapes the key).
+_TOKEN = frozenset(b"!#$&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+
+
+def _header_key(key: str) -> str:
+    return "".join(chr(b) if b in _TOKEN else f"%{b:02X}" for b in key.encode())
+
+
+def add_impersonation_args(parser: argparse.ArgumentParser) -> None:
+    """kubectl's --as, --as-group and --as-uid: they replace the kubeconfig user's as, as-groups and as-uid."""
+    parser.add_argument("--as", dest="as_user", metavar="USER", default=None,
+                        help="act as this user (or system:serviceaccount:NS:NAME), as kubectl --as; the credentials must be allowed to")
+    parser.add_argument("--as-group", dest="as_groups", metavar="GROUP", action="append", default=None,
+                        help="act as a member of this group (repeatable), as kubectl --as-group")
+    parser.add_argument("--as-uid", dest="as_uid", metavar="UID", default=None, help="act as this UID, as kubectl --as-uid")
+
+
+def impersonation_flags(args: argparse.Namespace) -> Impersonation:
+    """--as, --as-group and --as-uid as given (empty where not)."""
+    return Impersonation(getattr(args, "as_user", None) or "", getattr(args, "as_uid", None) or "",
+                         tuple(getattr(args, "as_groups", None) or ()))
+
+
 @dataclass
 class Connection:
     api: Client
     context: str | None  # None in-cluster
     server: str
     namespace: str  # the context's default namespace
+
+    @property
+    def impersonation(self) -> Impersonation:
+        """Whom the requests act as (empty: the credentials' own user)."""
+        return getattr(self.api, "impersonation", None) or Impersonation()
 
     @property
     def warnings(self) -> list[str]:
@@ -91,6 +145,7 @@ def add_connection_args(parser: argparse.ArgumentParser) -> None:
     """The connection flags shared by every command that talks to a cluster."""
     parser.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
     parser.add_argument("--context", metavar="NAME", help="kubeconfig context (default: the current context)")
+    add_impersonation_args(parser)
 
 
 def _kubeconfig_paths(explicit: str | None) -> list[str]:
@@ -152,6 +207,7 @@ class Target:
     user: dict = field(default_factory=dict, compare=False, repr=False)
     cluster_dir: Path = field(default=Path("."), compare=False, repr=False)
     user_dir: Path = field(default=Path("."), compare=False, repr=False)
+    impersonation: Impersonation = Impersonation()
 
 
 def _names(docs: list[dict], section: str, paths: list[str] | None = None) -> dict[str, dict]:
@@ -171,7 +227,24 @@ def _directory(path: str) -> Path:
     return Path(os.path.abspath(path)).parent
 
 
-def _resolve_kubeconfig(paths: list[str], context: str | None) -> Target:
+def _impersonation(user_name: str, user: dict, flags: Impersonation) -> Impersonation:
+    """The kubeconfig user's as, as-uid, as-groups and as-user-extra, each replaced by its flag where given;
+    as kubectl, none of them without a user to act as."""
+    groups = flags.groups or tuple(str(g) for g in user.get("as-groups") or ())
+    extra = user.get("as-user-extra") or {}
+    if not isinstance(extra, dict):
+        raise KubeconfigError(f'user "{user_name}": as-user-extra must map keys to lists of values')
+    wanted = Impersonation(
+        flags.user or str(user.get("as") or ""), flags.uid or str(user.get("as-uid") or ""), groups,
+        tuple((str(key), tuple(str(v) for v in values or ())) for key, values in extra.items()),
+    )
+    if wanted and not wanted.user:
+        raise KubeconfigError(f'user "{user_name}": requesting uid, groups or user-extra without impersonating a user '
+                              "(give as: in the kubeconfig, or --as)")
+    return wanted
+
+
+def _resolve_kubeconfig(paths: list[str], context: str | None, flags: Impersonation) -> Target:
     docs = [_read_yaml(p) for p in paths]
     where = paths[0] if len(paths) == 1 else "the merged kubeconfig"
     contexts = _names(docs, "contexts")
@@ -196,22 +269,26 @@ def _resolve_kubeconfig(paths: list[str], context: str | None) -> Target:
     user_entry = users.get(ctx.get("user") or "", {})
     if not isinstance(cluster, dict) or not isinstance(user_entry.get("user") or {}, dict):
         raise KubeconfigError(f'context "{name}": its cluster or user entry is not a mapping')
+    user = user_entry.get("user") or {}
     return Target(
         tuple(paths), name, str(server), ctx.get("namespace") or "default",
-        cluster=cluster, user=user_entry.get("user") or {},
+        cluster=cluster, user=user,
         cluster_dir=clusters[cluster_name]["__dir__"], user_dir=user_entry.get("__dir__", _directory(paths[0])),
+        impersonation=_impersonation(str(ctx.get("user") or ""), user, flags),
     )
 
 
-def resolve(kubeconfig: str | None = None, context: str | None = None) -> Target:
+def resolve(kubeconfig: str | None = None, context: str | None = None, impersonate: Impersonation | None = None) -> Target:
     """Read the kubeconfig (--kubeconfig, else $KUBECONFIG, else ~/.kube/config) and pick the
     context, or the pod's service account when running in a cluster. No network, no client:
-    cheap enough to run before the app's first frame. KubeconfigError/ContextError otherwise."""
+    cheap enough to run before the app's first frame. KubeconfigError/ContextError otherwise.
+    impersonate: --as, --as-group and --as-uid (impersonation_flags), over the kubeconfig user's own."""
+    flags = impersonate or Impersonation()
     paths = _kubeconfig_paths(kubeconfig)
     if paths:
-        return _resolve_kubeconfig(paths, context)
+        return _resolve_kubeconfig(paths, context, flags)
     if context is None and _in_cluster_available():
-        return Target((), None, "", "")
+        return Target((), None, "", "", impersonation=_impersonation("in-cluster", {}, flags))
     raise KubeconfigError(
         "no kubeconfig found: pass --kubeconfig PATH, set KUBECONFIG, or create ~/.kube/config"
     )
@@ -231,7 +308,7 @@ async def _from_kubeconfig(target: Target, exec_timeout: float) -> Connection:
                                        exec_timeout=exec_timeout)
     except CredentialError as exc:
         raise KubeconfigError(f'context "{target.context}": {exc}') from None
-    return Connection(Client(target.server, creds), target.context, target.server, target.namespace)
+    return Connection(Client(target.server, creds, target.impersonation), target.context, target.server, target.namespace)
 
 
 def _choices(contexts: dict[str, dict]) -> str:
@@ -249,7 +326,7 @@ def _in_cluster_available() -> bool:
     return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and os.path.isfile(IN_CLUSTER_TOKEN_FILE)
 
 
-def _from_in_cluster() -> Connection:
+def _from_in_cluster(impersonation: Impersonation) -> Connection:
     from .client import Client  # noqa: PLC0415
     from .credentials import CredentialError, Credentials, tls_context  # noqa: PLC0415
 
@@ -266,13 +343,14 @@ def _from_in_cluster() -> Connection:
     except OSError:
         namespace = "default"
     creds = Credentials(ssl=context, token_file=Path(IN_CLUSTER_TOKEN_FILE))
-    return Connection(Client(server, creds), None, server, namespace)
+    return Connection(Client(server, creds, impersonation), None, server, namespace)
 
 
-async def connect(kubeconfig: str | None = None, context: str | None = None, *, exec_timeout: float = 60.0) -> Connection:
+async def connect(kubeconfig: str | None = None, context: str | None = None, *, exec_timeout: float = 60.0,
+                  impersonate: Impersonation | None = None) -> Connection:
     """An API client for the chosen context: --kubeconfig, else $KUBECONFIG, else
     ~/.kube/config, else the pod's service account when running in a cluster."""
-    target = resolve(kubeconfig, context)
+    target = resolve(kubeconfig, context, impersonate)
     return await connect_to(target, exec_timeout=exec_timeout)
 
 
@@ -280,7 +358,7 @@ async def connect_to(target: Target, *, exec_timeout: float = 60.0) -> Connectio
     """An API client for a resolved target (credentials are loaded here: exec plugins run)."""
     if target.paths:
         return await _from_kubeconfig(target, exec_timeout)
-    return _from_in_cluster()
+    return _from_in_cluster(target.impersonation)
 
 
 def status_message(body: bytes) -> str:

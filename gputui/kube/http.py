@@ -177,7 +177,8 @@ class Pool:
         self._closing: dict[_Connection, asyncio.Future[None]] = {}  # closed, until the transport is gone
         self.connections_made = 0  # for tests and benchmarks: how often a connection was opened rather than reused
 
-    async def request(self, method: str, target: str, headers: Mapping[str, str], body: bytes | None, timeout: Timeout) -> Response:
+    async def request(self, method: str, target: str, headers: Mapping[str, str] | list[tuple[str, str]], body: bytes | None,
+                      timeout: Timeout) -> Response:
         """The response with its head read and its body not: release it (`async with`). target: path and query."""
         deadline = _Deadline(timeout)
         head = self._head(method, target, headers, body)
@@ -203,17 +204,17 @@ class Pool:
                 self._discard(conn)
                 raise
 
-    def _head(self, method: str, target: str, headers: Mapping[str, str], body: bytes | None) -> bytes:
+    def _head(self, method: str, target: str, headers: Mapping[str, str] | list[tuple[str, str]], body: bytes | None) -> bytes:
         server = self.server
         proxy = self.proxy if server.scheme == "http" else None  # plain HTTP through a proxy: the absolute form
         through_proxy = proxy is not None
-        fields = {"Host": server.authority, **headers}
+        fields = [("Host", server.authority), *(headers.items() if isinstance(headers, Mapping) else headers)]
         if proxy is not None and proxy.userinfo:
-            fields["Proxy-Authorization"] = _basic(proxy.userinfo)
+            fields.append(("Proxy-Authorization", _basic(proxy.userinfo)))
         if body is not None or method in ("POST", "PUT", "PATCH"):
-            fields["Content-Length"] = str(len(body or b""))
+            fields.append(("Content-Length", str(len(body or b""))))
         target = (f"http://{server.authority}" if through_proxy else "") + server.prefix + target
-        lines = [f"{method} {target} HTTP/1.1", *(f"{name}: {value}" for name, value in fields.items())]
+        lines = [f"{method} {target} HTTP/1.1", *(f"{name}: {value}" for name, value in fields)]
         if any("\r" in line or "\n" in line for line in lines):
             raise HttpError("a request line or header contains a line break")
         try:

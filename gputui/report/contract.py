@@ -15,7 +15,7 @@ import time
 from typing import Any, Callable, Iterable, Mapping
 
 from gputui.kube import gpu, kueue
-from gputui.kube.config import ConnectError, Forbidden, Unreachable, check, connect
+from gputui.kube.config import ConnectError, Forbidden, Impersonation, Unreachable, check, connect
 from gputui.kube.idle import DEFAULT_PROMETHEUS, HistoryError, IdleSettings, IdleTracker, holders
 from gputui.kube.model import (
     ALL_KINDS, CLUSTERPOLICIES, CLUSTERQUEUES, DAEMONSETS, DEVICECLASSES, EVENTS, LOCALQUEUES, NODES, PODS, RESOURCECLAIMS,
@@ -66,6 +66,7 @@ async def collect(
     kubeconfig: str | None, context: str | None, namespaces: Iterable[str] | None = (), extra: frozenset[str] = frozenset(),
     *, metrics: Mapping[str, Any] | None = None, exec_timeout: float = 60.0, warn: Callable[[str], None] | None = None,
     configured_namespaces: Iterable[str] = (), idle: IdleSettings | None = None, wait: float = 0.0,
+    impersonate: Impersonation | None = None,
 ) -> tuple[dict[str, Any], PodTimes]:
     """Connect, sync once; return the report as the JSON contract's dict, and the pods' creation times.
     namespaces: -n, the GPU pods listed; also where pods are read when they cannot be listed cluster-wide,
@@ -73,9 +74,10 @@ async def collect(
     metrics: ClusterModel's metrics_* options (the config file's [metrics]: see read_exporters).
     warn: where the warnings go (each a line; default: `gputui report: warning: ...` on stderr).
     idle: the idle GPUs' settings (the config file's [idle], --prometheus, --history); None: no Prometheus, no file.
-    wait: seconds to go on trying a server that refuses, resets or times out (restarting), each try said."""
+    wait: seconds to go on trying a server that refuses, resets or times out (restarting), each try said.
+    impersonate: --as, --as-group, --as-uid (over the kubeconfig user's own)."""
     say = warn or (lambda line: print(f"gputui report: warning: {line}", file=sys.stderr))
-    async with await connect(kubeconfig, context, exec_timeout=exec_timeout) as conn:
+    async with await connect(kubeconfig, context, exec_timeout=exec_timeout, impersonate=impersonate) as conn:
         await check_within(conn, wait)
         for notice in conn.warnings:  # insecure-skip-tls-verify: said once
             say(notice)

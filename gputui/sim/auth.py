@@ -6,6 +6,12 @@ table (kube-apiserver's --token-auth-file), else, with `anonymous`, the user sys
 system:unauthenticated); anything else is a 401 Status "Unauthorized". An authenticated user also has
 the group system:authenticated.
 
+Impersonation (`impersonated`): Impersonate-User (a `system:serviceaccount:NS:NAME` one is that service
+account), Impersonate-Group (repeated), Impersonate-Uid and Impersonate-Extra-KEY headers, each allowed only by
+the `impersonate` verb on users, serviceaccounts, groups, uids and userextras/KEY (authentication.k8s.io) in
+the requester's RBAC (403 with kube-apiserver's words otherwise; groups, a uid or extras without a user: 500);
+the request then acts as the impersonated user, with that user's RBAC.
+
 Authorization (`Authorizer.allowed`): RBAC from the scenario's ClusterRoles, ClusterRoleBindings, Roles
 and RoleBindings (rbac.authorization.k8s.io/v1): rules with verbs, apiGroups, resources (`pods/log` for a
 subresource, `*`), resourceNames and nonResourceURLs; subjects User, Group and ServiceAccount. The group
@@ -15,11 +21,13 @@ system:public-info-viewer roles allow; an anonymous one only /version and health
 """
 from __future__ import annotations
 
+import re
 import ssl
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote
 
 Obj = dict[str, Any]
 
@@ -209,3 +217,67 @@ def forbidden_message(user: str, request: Request, subject: str) -> str:
     resource = request.resource + (f"/{request.subresource}" if request.subresource else "")
     scope = f'in the namespace "{request.namespace}"' if request.namespace else "at the cluster scope"
     return f'{subject} is forbidden: User "{user}" cannot {request.verb} resource "{resource}" in API group "{request.group}" {scope}'
+
+
+IMPERSONATE_USER, IMPERSONATE_UID, IMPERSONATE_GROUP = "impersonate-user", "impersonate-uid", "impersonate-group"
+IMPERSONATE_EXTRA = "impersonate-extra-"
+AUTHENTICATION_GROUP = "authentication.k8s.io"
+SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
+
+
+class ImpersonationRefused(Exception):
+    """The impersonation asked for is not allowed (403) or malformed (500): code, message and the Status details."""
+
+    def __init__(self, code: int, message: str, details: Obj) -> None:
+        super().__init__(message)
+        self.code, self.message, self.details = code, message, details
+
+
+def _extra_key(encoded: str) -> str:
+    """An Impersonate-Extra- header's key: lower-cased, then %-unescaped (kept as it is when malformed)."""
+    key = encoded.lower()
+    return key if re.search("%(?![0-9a-f]{2})", key) else unquote(key)
+
+
+def impersonated(authorizer: "Authorizer", requester: User, headers: Iterable[tuple[str, str]]) -> User | None:
+    """The user a request acts as, when it asks to impersonate one (None when it does not), each part authorized
+    for `requester` as kube-apiserver's impersonation filter does; ImpersonationRefused otherwise."""
+    name, uid, groups, extras = "", "", [], []
+    for header, value in headers:
+        lower = header.lower()
+        if lower == IMPERSONATE_USER and not name:
+            name = value
+        elif lower == IMPERSONATE_UID and not uid:
+            uid = value
+        elif lower == IMPERSONATE_GROUP:
+            groups.append(value)
+        elif lower.startswith(IMPERSONATE_EXTRA):
+            extras.append((_extra_key(header[len(IMPERSONATE_EXTRA):]), value))
+    if not (name or uid or groups or extras):
+        return None
+    if not name:
+        raise ImpersonationRefused(500, "Internal error occurred: requested groups, a uid or user-extra without impersonating a user",
+                                   {"causes": [{"message": "requested impersonation without a user"}]})
+    wanted: list[tuple[Request, str]] = []  # each check, with how the refusal names its object
+    member_of = list(groups)
+    if name.startswith(SERVICE_ACCOUNT_PREFIX) and name.count(":") == 3:
+        namespace, account = name[len(SERVICE_ACCOUNT_PREFIX):].split(":")
+        wanted.append((Request("impersonate", "", "serviceaccounts", None, namespace, account), f'serviceaccounts "{account}"'))
+        if not groups:
+            member_of = ["system:serviceaccounts", f"system:serviceaccounts:{namespace}"]
+    else:
+        wanted.append((Request("impersonate", "", "users", name=name), f'users "{name}"'))
+    wanted += [(Request("impersonate", "", "groups", name=group), f'groups "{group}"') for group in groups]
+    wanted += [(Request("impersonate", AUTHENTICATION_GROUP, "userextras", key, name=value),
+                f'userextras.{AUTHENTICATION_GROUP} "{value}"') for key, value in extras]
+    if uid:
+        wanted.append((Request("impersonate", AUTHENTICATION_GROUP, "uids", name=uid), f'uids.{AUTHENTICATION_GROUP} "{uid}"'))
+    for request, subject in wanted:
+        if not authorizer.allowed(requester, request):
+            details: Obj = {"name": request.name, **({"group": request.group} if request.group else {}), "kind": request.resource}
+            raise ImpersonationRefused(403, forbidden_message(requester.name, request, subject), details)
+    if name == ANONYMOUS:
+        member_of += [] if UNAUTHENTICATED in member_of else [UNAUTHENTICATED]
+    elif AUTHENTICATED not in member_of and UNAUTHENTICATED not in member_of:
+        member_of.append(AUTHENTICATED)
+    return User(name, tuple(dict.fromkeys(member_of)))

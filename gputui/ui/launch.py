@@ -40,6 +40,7 @@ def make_app(
     namespaces: list[str] | tuple[str, ...] = (),
     fallback_namespaces: list[str] | tuple[str, ...] = (),
     idle: Any = None,
+    impersonate: Any = None,
 ) -> Any:
     """The app on a kubeconfig context (also used by tests, screenshots and the benchmark).
     kubeconfig_from: a blocking call that returns the kubeconfig path (the demo's simulator).
@@ -48,7 +49,8 @@ def make_app(
     fleet: contexts to open as a fleet (the Fleet screen first); max_live: how many of them are watched.
     namespaces: -n (the GPU pods shown; where to read pods when forbidden cluster-wide, else the context's
     namespace and then fallback_namespaces, the config file's).
-    idle: the idle GPUs' settings (`IdleConfig.settings()`); None: no Prometheus, samples in memory."""
+    idle: the idle GPUs' settings (`IdleConfig.settings()`); None: no Prometheus, samples in memory.
+    impersonate: --as, --as-group, --as-uid (`kube.config.impersonation_flags`); None: the kubeconfig's own."""
     from gputui.kube.config import connect  # noqa: PLC0415
     from gputui.kube.gpu import GpuResources  # noqa: PLC0415
 
@@ -63,7 +65,7 @@ def make_app(
                 path = str(await asyncio.to_thread(kubeconfig_from))
             except RuntimeError as error:
                 raise ConnectError(str(error)) from None
-        return await connect(path, chosen)
+        return await connect(path, chosen, **({"impersonate": impersonate} if impersonate is not None else {}))
 
     options: dict[str, Any] = {} if clock is None else {"clock": clock}
     if verify is not None:

@@ -21,6 +21,7 @@ from textual.timer import Timer
 from textual.widget import Widget
 
 from gputui.kube import gpu
+from gputui.kube.config import Connection
 from gputui.kube.model import DRA_KINDS, EVENTS, KUEUE_KINDS, PODS, ClusterModel
 from gputui.kube.tables import Change, unreadable_line
 from gputui.kube.watch import ABSENT, LIVE, RETRYING, SYNCING
@@ -89,6 +90,7 @@ class CoalescedRefresh(_AppBase):
     resources: gpu.GpuResources
     clock: Callable[[], float]
     context: str | None
+    conn: Connection | None
     server_version: str
     namespaces: tuple[str, ...]  # the GPU pods shown (-n, the palette); () all
     selected_node: str | None
@@ -278,6 +280,9 @@ class CoalescedRefresh(_AppBase):
         narrow = bool(self._narrow)
         first = [Text("gputui", style="bold", end="")]
         first.append(Text("context ", style="dim", end="") + render.text(self.context or "in-cluster", limit=60))
+        acting_as = self.conn.impersonation.user if self.conn is not None else ""
+        if acting_as:  # kubeconfig `as:` or --as: what the cluster lets this user do is what shows
+            first.append(Text("as ", style="dim", end="") + render.text(acting_as, limit=60))
         if self.server_version:
             first.append(Text("server ", style="dim", end="") + render.text(self.server_version, limit=30))
         if self.namespaces:

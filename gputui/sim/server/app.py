@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from ..auth import Request as AuthRequest, Unauthenticated, User, forbidden_message
+from ..auth import ImpersonationRefused, Request as AuthRequest, Unauthenticated, User, forbidden_message, impersonated
 from ..faults import FAULT_USER
 from ..selectors import required_name
 from .discovery import Discovery
@@ -154,8 +154,9 @@ def _resource_path(path: str) -> bool:
 
 
 def _authentication(cluster: "SimCluster") -> Middleware:
-    """Every request: who sends it (a client certificate, a bearer token, or anonymous), else 401; a path that is
-    not a resource is authorized here (nonResourceURLs), a resource in dispatch."""
+    """Every request: who sends it (a client certificate, a bearer token, or anonymous), else 401, and whom it
+    acts as (impersonation, authorized); a path that is not a resource is authorized here (nonResourceURLs), a
+    resource in dispatch."""
 
     @web.middleware
     async def authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -168,6 +169,11 @@ def _authentication(cluster: "SimCluster") -> Middleware:
             user = authenticator.authenticate(peercert, request.headers.get("Authorization"))
         except Unauthenticated:
             return json_response(status_body(401, "Unauthorized", "Unauthorized"), status=401)
+        try:
+            user = impersonated(cluster.authorizer, user, request.headers.items()) or user
+        except ImpersonationRefused as refused:
+            reason = "Forbidden" if refused.code == 403 else "InternalError"
+            return json_response(status_body(refused.code, reason, refused.message, refused.details), status=refused.code)
         request[USER_KEY] = user
         if not _resource_path(request.path):
             wanted = AuthRequest(request.method.lower() if request.method != "HEAD" else "get", path=request.path)
