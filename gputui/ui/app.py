@@ -405,8 +405,7 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, CoalescedRefresh, Devi
             events, note = await model.events_of(pod.namespace, pod.name, pod.uid or None), None
         except Exception as error:  # noqa: BLE001  (a 403, a lost connection: said, the watched events stay)
             events, note = model.events_for("Pod", pod.namespace, pod.name), f"events not listed: {str(error).splitlines()[0] if str(error) else type(error).__name__}"
-        if screen.is_attached:
-            screen.set_body(self._pod_text(pod, events, note))
+        screen.set_body(self._pod_text(pod, events, note))  # shown whether the popup is mounted yet or not
 
     def show_node(self, name: str) -> None:
         self.push_screen(NodeDetailsScreen(name, self.node_details, self.clock, on_show=lambda: self.want_node_metrics(name)))

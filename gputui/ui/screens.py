@@ -89,22 +89,23 @@ class TextScreen(ModalScreen[None]):
     def __init__(self, title: str, body: Text) -> None:
         super().__init__()
         self._title = title
-        self._body = body
+        self._body = Static(body)  # made now: a body set before the screen is composed or mounted is the one shown
 
     def compose(self) -> ComposeResult:
         with VerticalScroll() as scroll:
             scroll.border_title = self._title
-            yield Static(self._body)
+            yield self._body
 
     @property
     def text(self) -> str:
-        return self._body.plain
+        """The text shown, plain."""
+        content = self._body.content
+        return content.plain if isinstance(content, Text) else str(content)
 
     def set_body(self, body: Text) -> None:
-        """Show new text (a pod's events, once listed)."""
-        self._body = body
-        if self.is_mounted:
-            self.query_one(Static).update(body)
+        """Show new text (a pod's events, once listed), whenever it comes: before the screen is
+        composed, between compose and mount (a real terminal: the events come in ~10 ms), or after."""
+        self._body.update(body)
 
     def action_close(self) -> None:
         self.dismiss(None)
