@@ -75,6 +75,7 @@ class GpuReading:
     xid: int | None  # last XID; None when there was none
     pods: tuple[str, ...]  # "namespace/name" of each pod the device is attributed to
     driver_version: str | None
+    xid_message: str | None = None  # the exporter's err_msg for the XID (dcgm-exporter 3.3.6-3.4.2 on)
 
     @property
     def key(self) -> str:
@@ -138,6 +139,7 @@ class _Accumulator:
         self.labels = labels
         self.values: dict[str, float | None] = {}
         self.pods: list[str] = []
+        self.xid_message: str | None = None
 
     def add(self, metric: str, labels: dict[str, str], value: float) -> None:
         # With several pods on one GPU every pod gets its own copy of the
@@ -149,6 +151,8 @@ class _Accumulator:
             name = f"{namespace}/{pod}" if namespace else pod
             if name not in self.pods:
                 self.pods.append(name)
+        if metric == XID and labels.get("err_msg"):
+            self.xid_message = labels["err_msg"]
         if DRIVER_VERSION_LABEL not in self.labels and labels.get(DRIVER_VERSION_LABEL):
             self.labels = {**self.labels, DRIVER_VERSION_LABEL: labels[DRIVER_VERSION_LABEL]}
 
@@ -179,6 +183,7 @@ class _Accumulator:
             xid=int(xid) if xid else None,
             pods=tuple(self.pods),
             driver_version=_label(labels, DRIVER_VERSION_LABEL),
+            xid_message=self.xid_message if xid else None,
         )
 
 
@@ -240,8 +245,9 @@ def parse_metrics(text: str) -> list[GpuReading]:
     return readings
 
 
-def xid_meaning(code: int) -> str | None:
-    return XID_MEANINGS.get(code)
+def xid_meaning(code: int, exporter_says: str | None = None) -> str | None:
+    """What the XID means: gputui's words for the usual ones, else the exporter's err_msg."""
+    return XID_MEANINGS.get(code) or exporter_says
 
 
 def xid_problems(readings: Iterable[GpuReading]) -> list[Problem]:

@@ -13,9 +13,24 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Iterable
 
+from .quantities import parse_time
+
 NVIDIA_GPU_DRIVER = "gpu.nvidia.com"
 
 DeviceId = tuple[str, str, str]  # (driver, pool, device name)
+
+
+@dataclass(frozen=True)
+class DeviceTaint:
+    """A taint on a published device (KEP-5055): what the driver or an admin says is wrong with it."""
+
+    key: str
+    value: str
+    effect: str  # NoSchedule, NoExecute, None
+    added: float | None  # timeAdded
+
+    def __str__(self) -> str:
+        return f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
 
 
 @dataclass(frozen=True)
@@ -31,6 +46,7 @@ class DraDevice:
     uuid: str | None
     claim: str | None = None  # "namespace/name" of the claim it is allocated to
     pods: tuple[str, ...] = ()  # "namespace/name" of the pods the claim is reserved for
+    taints: tuple[DeviceTaint, ...] = ()
 
     @property
     def id(self) -> DeviceId:
@@ -116,6 +132,9 @@ def parse_slices(slices: Iterable[dict]) -> list[DraDevice]:
                 memory_mib=quantity_to_mib(_capacity(fields.get("capacity") or {}, "memory")),
                 mig_profile=_text(_attribute(attributes, "profile", driver)),
                 uuid=_text(_attribute(attributes, "uuid", driver)),
+                taints=tuple(DeviceTaint(str(t.get("key") or ""), str(t.get("value") or ""), str(t.get("effect") or ""),
+                                         parse_time(t.get("timeAdded")))
+                             for t in fields.get("taints") or () if isinstance(t, dict)),
             ))
     return devices
 

@@ -46,10 +46,11 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-from . import dcgm, dra, fit, gpu, kueue, stack
+from . import dcgm, dra, fit, gpu, health, kueue, stack
 from .metrics import (
     DEFAULT_BACKGROUND_INTERVAL, DEFAULT_CONCURRENCY, DEFAULT_INTERVAL, DEFAULT_READS_PER_MINUTE, Exporter, MetricsPoller,
     NodeMetrics,
@@ -135,10 +136,13 @@ class ClusterModel:
         namespaces: Iterable[str] = (),
         selectors: dict[str, tuple[str | None, ...]] = SELECTORS,
         liveness: Liveness = Liveness(),
+        xid_old_after: float = health.DEFAULT_XID_OLD_AFTER,
+        clock: Callable[[], float] = time.time,
         **reflector_options: Any,
     ) -> None:
         """namespaces: where to read pods, events and DaemonSets when their cluster-wide list is
-        forbidden (watches.namespaces_to_try). selectors: the field selectors of each kind's watches."""
+        forbidden (watches.namespaces_to_try). selectors: the field selectors of each kind's watches.
+        xid_old_after: seconds after which an unchanged XID reads as old; clock: the time for XID ages (tests move it)."""
         self.api = api
         self.resources = resources
         self._listeners: list[Listener] = []
@@ -171,6 +175,10 @@ class ClusterModel:
             concurrency=metrics_concurrency, background_interval=metrics_background_interval,
             reads_per_minute=metrics_reads_per_minute,
         )
+        self.clock = clock
+        self.xid_old_after = xid_old_after
+        self.xids = health.XidMemory(clock)
+        self.metrics.on_readings.append(self.xids.record)
 
         tables: dict[str, BaseTable[Any, Any]] = {
             NODES: self.nodes,
@@ -546,6 +554,18 @@ class ClusterModel:
                     usage.setdefault(node, {}).setdefault(resource, gpu.Usage()).allocated += n
             self._dra = DraView(dra.attach_holders(devices, allocations), usage, dra.pod_holdings(allocations, resource_of))
         return self._dra
+
+    def bad_gpus(self) -> list[health.BadGpu]:
+        """Every GPU some signal calls unhealthy, newest first, with the pods on it (kube/health.py)."""
+        readings = {name: state.readings for name in self.nodes.records if (state := self.metrics.node(name)) is not None}
+        kueue_now = self.kueue()
+
+        def owners(pod: Pod) -> tuple[str | None, str | None]:
+            workload = kueue_now.workload_of(pod)
+            return (f"{pod.owner[0]} {pod.owner[1]}" if pod.owner else None), (workload.name if workload else None)
+
+        return health.bad_gpus(self.nodes.records.values(), self.pods_on_node, readings, self.dra_view().devices, self.xids,
+                               owners, now=self.clock(), old_after=self.xid_old_after)
 
     def dra_devices(self, node: str) -> list[dra.DraDevice]:
         return list(self.dra_view().devices.get(node, ()))

@@ -54,6 +54,7 @@ class Condition:
     status: str  # "True", "False", "Unknown"
     reason: str
     message: str
+    since: float | None = None  # lastTransitionTime
 
 
 @dataclass(slots=True)
@@ -98,7 +99,8 @@ def node_from(obj: Obj) -> Node:
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
     conditions = tuple(
-        Condition(c.get("type", ""), c.get("status", "Unknown"), c.get("reason", ""), c.get("message", ""))
+        Condition(c.get("type", ""), c.get("status", "Unknown"), c.get("reason", ""), c.get("message", ""),
+                  parse_time(c.get("lastTransitionTime")))
         for c in status.get("conditions") or ()
     )
     ready = None
@@ -135,6 +137,17 @@ class ContainerStatus:
     last_exit_code: int | None
 
 
+@dataclass(frozen=True, slots=True)
+class DeviceHealth:
+    """One device a container was given, and its health as the kubelet reports it (KEP-4680's
+    `containerStatuses[].allocatedResourcesStatus`)."""
+
+    container: str
+    resource: str  # nvidia.com/gpu, or "claim:<claim>/<request>" for a DRA device
+    device: str  # the resourceID: the device plugin's id (a GPU UUID, UUID::replica, a MIG UUID), or driver/pool/device
+    health: str  # Healthy, Unhealthy, Unknown
+
+
 @dataclass(slots=True)
 class Pod:
     namespace: str
@@ -158,6 +171,7 @@ class Pod:
     scheduled_reason: str  # PodScheduled=False reason ("Unschedulable"), else ""
     scheduled_message: str  # PodScheduled=False message, else ""
     gates: tuple[str, ...] = ()  # spec.schedulingGates' names: the scheduler leaves the pod alone until they are removed
+    devices: tuple[DeviceHealth, ...] = ()  # its containers' allocated devices and their health, where the kubelet says
 
     @property
     def key(self) -> PodKey:
@@ -359,7 +373,18 @@ def pod_from(obj: Obj, requests: dict[str, int] | None = None) -> Pod:
         scheduled_reason=scheduled_reason,
         scheduled_message=scheduled_message,
         gates=tuple(g.get("name", "") for g in spec.get("schedulingGates") or ()),
+        devices=_device_health(status),
     )
+
+
+def _device_health(status: Obj) -> tuple[DeviceHealth, ...]:
+    out = []
+    for cs in status.get("containerStatuses") or ():
+        for resource in cs.get("allocatedResourcesStatus") or ():  # most pods have none: this stays cheap for them
+            for device in resource.get("resources") or ():
+                out.append(DeviceHealth(cs.get("name", ""), resource.get("name", ""), str(device.get("resourceID", "")),
+                                        device.get("health") or "Unknown"))
+    return tuple(out)
 
 
 # -- events ----------------------------------------------------------------
