@@ -140,7 +140,7 @@ def cycles(imports: list[Import]) -> list[list[str]]:
 
 
 UI_TOOLKITS = ("textual", "rich")
-HEADLESS = ("gputui.report", "gputui.cli.report", "gputui.cli.verify")
+HEADLESS = ("gputui.report", "gputui.cli.report", "gputui.cli.verify", "gputui.cli.serve", "gputui.web")
 
 
 @pytest.fixture(scope="module")
@@ -229,6 +229,12 @@ def test_a_headless_run_loads_no_textual(demo_kubeconfig):
         assert _loaded_after(code) == [], argv
 
 
+def test_the_web_server_runs_no_textual():
+    """`gputui serve`'s process loads no Textual (textual-serve's server brings Rich): the app runs in its children."""
+    code = "from gputui.cli.main import build_parser\nbuild_parser()\nimport gputui.web.server"
+    assert [m for m in _loaded_after(code) if not m.split(".")[0] == "rich"] == []
+
+
 def test_version_loads_nothing_of_the_model():
     probe = "import sys\nfrom gputui.cli.main import main\nmain(['--version'])\nprint(sorted(m for m in sys.modules if m.startswith('gputui.kube')))"
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -236,8 +242,8 @@ def test_version_loads_nothing_of_the_model():
 
 
 def test_the_product_speaks_http_with_its_own_client(imports):
-    """aiohttp serves the simulator only; everything else talks HTTP through kube/http.py."""
-    assert violations(imports, "gputui", ("aiohttp",), allowed_importers=("gputui.sim",)) == []
+    """aiohttp serves the simulator and `gputui serve` only; everything else talks HTTP through kube/http.py."""
+    assert violations(imports, "gputui", ("aiohttp",), allowed_importers=("gputui.sim", "gputui.web")) == []
 
 
 def test_a_report_loads_neither_the_app_nor_verification_nor_aiohttp(demo_kubeconfig):

@@ -10,7 +10,7 @@ from gputui import __version__
 from gputui.last_resort import DEBUG_FLAG, last_resort_line
 from gputui.cli.output import OutputError
 
-SUBCOMMANDS = ("sim", "report", "verify")  # the modules below register them
+SUBCOMMANDS = ("sim", "report", "verify", "serve")  # the modules below register them
 
 
 def _top_parser() -> argparse.ArgumentParser:
@@ -58,6 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
     from . import verify  # noqa: PLC0415
 
     verify.add_parser(sub)
+
+    from . import serve  # noqa: PLC0415
+
+    serve.add_parser(sub, _parse_app_args)
     return parser
 
 
