@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping
 
 from .dcgm import GpuReading, xid_meaning
+from .duration import human_duration
 from .dra import DraDevice
 from .gpu import has_nvidia_gpus, health_condition_problems, is_nvidia_resource
 from .records import Node, Pod
@@ -117,6 +118,23 @@ class BadGpu:
     def to_json(self, now: float) -> dict:
         return {"node": self.node, "device": self.device, "uuid": self.uuid, "signals": [s.to_json(now) for s in self.signals],
                 "pods": [h.to_json() for h in self.holders] if self.holders_known else None}
+
+
+def age_words(age_s: float | None, at_least_s: float | None, old: bool) -> str:
+    """How long a signal has been so: "3m ago", "last change 3d ago" (old), "last change before 2m ago" (it was
+    there when gputui first read it), "" when unknown."""
+    if age_s is not None:
+        return f"last change {human_duration(age_s)} ago" if old else f"{human_duration(age_s)} ago"
+    if at_least_s is not None:
+        return f"last change before {human_duration(at_least_s)} ago" if at_least_s >= 1 else "last change before gputui's first read"
+    return ""
+
+
+def signal_words(signal: Signal, now: float) -> str:
+    """"XID 79 (GPU has fallen off the bus), 3m ago"."""
+    shown = signal.to_json(now)
+    when = age_words(shown["age_s"], shown["age_at_least_s"], signal.old)
+    return f"{signal.text}, {when}" if when else signal.text
 
 
 def _gpu_of(device: str) -> str:

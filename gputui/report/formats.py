@@ -12,6 +12,7 @@ from typing import AbstractSet, Any, TextIO
 import orjson
 
 from gputui.kube import duration
+from gputui.kube.health import age_words
 from gputui.sanitize import BIDI_CONTROLS, printable
 
 from .contract import PodTimes, cluster_problems
@@ -207,6 +208,32 @@ def write_table(data: dict[str, Any], out: TextIO, created: PodTimes | None = No
     _write_fits(data.get("fit"), out)
     _write_queues(data.get("queues"), out)
     _write_idle(data.get("idle"), out)
+    _write_bad_gpus(data.get("bad_gpus"), out)
+
+
+def _write_bad_gpus(bad_gpus: list[dict[str, Any]] | None, out: TextIO) -> None:
+    """Each bad GPU, newest first: its signals with their age, and the pods on it (or that they cannot be told)."""
+    if bad_gpus is None:
+        return
+    out.write("\nBad GPUs:\n")
+    if not bad_gpus:
+        out.write("  none: no XID, unhealthy device, device taint or health condition\n")
+        return
+    for bad in bad_gpus:
+        where = f"{bad['node']} {bad['device'] or 'a GPU (which one unknown)'}"
+        out.write(_fit("  " + printable(where) + (f"  {bad['uuid']}" if bad["uuid"] and bad["uuid"] not in where else ""), WIDTH) + "\n")
+        for signal in bad["signals"]:
+            when = age_words(signal["age_s"], signal["age_at_least_s"], signal["old"])
+            line = f"{signal['text']}" + (f", {when}" if when else "") + f" [{signal['source']}]"
+            out.write(textwrap.fill(printable(line), WIDTH, initial_indent="      ", subsequent_indent="        ") + "\n")
+        if bad["pods"] is None:
+            out.write("      pods: cannot tell which (a node-level signal)\n")
+        elif not bad["pods"]:
+            out.write("      pods: none holds it\n")
+        for pod in bad["pods"] or ():
+            owner = ", ".join(x for x in (pod["owner"], f"Workload {pod['workload']}" if pod["workload"] else None) if x)
+            line = f"pod {pod['namespace']}/{pod['name']}" + (f" ({owner})" if owner else "") + f" by {', '.join(pod['how'])}"
+            out.write(textwrap.fill(printable(line), WIDTH, initial_indent="      ", subsequent_indent="        ") + "\n")
 
 
 IDLE_SOURCES = {"prometheus": "Prometheus", "exporters": "gputui's own samples of the DCGM exporters"}

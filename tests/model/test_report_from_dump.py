@@ -45,6 +45,13 @@ def comparable(data: dict) -> dict:
         node.pop("gpus", None)
         node["problems"] = [p for p in node["problems"] if p["code"] != "xid-errors"]
         node["unknown"] = [u for u in node["unknown"] if u["verdict"] != "XIDs"]
+    for bad in out["bad_gpus"]:  # XIDs and the exporters' pod attribution
+        bad["signals"] = [s for s in bad["signals"] if s["source"] != "dcgm"]
+        for pod in bad["pods"] or ():
+            pod["how"] = [how for how in pod["how"] if how != "DCGM attribution"]
+        if bad["pods"] is not None:
+            bad["pods"] = [pod for pod in bad["pods"] if pod["how"]]
+    out["bad_gpus"] = [bad for bad in out["bad_gpus"] if bad["signals"]]
     return out
 
 
