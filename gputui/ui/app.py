@@ -15,7 +15,6 @@ from typing import Awaitable, Callable, TypeVar, overload
 from rich.text import Text
 from textual import on, work
 from textual.app import App, ComposeResult
-from textual.binding import Binding
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Input, Static
@@ -29,7 +28,7 @@ from gputui.kube.records import Event, Pod
 from gputui.kube.watches import namespaces_to_try
 from gputui.last_resort import last_resort_line
 
-from . import render
+from . import keys, render
 from .capacity import CapacityScreen
 from .colour import few_colours, use_readable_monochrome
 from .commands import GpuCommands
@@ -68,21 +67,7 @@ class MainScreen(Screen[None]):
 
     ESCAPE_TO_MINIMIZE = False  # esc goes to app.back, which minimises and gives focus back to the pane `l` left
 
-    BINDINGS = [
-        Binding("slash", "app.filter", "Filter"),
-        Binding("a", "app.toggle_all_pods", "Node/all"),
-        Binding("l", "app.logs_full", "Logs"),
-        Binding("escape", "app.back_in_fleet", "Fleet"),  # shown (and taken) only in a fleet's cluster
-        Binding("escape", "app.back", "Back", show=False),
-        Binding("v", "app.verify", "Verify"),
-        Binding("V", "app.verify_all", "Verify all", show=False),
-        Binding("s", "app.stack", "Stack"),
-        Binding("g", "app.local_gpus", "Local GPUs", show=False),
-        Binding("c", "app.capacity", "Capacity", show=False),
-        Binding("i", "app.idle", "Idle GPUs", show=False),
-        Binding("u", "app.queues", "Queues", show=False),
-        Binding("space", "app.mark_node", "Mark", show=False),
-    ]
+    BINDINGS = keys.bindings(keys.MAIN_KEYS)
 
     def compose(self) -> ComposeResult:
         yield ClusterHeader(id="header")
@@ -105,13 +90,7 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, CoalescedRefresh, Devi
     TITLE = "gputui"
     COMMANDS = App.COMMANDS | {GpuCommands}
     show_tracebacks = False  # --debug: an unexpected error's traceback, as Textual prints it
-    BINDINGS = [
-        Binding("q", "quit", "Quit"),
-        Binding("ctrl+c", "quit", "Quit", show=False),  # as in k9s; a running verification's screen cancels it first
-        Binding("question_mark", "help", "Help"),
-        Binding("ctrl+p", "command_palette", "Palette", show=False),
-        Binding("colon", "command_palette", "Palette", show=False),
-    ]
+    BINDINGS = [*keys.bindings(keys.APP_KEYS), keys.CTRL_C]  # ctrl+c as in k9s, from every screen and modal
 
     def __init__(
         self,
@@ -427,7 +406,13 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, CoalescedRefresh, Devi
             table.focus()
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen())
+        self.push_screen(HelpScreen(keys.help_lines(self, [*self.screen_stack[0].BINDINGS, *self.BINDINGS])))
+
+    async def action_interrupt(self) -> None:
+        """ctrl+c: a running verification on top is cancelled (its pod deleted, the screen says so);
+        anywhere else the app quits, as `q` does."""
+        if not self.interrupt_verification():
+            await self.action_quit()
 
     def action_capacity(self) -> None:
         self.push_screen(CapacityScreen())

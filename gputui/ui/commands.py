@@ -9,8 +9,9 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.content import Content
 from textual.fuzzy import Matcher
 
-from gputui.kube import kueue
 from gputui.sanitize import clean
+
+from . import keys
 
 if TYPE_CHECKING:
     from .app import GpuTuiApp
@@ -23,18 +24,15 @@ class GpuCommands(Provider):
     def gputui(self) -> "GpuTuiApp":
         return self.app  # type: ignore[return-value]  # the provider's app is GpuTuiApp; Textual types it as App
 
-    def _commands(self) -> Iterator[tuple[str, Callable[[], None], str]]:
+    def _commands(self) -> Iterator[tuple[str, Callable[[], object], str]]:
         app = self.gputui
         for pane_id, title in PANES:
             yield f"Toggle pane: {title}", partial(app.toggle_pane, pane_id), "show or hide the pane"
-        yield "GPU stack", app.action_stack, "components per node: driver, toolkit, plugin, GFD, DCGM, MIG manager, validator, NFD"
-        yield "Capacity", app.action_capacity, "what fits where: nodes that could take a pod of 1, 2, 4, 8 GPUs now, stranded GPUs"
-        yield "Idle GPUs", app.action_idle, "pods holding GPUs, the idle longest first: idle for, mean use, memory used"
-        yield "Local GPUs (NVML)", app.action_local_gpus, "this host's GPUs; one line when it has none"
-        yield "Namespace: all", partial(app.set_namespace, None), "GPU pods of every namespace"
         model = app.model
-        if model is not None and model.kueue_state() != kueue.NOT_INSTALLED:
-            yield "Queues (Kueue)", app.action_queues, "ClusterQueues: GPU quota, used, free, pending and admitted Workloads"
+        for key in keys.MAIN_KEYS:  # the screens, as their keys declare them
+            if key.in_palette(model):
+                yield key.palette, partial(app.call_later, app.run_action, key.action), key.help
+        yield "Namespace: all", partial(app.set_namespace, None), "GPU pods of every namespace"
         if model is not None:
             for namespace in sorted({pod.namespace for pod in model.pods.records.values()}):
                 yield f"Namespace: {clean(namespace, 63)}", partial(app.set_namespace, namespace), "only this namespace's GPU pods"

@@ -1,7 +1,7 @@
 """Screens other than the main one: help, a long text, node details."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from rich.table import Table
 from rich.text import Text
@@ -23,29 +23,6 @@ if TYPE_CHECKING:
     from gputui.kube.metrics import NodeMetrics
     from gputui.kube.records import Event, Pod
 
-KEYS_HELP: tuple[tuple[str, str], ...] = (
-    ("↑ ↓  j k", "move in the focused table"),
-    ("← →", "scroll a table sideways · GPU stack: the previous / next component"),
-    ("PgUp PgDn", "a page up / down in a table, a log, details or this help"),
-    ("tab  shift+tab", "next / previous pane"),
-    ("enter", "node details (Nodes) · whole pending reason (GPU pods)"),
-    ("a", "GPU pods: all nodes / the selected node"),
-    ("/", "filter the focused table (enter keeps it, esc clears)"),
-    ("l", "device-plugin logs full screen (esc back)"),
-    ("s", "GPU stack: components per node (← → a component, l or enter: its logs)"),
-    ("g", "this host's GPUs through NVML (one line when it has none)"),
-    ("c", "capacity: nodes that could take a pod of 1, 2, 4, 8 GPUs now, largest free block, stranded GPUs"),
-    ("i", "idle GPUs: pods holding GPUs, the idle longest first (mean use over the window, memory used)"),
-    ("u", "Kueue queues: each ClusterQueue's GPU quota, used, free, pending; why its Workloads wait"),
-    ("v", "verify the selected node (or the marked ones): nvidia-smi in a pod, then deleted"),
-    ("space  V", "Nodes: mark a node for v · verify every GPU node"),
-    ("ctrl+p  :", "command palette: context, namespace, jump to node, panes, stack, capacity, idle GPUs, queues, local GPUs"),
-    ("esc", "back"),
-    ("?", "this help (↑ ↓ PgUp PgDn scroll it)"),
-    ("q  ctrl+c", "quit (running verification pods are deleted first)"),
-)
-
-
 class HelpScreen(ModalScreen[None]):
     BINDINGS = [
         Binding("escape,q,question_mark", "dismiss", "Close"),
@@ -53,11 +30,16 @@ class HelpScreen(ModalScreen[None]):
         Binding("k", "scroll(-1)", show=False),
     ]
 
+    def __init__(self, lines: Sequence[tuple[str, str]]) -> None:
+        """lines: (keys, what), made from the bindings (keys.help_lines)."""
+        super().__init__()
+        self.lines = list(lines)
+
     def compose(self) -> ComposeResult:
         table = Table.grid(padding=(0, 2))
         table.add_column(style="bold")
         table.add_column()
-        for keys, what in KEYS_HELP:
+        for keys, what in self.lines:
             table.add_row(keys, what)
         with VerticalScroll() as scroll:
             scroll.border_title = "gputui keys"

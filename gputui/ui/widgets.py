@@ -5,7 +5,6 @@ from collections import deque
 from typing import Iterable
 
 from rich.text import Text
-from textual.binding import Binding
 from textual.containers import Vertical
 from textual.timer import Timer
 from textual.widgets import Input, Log, Static
@@ -86,7 +85,6 @@ class FilterBar(Input):
     FilterBar { display: none; }
     FilterBar.-active { display: block; }
     """
-    BINDINGS = [Binding("ctrl+c", "app.quit", "Quit", show=False)]  # quits here too, rather than copy
 
 
 class Pane(Vertical):

@@ -267,6 +267,27 @@ async def test_ctrl_c_cancels_a_running_verification(cluster):
         assert isinstance(app.screen, VerifyScreen)  # the result stays on screen
 
 
+async def test_ctrl_c_on_the_confirmation_quits_and_creates_nothing(cluster, created):
+    before = list(created)
+    app = app_for(cluster)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await on_node(app, pilot, "gpu-ok")
+        await pilot.press("v")
+        await confirm(app, pilot)
+        await pilot.press("ctrl+c")
+        await wait_for(pilot, lambda: not app.is_running, what="the app to quit")
+    assert app.return_code == 0 and created == before
+
+
+async def test_ctrl_c_on_a_finished_verification_quits(cluster):
+    app = app_for(cluster, seed=6)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await verified(app, pilot, "gpu-ok")
+        await pilot.press("ctrl+c")  # not Textual's `Press ctrl+q to quit the app`
+        await wait_for(pilot, lambda: not app.is_running, what="the app to quit")
+    assert app.return_code == 0
+
+
 async def test_cancel_at_the_confirmation_creates_nothing(cluster, created):
     before = list(created)
     app = app_for(cluster)

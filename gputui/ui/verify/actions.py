@@ -132,6 +132,14 @@ class VerifyActions:
     def verifications_running(self) -> bool:
         return bool(self._verification_workers())
 
+    def interrupt_verification(self) -> bool:
+        """ctrl+c on a running verification's screen cancels it (its pods deleted); True when it did."""
+        screen = self.screen  # type: ignore[attr-defined]  # a mix-in of GpuTuiApp: the App's members, not the mix-in's (issue 21's seam)
+        if isinstance(screen, (VerifyScreen, VerifyManyScreen)) and screen.running:
+            screen.cancel()
+            return True
+        return False
+
     async def stop_verifications(self, timeout: float = STOP_TIMEOUT) -> None:
         """Cancel every running verification and wait (at most timeout) until their pods are deleted."""
         running = self._verification_workers()

@@ -39,10 +39,7 @@ class VerifyScreen(Screen[None]):
     VerifyScreen Log { height: 1fr; padding: 0 1; }
     VerifyScreen #verify-verdict-text { padding: 0 1; }
     """
-    BINDINGS = [
-        Binding("escape", "escape", "Cancel / back"),
-        Binding("ctrl+c", "interrupt", "Cancel", show=False),
-    ]
+    BINDINGS = [Binding("escape", "escape", "Cancel / back")]  # ctrl+c: the app's (cancels while running, else quits)
 
     def __init__(self, api: Any, plan: v.Plan, options: v.VerifyOptions, clock: Any) -> None:
         super().__init__()
@@ -171,12 +168,6 @@ class VerifyScreen(Screen[None]):
             self.cancel()
         else:
             self.app.pop_screen()
-
-    def action_interrupt(self) -> None:
-        if self.running:
-            self.cancel()
-        else:
-            self.app.action_help_quit()
 
     @property
     def text(self) -> str:

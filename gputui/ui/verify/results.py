@@ -58,10 +58,7 @@ class VerifyManyScreen(Screen[None]):
     VerifyManyScreen #many-head { height: auto; padding: 0 1; }
     VerifyManyScreen #many-results { height: 1fr; }
     """
-    BINDINGS = [
-        Binding("escape", "escape", "Cancel / back"),
-        Binding("ctrl+c", "interrupt", "Cancel", show=False),
-    ]
+    BINDINGS = [Binding("escape", "escape", "Cancel / back")]  # ctrl+c: the app's (cancels while running, else quits)
 
     def __init__(self, api: Any, plans: Sequence[v.Plan], settings: VerifySettings) -> None:
         super().__init__()
@@ -103,6 +100,10 @@ class VerifyManyScreen(Screen[None]):
         finally:
             self.finished = True
             self._dirty = True
+
+    @property
+    def running(self) -> bool:
+        return not self.finished
 
     def _take_update(self, update: v.Update) -> None:
         self.latest[update.node] = update
@@ -200,9 +201,3 @@ class VerifyManyScreen(Screen[None]):
             self.cancel()
         else:
             self.app.pop_screen()
-
-    def action_interrupt(self) -> None:
-        if not self.finished:
-            self.cancel()
-        else:
-            self.app.action_help_quit()
