@@ -32,6 +32,7 @@ from . import keys, render
 from .capacity import CapacityScreen
 from .colour import few_colours, use_readable_monochrome
 from .commands import GpuCommands
+from .health import HealthActions
 from .idle import IdleActions
 from .panes import node_columns, pod_columns, widths
 from .plugin_pane import DevicePluginPane
@@ -85,7 +86,7 @@ class MainScreen(Screen[None]):
         self.app.main_screen_ready()  # type: ignore[attr-defined]  # Textual types self.app as App; ours is GpuTuiApp (issue 21's seam)
 
 
-class GpuTuiApp(StackActions, VerifyActions, IdleActions, CoalescedRefresh, DevicePluginPane, TerminalWatch, App[None]):
+class GpuTuiApp(StackActions, VerifyActions, IdleActions, HealthActions, CoalescedRefresh, DevicePluginPane, TerminalWatch, App[None]):
     CSS_PATH = str(stylesheet())
     TITLE = "gputui"
     COMMANDS = App.COMMANDS | {GpuCommands}

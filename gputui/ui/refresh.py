@@ -100,6 +100,7 @@ class CoalescedRefresh(_AppBase):
     node_widths: dict[str, int]
     pod_widths: dict[str, int]
     idle_note: Callable[[gpu.GpuPod], Text | None]  # a bound pod's GPU use (ui/idle.py)
+    bad_gpu_note: Callable[[gpu.GpuPod], Text | None]  # a pod on a bad GPU says so first (ui/health.py)
     if TYPE_CHECKING:
         def _main(self, selector: str, expect_type: type[W]) -> W: ...
         @property
@@ -433,7 +434,7 @@ class CoalescedRefresh(_AppBase):
             if shown is None or shown[0].pod.node != entry.pod.node or waiting(shown[0]) != waiting(entry):
                 regroup = True  # a new row, or one that moves in or out of a node's view or of the waiting rows
             age_text = render.age(entry.pod.created, now)
-            note = self.idle_note(entry)
+            note = self.bad_gpu_note(entry) or self.idle_note(entry)
             marks = (age_text, note.plain if note is not None else "")
             if shown is not None and shown[1] == marks and _row_facts(shown[0]) == _row_facts(entry):
                 view[key] = (entry, marks, shown[2])  # changed, but nothing the row shows

@@ -1,0 +1,111 @@
+"""The Health view (`h`): bad GPUs, newest first, each with its node, its signals and how long they have been so, and
+the pods on it with their owners and how that is known (gputui/kube/health.py); and the GPU pods pane's note for a
+pod on a bad GPU (`on bad GPU: XID 79 3m ago`). The screen renders what the model holds."""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rich.text import Text
+from textual.binding import Binding
+
+from gputui.kube import health
+from gputui.kube.duration import human_duration
+from gputui.kube.gpu import GpuPod
+
+from . import render
+from .page import ModelPage
+
+
+def health_text(gpus: list[health.BadGpu], now: float, old_after: float, pods_known: bool) -> Text:
+    """The whole screen as one Text (pure)."""
+    out = Text(end="")
+    out.append("Bad GPUs", style="bold")
+    out.append(f", newest first (an XID unchanged for over {human_duration(old_after)} reads as old)\n\n", style=render.DIM_STYLE)
+    if not pods_known:
+        out.append("listing the pods…", style=render.DIM_STYLE)
+        return out
+    if not gpus:
+        out.append("none: no XID, unhealthy device, device taint or health condition", style=render.DIM_STYLE)
+        return out
+    for bad in gpus:
+        out.append_text(render.text(bad.node, style="bold", limit=63))
+        out.append("  ")
+        if bad.device:
+            out.append_text(render.text(bad.device, limit=63))
+        else:
+            out.append("a GPU, which one unknown", style=render.DIM_STYLE)
+        if bad.uuid and bad.uuid != bad.device:
+            out.append("  ")
+            out.append_text(render.text(bad.uuid, style=render.DIM_STYLE, limit=80))
+        out.append("\n")
+        for signal in bad.signals:
+            out.append("    ")
+            out.append_text(render.text(health.signal_words(signal, now), style=render.DIM_STYLE if signal.old else render.WARN_STYLE,
+                                        limit=300))
+            out.append(f"  [{signal.source}]\n", style=render.DIM_STYLE)
+        if not bad.holders_known:
+            out.append("    pods: cannot tell which (a node-level signal)\n", style=render.DIM_STYLE)
+        elif not bad.holders:
+            out.append("    no pod holds it\n", style=render.DIM_STYLE)
+        for holder in bad.holders:
+            out.append("    pod ")
+            out.append_text(render.text(f"{holder.namespace}/{holder.name}", style="bold", limit=200))
+            owned = ", ".join(x for x in (holder.owner, f"Workload {holder.workload}" if holder.workload else None) if x)
+            if owned:
+                out.append(" (")
+                out.append_text(render.text(owned, limit=200))
+                out.append(")")
+            out.append(f"  by {', '.join(holder.how)}\n", style=render.DIM_STYLE)
+        out.append("\n")
+    out.rstrip()
+    return out
+
+
+class HealthScreen(ModelPage):
+    """Bad GPUs and the work on them, redrawn from the model after each coalesced refresh."""
+
+    BINDINGS = [Binding("h", "back", "Back", show=False)]
+    PAGE_TITLE = "Health: bad GPUs"
+
+    def body(self) -> Text:
+        model = self.app.model  # type: ignore[attr-defined]  # Textual types self.app as App; ours is GpuTuiApp (issue 21's seam)
+        if model is None:
+            return Text("connecting…", style=render.DIM_STYLE)
+        return health_text(model.bad_gpus(), model.clock(), model.xid_old_after, model.pods_known)
+
+
+_SHORT = {health.POD_STATUS: "Unhealthy device", health.DRA_TAINT: "device taint"}  # an XID's text is short already
+
+
+def pod_note(gpus: list[health.BadGpu], now: float) -> dict[tuple[str, str], Text]:
+    """Per pod on a bad GPU, its GPU pods pane note: `on bad GPU: XID 79 3m ago` (its newest bad GPU's first signal)."""
+    out: dict[tuple[str, str], Text] = {}
+    for key, held in health.by_pod(gpus).items():
+        signal = held[0].signals[0]
+        shown = signal.to_json(now)
+        when = health.age_words(shown["age_s"], shown["age_at_least_s"], signal.old)
+        what = _SHORT.get(signal.source) or signal.text.split(" (", 1)[0]
+        words = f"on bad GPU: {what}" + (f" {when}" if when else "")
+        out[key] = render.text(words, style=render.DIM_STYLE if held[0].old else render.BAD_STYLE, limit=200)
+    return out
+
+
+class HealthActions:
+    """Mixed into GpuTuiApp: `h`, and the note of each GPU pod on a bad GPU."""
+
+    model: Any
+    _bad_gpu_notes: tuple[Any, float, dict[tuple[str, str], Text]] | None = None  # (model, when, notes): one look a second
+
+    def action_health(self) -> None:
+        self.push_screen(HealthScreen())  # type: ignore[attr-defined]  # a mix-in of GpuTuiApp: the App's members (issue 21's seam)
+
+    def bad_gpu_note(self, entry: GpuPod) -> Text | None:
+        model = self.model
+        if model is None or entry.pod.node is None:
+            return None
+        now = time.monotonic()
+        cached = self._bad_gpu_notes
+        if cached is None or cached[0] is not model or now - cached[1] >= 1.0:
+            cached = self._bad_gpu_notes = (model, now, pod_note(model.bad_gpus(), model.clock()))
+        return cached[2].get(entry.pod.key)
