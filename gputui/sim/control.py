@@ -115,11 +115,11 @@ async def apply(sim: "SimCluster", request: dict[str, Any]) -> str:
             faults.taint_device(node, device, key, value, effect)
             return f"{node} device {device}: tainted {key}{'=' + value if value else ''}:{effect}"
         if action == "untaint-device":
-            node, device, key = _text(request, "node"), _text(request, "device"), request.get("key")
-            if key is not None and not isinstance(key, str):
+            node, device, only = _text(request, "node"), _text(request, "device"), request.get("key")
+            if only is not None and not isinstance(only, str):
                 raise ControlError("untaint-device takes a taint key or none")
-            faults.untaint_device(node, device, key)
-            return f"{node} device {device}: " + (f"taint {key} taken off" if key else "every taint taken off")
+            faults.untaint_device(node, device, only)
+            return f"{node} device {device}: " + (f"taint {only} taken off" if only else "every taint taken off")
     except (ValueError, FaultsDisabled) as exc:
         raise ControlError(str(exc)) from None
     raise ControlError(f"unknown action {action!r}; one of: {', '.join(ACTIONS)}")
