@@ -127,6 +127,32 @@ def simulator_and_report(gputui: Path, work: Path) -> None:
     print("fresh install: gputui sim --scenario demo answered kubectl get nodes, and gputui report listed its nodes")
 
 
+def served_page(gputui: Path) -> None:
+    """`gputui serve -- --demo`: the printed address answers with the page, and the server ends on SIGTERM."""
+    import urllib.request  # noqa: PLC0415
+
+    server = subprocess.Popen([str(gputui), "serve", "--port", "0", "--", "--demo"], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        lines = [server.stdout.readline() for _ in range(2)] if select.select([server.stdout], [], [], 60)[0] else []
+        url = lines[-1].strip() if lines else ""
+        if not url.startswith("http://127.0.0.1:"):
+            fail("gputui serve printed no address", "".join(lines))
+        with urllib.request.urlopen(url, timeout=30) as page:  # noqa: S310  (the address it printed, on loopback)
+            if b"textual.js" not in page.read():
+                fail("gputui serve's page names no terminal script", url)
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            output = server.communicate(timeout=20)[0]
+        except subprocess.TimeoutExpired:
+            server.kill()
+            fail("gputui serve did not end on SIGTERM", server.communicate()[0])
+    if server.returncode != 0:
+        fail(f"gputui serve exited {server.returncode} on SIGTERM", output)
+    print("fresh install: gputui serve answered with its page on loopback, and ended on SIGTERM")
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory(prefix="gputui-fresh-") as tmp:
         work = Path(tmp)
@@ -138,6 +164,7 @@ def main() -> None:
         gputui = venv / "bin" / "gputui"
         demo_on_a_pty(gputui)
         simulator_and_report(gputui, work)
+        served_page(gputui)
 
 
 if __name__ == "__main__":

@@ -133,11 +133,13 @@ def _log_to_stderr() -> None:
     """The server's log (sessions opened and closed, refusals) on stderr, and the app processes' own errors."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
-    for name in ("gputui.web", "textual-serve"):
-        logger = logging.getLogger(name)
-        logger.addHandler(handler)
-        logger.setLevel(logging.INFO)
-        logger.propagate = False  # not twice under --debug
+    logger = logging.getLogger("gputui.web")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False  # not twice under --debug
+    quiet = logging.getLogger("textual-serve")  # its one word, "failed to start", is wrong for a page closed early;
+    quiet.addHandler(logging.NullHandler())  # a failing app's own stderr still reaches ours, and our log says how it ended
+    quiet.propagate = False
 
 
 def _fail(message: str) -> int:

@@ -141,7 +141,7 @@ class SessionServer(Server):
     async def _end(self, session: AppSession) -> None:
         status = await session.end(self.end_grace)
         self.sessions.discard(session)
-        log.info("session %d: closed, its app ended (exit status %s)", session.number, status)
+        log.info("session %d: closed, %s", session.number, _how_it_ended(status))
 
     async def end_all(self) -> None:
         await asyncio.gather(*(session.end(self.end_grace) for session in list(self.sessions)), *list(self._endings))
@@ -151,6 +151,14 @@ class SessionServer(Server):
 
     async def on_startup(self, app: web.Application) -> None:
         """No banner: `gputui serve` prints the address."""
+
+
+def _how_it_ended(status: int | None) -> str:
+    if status is None:
+        return "no app was started"
+    if status < 0:
+        return f"its app ended by {signal.Signals(-status).name}"
+    return f"its app ended (exit status {status})"
 
 
 async def web_app(server: SessionServer, token: str) -> web.Application:
