@@ -24,6 +24,7 @@ kube/idle.py's samples.  Nothing here imports Textual.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from dataclasses import dataclass
@@ -137,6 +138,7 @@ class MetricsPoller:
         self._background: asyncio.Task[None] | None = None
         self._demands: list[frozenset[str] | None] = []  # None: every node
         self._wanted = asyncio.Event()
+        self._look = asyncio.Event()  # set when the targets may have changed: the background reads look at once
         self._task: asyncio.Task[None] | None = None
 
     # -- what the UI reads ------------------------------------------------------
@@ -212,6 +214,10 @@ class MetricsPoller:
         """The reads a minute the config file allows, `concurrency` at once after a quiet while."""
         return ReadBudget(self.reads_per_minute, self.concurrency, asyncio.get_running_loop().time)
 
+    def targets_changed(self) -> None:
+        """The model learnt something the targets depend on (an exporter, the stack, a kind now known)."""
+        self._look.set()
+
     def start_background(self) -> None:
         """Read every GPU node's exporter at the slow rate, within the budget, until stop()."""
         if not self.background_running:
@@ -235,6 +241,7 @@ class MetricsPoller:
         try:
             while True:
                 looked = loop.time()
+                self._look.clear()
                 try:  # one look at the targets serves many reads: they are a pass over every node
                     targets = self.targets()
                     self._note_unavailable(targets, forget_gone=True)
@@ -244,7 +251,8 @@ class MetricsPoller:
                     targets, due = {}, []
                 if not due:
                     waits = [self._attempted[n] + self.background_interval - looked for n in targets if n in self._attempted]
-                    await asyncio.sleep(min([IDLE_LOOK, *(w for w in waits if w > 0)]))
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(self._look.wait(), min([IDLE_LOOK, *(w for w in waits if w > 0)]))
                     continue
                 for node in due:
                     while True:

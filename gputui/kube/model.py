@@ -254,6 +254,7 @@ class ClusterModel:
             self._stack = None
             self._forget_summary()  # every node's component matrix depends on the stack
             self._read_stack_namespaces()
+            self.metrics.targets_changed()
         elif change.kind in DRA_KINDS:
             self._dra = None
             self._forget_summary()
@@ -261,9 +262,12 @@ class ClusterModel:
             self._kueue = None  # node figures do not depend on Kueue
         elif change.kind == NODES:
             self._forget_summary(change.key if isinstance(change.key, str) else None)
+            if change.key is None:
+                self.metrics.targets_changed()
         elif change.kind == PODS:
             if change.key is None:
                 self._forget_summary()
+                self.metrics.targets_changed()
                 self.events.prune(self.keep.event_matters)
             elif isinstance(change.key, tuple) and change.key not in self.pods.records:
                 self.events.drop_object(("Pod", *change.key))
@@ -283,6 +287,7 @@ class ClusterModel:
             if known != self._summaries_known:
                 self._summaries_known = known
                 self._forget_summary()
+                self.metrics.targets_changed()
         self._notify(Change(STATE, state.resource))
 
     def _read_stack_namespaces(self) -> None:

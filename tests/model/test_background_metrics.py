@@ -10,7 +10,7 @@ import json
 import pytest
 
 from gputui.kube.config import connect
-from gputui.kube.metrics import Exporter, MetricsPoller
+from gputui.kube.metrics import IDLE_LOOK, Exporter, MetricsPoller
 from gputui.kube.model import ClusterModel
 from gputui.sim import SimCluster, stacks
 from tests.model.scenario import FAST, until
@@ -43,6 +43,20 @@ async def test_xids_reach_the_verdicts_without_details_and_the_report_agrees():
         assert rc == 1, err
         reported = {n["name"]: [(p["code"], p["message"]) for p in n["problems"]] for n in json.loads(out)["nodes"]}
         assert reported == live
+
+
+async def test_reads_started_before_the_sync_begin_once_the_exporters_are_known():
+    """As the app does: the background reads start with the model, before any exporter is known;
+    the first reads follow the sync, not the next idle look (IDLE_LOOK, 10 s, later)."""
+    async with SimCluster(stacks.gpu_operator_healthy(), run_controllers=False) as sim:
+        async with await connect(str(sim.kubeconfig_path)) as conn:
+            async with ClusterModel(conn.api, metrics_timeout=2.0, metrics_background_interval=60.0, **FAST) as model:
+                model.metrics.start_background()
+                await asyncio.sleep(0)  # the first look: nothing is listed yet, so nothing is due
+                assert model.metrics.background_reads == 0
+                assert await model.wait_synced(10)
+                await until(lambda: model.metrics.background_reads == 2, timeout=IDLE_LOOK / 2,
+                            what="both exporters read as soon as they are known")
 
 
 async def test_slow_rate_repeats_and_a_details_node_is_not_read_twice():
