@@ -592,7 +592,7 @@ async def soak(args: argparse.Namespace, sim: Simulator) -> dict:
                 figures["not_back"].append((kind, tracker.not_back(began)))
                 line = f"  [{since:7.1f} s] {kind:<9}  watches NOT back {limit:.0f} s after the fault: {tracker.not_back(began)}"
             say(line)
-            next_fault = max(began + args.fault_every, time.monotonic() + 1.0)
+            next_fault = max(began + args.fault_every, time.monotonic() + min(1.0, args.fault_every))
 
         churned = await asyncio.to_thread(churn.stop)
         churn_seconds = time.monotonic() - churn_started
@@ -706,20 +706,20 @@ def main() -> int:
         churn_worker(sys.argv[2], float(sys.argv[3]), os.getpid())
         return 0
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--smoke", action="store_true", help="20 nodes / 300 pods, each fault once, 1.5 s apart")
+    parser.add_argument("--smoke", action="store_true", help="20 nodes / 300 pods, each fault once, 0.3 s apart")
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--pods", type=int, default=20000)
     parser.add_argument("--minutes", type=float, default=30.0)
     parser.add_argument("--fault-every", type=float, default=60.0, help="seconds between faults (default 60)")
     parser.add_argument("--churn", type=float, default=50.0, help="changes a second through the API (default 50)")
-    parser.add_argument("--burst", type=float, default=None, help="seconds a 500 burst lasts (default 5; smoke 1)")
-    parser.add_argument("--settle", type=float, default=None, help="seconds to settle after the churn (default 15; smoke 1)")
+    parser.add_argument("--burst", type=float, default=None, help="seconds a 500 burst lasts (default 5; smoke 0.3)")
+    parser.add_argument("--settle", type=float, default=None, help="seconds to settle after the churn (default 15; smoke 0.5)")
     args = parser.parse_args()
     if args.smoke:
         # each fault once, back to back (the next once the last one's watches are back)
-        args.nodes, args.pods, args.minutes, args.fault_every, args.churn = 20, 300, 0.0, 1.5, 20.0
-    args.burst = args.burst if args.burst is not None else (1.0 if args.smoke else 5.0)
-    args.settle = args.settle if args.settle is not None else (1.0 if args.smoke else 15.0)
+        args.nodes, args.pods, args.minutes, args.fault_every, args.churn = 20, 300, 0.0, 0.3, 20.0
+    args.burst = args.burst if args.burst is not None else (0.3 if args.smoke else 5.0)
+    args.settle = args.settle if args.settle is not None else (0.5 if args.smoke else 15.0)
     print(f"soak: {args.nodes:,} nodes, {args.pods:,} pods, {args.minutes:g} min, a fault every {args.fault_every:g} s "
           f"({', '.join(FAULTS)}), {args.churn:g} changes/s asked", flush=True)
     with tempfile.TemporaryDirectory(prefix="gputui-soak-") as workdir:
