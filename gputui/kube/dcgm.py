@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from .gpu import Problem
+from .verdicts import Verdict
 
 # DCGM reports "no value" with sentinels: 2**47 (+0..3) for doubles and
 # 0x7ffffffffffffff0 (+0..3) for int64.  None of the gauges read here can
@@ -265,7 +266,7 @@ def xid_problems(readings: Iterable[GpuReading]) -> list[Problem]:
             seen.append(text)
     if not seen:
         return []
-    return [Problem("xid-errors", "last XID " + "; ".join(seen))]
+    return [Problem(Verdict.XID_ERRORS, "last XID " + "; ".join(seen))]
 
 
 class UtilisationHistory:

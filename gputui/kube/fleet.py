@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Iterable
 
-from . import gpu
+from . import gpu, verdicts
 from .config import ConnectError, Connection, Forbidden, Unauthorized, check
 from .model import NODES, PODS, ClusterModel
 from .watch import LIVE as WATCH_LIVE
@@ -88,7 +88,7 @@ async def figures(context: str, model: ClusterModel, now: float) -> dict[str, An
     # the same verdicts as the cluster's own screen: XIDs read in the background; not `ok` while unknown
     not_known = [s for s in gpu_nodes if s.unknown]
     worst = min(((gpu.by_severity(s.problems)[0], s.name) for s in with_problems),
-                key=lambda item: gpu.SEVERITY_ORDER.index(item[0].code) if item[0].code in gpu.SEVERITY_ORDER else 99,
+                key=lambda item: verdicts.rank(item[0].code),
                 default=None)
     by_model: dict[str, gpu.Usage] = {}
     for s in gpu_nodes:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Iterable, Mapping
 
 from .quantities import parse_count
 from .records import Event, Node, Pod
+from .verdicts import NODE_VERDICTS, Verdict, rank
 
 if TYPE_CHECKING:  # stack.py and dra.py build on this module
     from .dra import ClaimHold, DraDevice
@@ -139,17 +140,13 @@ class Unknown:
 
 
 # Verdicts, worst first: a node's problems come in this order (the Nodes pane shows the
-# first and counts the rest). Codes not listed (none today) go last.
-SEVERITY_ORDER = (
-    "not-ready", "plugin-not-registered", "plugin-not-running", "xid-errors", "health-condition",
-    "unhealthy-gpus", "component-failing", "overcommitted", "tainted", "several-plugins", "cordoned",
-)
-_SEVERITY_RANK = {code: rank for rank, code in enumerate(SEVERITY_ORDER)}
+# first and counts the rest): kube/verdicts.py's order.
+SEVERITY_ORDER = tuple(v.value for v in NODE_VERDICTS)
 
 
 def by_severity(problems: Iterable[Problem]) -> list[Problem]:
     """Worst first (SEVERITY_ORDER); problems of one code keep their order."""
-    return sorted(problems, key=lambda p: _SEVERITY_RANK.get(p.code, len(SEVERITY_ORDER)))
+    return sorted(problems, key=lambda p: rank(p.code))
 
 
 # The kubelet's own node conditions: anything else that is True was set by a health
@@ -398,18 +395,18 @@ def _ready_problem(node: Node) -> Problem | None:
         if c.type == "Ready":
             detail = ": ".join(p for p in (c.reason, c.message) if p)
             state = "node is not Ready" + (": its status is unknown" if c.status == "Unknown" else "")
-            return Problem("not-ready", state + (f" ({detail})" if detail else ""))
-    return Problem("not-ready", "node reports no Ready condition")
+            return Problem(Verdict.NOT_READY, state + (f" ({detail})" if detail else ""))
+    return Problem(Verdict.NOT_READY, "node reports no Ready condition")
 
 
 def _plugin_problem(plugin: Pod | None) -> Problem | None:
     if plugin is None:
-        return Problem("plugin-not-running", "no NVIDIA device-plugin pod runs on this node")
+        return Problem(Verdict.PLUGIN_NOT_RUNNING, "no NVIDIA device-plugin pod runs on this node")
     name = f"{plugin.namespace}/{plugin.name}"
     if crash_looping(plugin):
-        return Problem("plugin-not-running", f"device-plugin pod {name} is crash-looping ({plugin.restarts} restarts)")
+        return Problem(Verdict.PLUGIN_NOT_RUNNING, f"device-plugin pod {name} is crash-looping ({plugin.restarts} restarts)")
     if not pod_is_ready(plugin):
-        return Problem("plugin-not-running", f"device-plugin pod {name} is not ready ({plugin.status})")
+        return Problem(Verdict.PLUGIN_NOT_RUNNING, f"device-plugin pod {name} is not ready ({plugin.status})")
     return None
 
 
@@ -420,7 +417,7 @@ def health_condition_problems(node: Node) -> list[Problem]:
         if c.type in KUBELET_CONDITIONS or c.status != "True" or not c.type:
             continue
         detail = ": ".join(p for p in (c.reason, c.message) if p)
-        out.append(Problem("health-condition", f"condition {c.type} is True" + (f" ({detail})" if detail else ""), c.type))
+        out.append(Problem(Verdict.HEALTH_CONDITION, f"condition {c.type} is True" + (f" ({detail})" if detail else ""), c.type))
     return out
 
 
@@ -436,7 +433,7 @@ def taint_problems(node: Node) -> list[Problem]:
             continue
         seen.add(shown)
         does = "evicts the pods that do not tolerate it" if t.effect == "NoExecute" else "keeps new pods that do not tolerate it off this node"
-        out.append(Problem("tainted", f"taint {shown} {does}", t.key))
+        out.append(Problem(Verdict.TAINTED, f"taint {shown} {does}", t.key))
     return out
 
 
@@ -459,20 +456,20 @@ def node_problems(
     advertised = any(u.capacity for u in usage.values())
     if has_gpu_hardware(node) and not advertised and not dra:
         problems.append(Problem(
-            "plugin-not-registered",
+            Verdict.PLUGIN_NOT_REGISTERED,
             "NVIDIA GPUs are labelled on this node but it advertises no GPU resource: the device plugin has not registered",
         ))
     unhealthy = [f"{name} {u.allocatable}/{u.capacity} allocatable" for name, u in usage.items() if u.allocatable < u.capacity]
     if unhealthy:
-        problems.append(Problem("unhealthy-gpus", "fewer GPUs allocatable than installed: " + ", ".join(unhealthy)))
+        problems.append(Problem(Verdict.UNHEALTHY_GPUS, "fewer GPUs allocatable than installed: " + ", ".join(unhealthy)))
     over = [f"{name} {u.allocated} allocated > {u.allocatable} allocatable" for name, u in usage.items() if u.allocated > u.allocatable]
     if over:
-        problems.append(Problem("overcommitted", "more GPUs allocated than allocatable: " + ", ".join(over)))
+        problems.append(Problem(Verdict.OVERCOMMITTED, "more GPUs allocated than allocatable: " + ", ".join(over)))
     ready = _ready_problem(node)
     if ready:
         problems.append(ready)
     if node.unschedulable:
-        problems.append(Problem("cordoned", "node is cordoned: no new pods are scheduled on it"))
+        problems.append(Problem(Verdict.CORDONED, "node is cordoned: no new pods are scheduled on it"))
     if pods_known and not dra and plugin_needed and needs_nvidia_plugin(node, usage):
         plugin_problem = _plugin_problem(plugin)
         if plugin_problem:

@@ -32,6 +32,7 @@ from .gpu import (
 from .quantities import parse_count
 from .placement import daemonset_targets
 from .records import ContainerStatus, DaemonSet, Node, Pod
+from .verdicts import Verdict
 
 COMPONENTS = ("driver", "container-toolkit", "device-plugin", "gfd", "dcgm-exporter", "mig-manager", "validator", "nfd-worker")
 
@@ -594,7 +595,7 @@ def policy_problems(policy: ClusterPolicyStatus | None) -> list[Problem]:
     message = f"ClusterPolicy {policy.name} is notReady"
     if policy.message:
         message += f": {policy.message}"
-    return [Problem("operator-not-ready", message)]
+    return [Problem(Verdict.OPERATOR_NOT_READY, message)]
 
 
 def node_problems(node: Node, components: dict[str, ComponentState], skip: Iterable[str] = ("device-plugin",)) -> list[Problem]:
@@ -608,11 +609,11 @@ def node_problems(node: Node, components: dict[str, ComponentState], skip: Itera
     for name in COMPONENTS:
         state = components.get(name)
         if state and state.state in FAILING_STATES and name not in skipped:
-            problems.append(Problem("component-failing", state.describe()))
+            problems.append(Problem(Verdict.COMPONENT_FAILING, state.describe()))
     mig = mig_config(node)
     if mig.state == "failed" and "mig-manager" not in skipped:
-        problems.append(Problem("component-failing", f"mig-manager failed to apply MIG config {mig.config or '?'} (nvidia.com/mig.config.state=failed)"))
+        problems.append(Problem(Verdict.COMPONENT_FAILING, f"mig-manager failed to apply MIG config {mig.config or '?'} (nvidia.com/mig.config.state=failed)"))
     plugin = components.get("device-plugin")
     if plugin and len(plugin.daemonsets) > 1:
-        problems.append(Problem("several-plugins", "several device plugins target this node: " + ", ".join(plugin.daemonsets)))
+        problems.append(Problem(Verdict.SEVERAL_PLUGINS, "several device plugins target this node: " + ", ".join(plugin.daemonsets)))
     return problems

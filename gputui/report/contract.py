@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterable, Mapping
 from gputui.kube import gpu, kueue
 from gputui.kube.config import ConnectError, Forbidden, Impersonation, Unreachable, check, connect
 from gputui.kube.idle import DEFAULT_PROMETHEUS, HistoryError, IdleSettings, IdleTracker, holders
+from gputui.kube.metrics import ReadBudget
 from gputui.kube.model import (
     ALL_KINDS, CLUSTERPOLICIES, CLUSTERQUEUES, DAEMONSETS, DEVICECLASSES, EVENTS, LOCALQUEUES, NODES, PODS, RESOURCECLAIMS,
     RESOURCESLICES, WORKLOADS, ClusterModel,
@@ -136,7 +137,7 @@ async def read_exporters(model: ClusterModel) -> None:
     others = [node for node in targets if node not in set(readable)]
     if others:
         await poller.poll_once(others)  # no request: their state says why there is nothing to read
-    budget = poller.read_budget()
+    budget = ReadBudget(poller.reads_per_minute, poller.concurrency, asyncio.get_running_loop().time)
     reads = []
     for node in readable:
         await budget.acquire()

@@ -15,6 +15,7 @@ from gputui.kube.gpu import GPU, GpuPod, NodeSummary, Problem, Unknown, Usage
 from gputui.kube.metrics import NodeMetrics
 from gputui.kube.quantities import format_quantity
 from gputui.kube.records import Event, Node, Pod
+from gputui.kube.verdicts import NODE_VERDICTS, PROBLEM, WARNING, Verdict, verdict
 from gputui.kube.watch import ABSENT, LIVE, SYNCING, ResourceState
 
 from gputui.sanitize import clean
@@ -26,30 +27,14 @@ DIM_STYLE = "dim"
 
 _BAR_BLOCKS = " ▏▎▍▌▋▊▉█"
 
-# Verdicts: words shown in the Nodes pane (short ones for narrow terminals) and how bad.
-_SHORT_WORDS = {
-    "plugin-not-registered": "unregistered",
-    "plugin-not-running": "plugin down",
-    "unhealthy-gpus": "unhealthy",
-    "overcommitted": "overcommit",
-    "component-failing": "stack part",
-    "several-plugins": "2+ plugins",
-    "xid-errors": "XID",
-    "health-condition": "health",
-}
-_VERDICT_WORDS = {
-    "plugin-not-registered": ("plugin not registered", BAD_STYLE),
-    "plugin-not-running": ("plugin not running", BAD_STYLE),
-    "unhealthy-gpus": ("unhealthy GPUs", BAD_STYLE),
-    "overcommitted": ("overcommitted", BAD_STYLE),
-    "not-ready": ("not ready", BAD_STYLE),
-    "cordoned": ("cordoned", WARN_STYLE),
-    "component-failing": ("component failing", BAD_STYLE),
-    "several-plugins": ("several plugins", BAD_STYLE),
-    "xid-errors": ("XID errors", BAD_STYLE),
-    "health-condition": ("health", BAD_STYLE),  # with the condition's type: `GpuMemWatch`
-    "tainted": ("tainted", BAD_STYLE),  # with the taint's key: `taint nvidia.com/gpu-xid-error`
-}
+SEVERITY_STYLES = {PROBLEM: BAD_STYLE, WARNING: WARN_STYLE}  # a verdict's colour: its severity's
+
+
+def verdict_legend() -> str:
+    """`✓ ok · ✗ a problem (not ready, plugin not registered, …) · ! cordoned`, from the verdicts."""
+    problems = ", ".join(v.words for v in NODE_VERDICTS if v.severity == PROBLEM)
+    warnings = ", ".join(v.words for v in NODE_VERDICTS if v.severity == WARNING)
+    return f"✓ ok · ✗ a problem ({problems}) · ! {warnings}"
 
 
 def unknown_verdict(unknown: Sequence[Unknown], short: bool = False) -> Text:
@@ -64,15 +49,17 @@ def unknown_verdict(unknown: Sequence[Unknown], short: bool = False) -> Text:
 
 
 def verdict_word(problem: Problem, short: bool = False) -> tuple[str, str]:
-    """(words, style) of one verdict in the Nodes pane: a health condition by its type, a taint by its key."""
-    word, style = _VERDICT_WORDS.get(problem.code, (clean(problem.code, 40), BAD_STYLE))
-    if problem.code == "health-condition" and problem.subject:
+    """(words, style) of one verdict in the Nodes pane: a health condition by its type, a taint by its key;
+    a code this gputui does not know (a newer fleet member's) as it is."""
+    known = verdict(problem.code)
+    if known is None:
+        return clean(problem.code, 40), BAD_STYLE
+    word, style = (known.short if short else known.words), SEVERITY_STYLES[known.severity]
+    if known is Verdict.HEALTH_CONDITION and problem.subject:
         word = clean(problem.subject, 24)
-    elif problem.code == "tainted" and problem.subject:
+    elif known is Verdict.TAINTED and problem.subject:
         key = clean(problem.subject, 40)
         word = "taint " + (key.rsplit("/", 1)[-1] if short or len(key) > 18 else key)
-    elif short:
-        word = _SHORT_WORDS.get(problem.code, word)
     return word, style
 
 
@@ -229,8 +216,8 @@ def health_parts(summaries: Iterable[NodeSummary], metrics_of: Callable[[str], N
     xid = health = 0
     for s in summaries:
         codes = {p.code for p in s.problems}
-        xid += "xid-errors" in codes
-        health += "health-condition" in codes
+        xid += Verdict.XID_ERRORS in codes
+        health += Verdict.HEALTH_CONDITION in codes
         if not s.gpu_node:
             continue
         m = metrics_of(s.name)

@@ -46,8 +46,7 @@ class HelpScreen(ModalScreen[None]):
             yield Static(table)
             yield Static(
                 Text(
-                    "\nVerdicts: ✓ ok · ✗ a problem (plugin not registered, plugin not running, "
-                    "unhealthy GPUs, overcommitted, not ready, component failing, several plugins, XID errors) · ! cordoned. "
+                    f"\nVerdicts: {render.verdict_legend()}. "
                     "Usage reads allocated/allocatable; 'of N' is the capacity when some GPUs are unhealthy.",
                     style="dim",
                 )

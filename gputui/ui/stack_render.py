@@ -18,6 +18,7 @@ from gputui.kube.dra import DraDevice
 from gputui.kube.gpu import NodeSummary, Problem
 from gputui.kube.metrics import NodeMetrics
 from gputui.kube.nvml import LocalSnapshot
+from gputui.kube.verdicts import Verdict
 
 from . import render
 from gputui.sanitize import clean
@@ -162,7 +163,7 @@ def stack_summary(summary: stack.Stack, policy_state: str, problems: Sequence[Pr
                 out.append(": ")
                 out.append_text(render.text(policy.message, limit=300))
     for problem in problems:
-        if problem.code == "operator-not-ready":
+        if problem.code == Verdict.OPERATOR_NOT_READY:
             continue  # the ClusterPolicy line says it
         out.append("\n✗ ", style=render.BAD_STYLE)
         out.append_text(render.text(problem.message, limit=300))
