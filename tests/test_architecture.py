@@ -229,6 +229,11 @@ def test_a_headless_run_loads_no_textual(demo_kubeconfig):
         assert _loaded_after(code) == [], argv
 
 
+def test_the_web_server_knows_nothing_of_the_app(imports):
+    """`gputui serve`'s server runs the app as a child process; it imports neither the UI, the model nor the simulator."""
+    assert violations(imports, "gputui.web", ("gputui.ui", "gputui.kube", "gputui.sim", "gputui.report", "gputui.cli")) == []
+
+
 def test_the_web_server_runs_no_textual():
     """`gputui serve`'s process loads no Textual (textual-serve's server brings Rich): the app runs in its children."""
     code = "from gputui.cli.main import build_parser\nbuild_parser()\nimport gputui.web.server"

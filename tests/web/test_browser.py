@@ -1,19 +1,14 @@
 """`gputui serve` in a real browser: Debian's chromium, driven headless by Playwright (never a browser of its own).
 
 One server for the module, `gputui serve --port 0 -- --demo` through the real entry point, and
-one browser. The terminal in the page is xterm.js drawing on a canvas: a script added before the
-page's own catches the terminal object textual.js makes, and the tests read its screen buffer, the
-text the page shows. The app processes are found by a marker in their environment (inherited
-from the server), so that one left behind by its parent is counted too.
+one browser; the tests read the page's terminal as text (browser.py). The app processes are
+found by a marker in their environment (inherited from the server), so that one left behind by
+its parent is counted too.
 """
 from __future__ import annotations
 
-import os
 import re
-import select
-import shutil
 import subprocess
-import sys
 import time
 import uuid
 from dataclasses import dataclass
@@ -21,25 +16,10 @@ from pathlib import Path
 
 import pytest
 
-CHROMIUM = shutil.which("chromium")
-FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync"]  # Playwright adds --headless and a fresh --user-data-dir
+from tests.web.browser import CHROMIUM, FLAGS, new_context, serve_demo
+
 MARK = "GPUTUI_SERVE_TEST"
 DEMO_NODES = ("h100-1", "h100-mig-1", "a100-1")
-
-CATCH_TERMINAL = """
-Object.defineProperty(Object.prototype, "terminal", {configurable: true, set(value) {
-  Object.defineProperty(this, "terminal", {value, writable: true, configurable: true, enumerable: true});
-  if (value && value.buffer) window.gputuiTerminal = value;
-}});
-window.gputuiScreen = () => {
-  const terminal = window.gputuiTerminal;
-  if (!terminal) return "";
-  const buffer = terminal.buffer.active, rows = [];
-  for (let y = 0; y < terminal.rows; y++) rows.push(buffer.getLine(buffer.viewportY + y).translateToString(true));
-  return rows.join("\\n");
-};
-"""
 
 
 @dataclass
@@ -68,22 +48,13 @@ class Served:
         return found
 
 
-def _line(stream, timeout: float) -> str:
-    ready, _, _ = select.select([stream], [], [], timeout)
-    assert ready, "gputui serve printed no address in time"
-    return stream.readline()
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     marker = uuid.uuid4().hex
     log = tmp_path_factory.mktemp("serve") / "server.log"
     with log.open("w") as errors:
-        process = subprocess.Popen([sys.executable, "-m", "gputui", "serve", "--port", "0", "--", "--demo"],
-                                   stdout=subprocess.PIPE, stderr=errors, text=True, env={**os.environ, MARK: marker})
+        process, url = serve_demo(errors, {MARK: marker})
     try:
-        _line(process.stdout, 30)
-        url = _line(process.stdout, 5).strip()
         assert re.fullmatch(r"http://127\.0\.0\.1:\d+/[\w-]{40,}/", url), url
         yield Served(url, process, marker, log)
     finally:
@@ -99,9 +70,7 @@ def browser():
     sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright's Python package is not installed (the test extra)")
     with sync_api.sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        context = chromium.new_context(viewport={"width": 1200, "height": 800})
-        context.add_init_script(CATCH_TERMINAL)
-        yield context
+        yield new_context(chromium)
         chromium.close()
 
 
@@ -176,12 +145,12 @@ def test_closing_the_page_ends_its_app_process(browser, served):
     assert len(started) == 1
     page.close()
     assert wait_until(lambda: not served.app_processes() & started), "the closed page's app process is still running"
-    assert "closed, its app ended" in served.log.read_text()
+    assert wait_until(lambda: "closed, its app ended" in served.log.read_text())
 
 
 def test_twenty_page_loads_and_closes_leave_no_process(browser, served):
     """Four times five pages at once, each closed once its app process is there (most before the app has drawn)."""
-    before = served.app_processes()
+    before, closed_before = served.app_processes(), served.log.read_text().count("closed, its app ended")
     for _ in range(4):
         pages = [browser.new_page() for _ in range(5)]
         for page in pages:
@@ -192,7 +161,7 @@ def test_twenty_page_loads_and_closes_leave_no_process(browser, served):
         for page in pages:
             page.close()
     assert wait_until(lambda: served.app_processes() == before, timeout=30), served.app_processes() - before
-    assert served.log.read_text().count("closed, its app ended") >= 20
+    assert wait_until(lambda: served.log.read_text().count("closed, its app ended") == closed_before + 20)
 
 
 def test_a_request_without_the_token_is_refused(browser, served):
