@@ -93,10 +93,13 @@ def run(args: argparse.Namespace) -> int:
     ssl_context = None
     if args.certfile:
         ssl_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        files = f"{args.certfile} and {args.keyfile}" if args.keyfile else str(args.certfile)
         try:
             ssl_context.load_cert_chain(args.certfile, args.keyfile)
-        except (OSError, ssl.SSLError) as error:
-            return _fail(f"cannot use {args.certfile}{f' and {args.keyfile}' if args.keyfile else ''} for HTTPS: {error.strerror or error}")
+        except ssl.SSLError:  # before OSError, its base: the files were read
+            return _fail(f"cannot use {files} for HTTPS: not a PEM certificate and its private key")
+        except OSError as error:
+            return _fail(f"cannot use {files} for HTTPS: {error.strerror or error}")
 
     if not loopback and not ssl_context:
         warning = f"gputui serve: plain HTTP on {args.host} (--insecure-http): the access token and every screen cross the network readable"

@@ -9,6 +9,7 @@ import asyncio
 import io
 import logging
 import signal
+import subprocess
 import sys
 
 import aiohttp
@@ -17,7 +18,9 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from gputui.cli import main as cli_main
 from gputui.cli import serve as cli_serve
+from gputui.sim.tls import Authority
 from gputui.web.server import AppSession, SessionServer, web_app
+from tests.web.browser import serve_demo
 
 TOKEN = "test-token-0123456789"
 STAND_IN = [sys.executable, "-c", "import sys; print('__GANGLION__', flush=True); sys.stdin.buffer.read()"]
@@ -175,3 +178,29 @@ def test_flags_that_are_not_the_apps_are_one_line(capsys):
     assert cli_main.main(["serve", "--", "--context", "nope", "--kubeconfig", "/nonexistent/kubeconfig"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("gputui serve: ") and len(err.splitlines()) == 1
+
+
+async def test_https_with_a_certificate(tmp_path):
+    authority = Authority.create()
+    cert, key = authority.issue_server(["127.0.0.1"])
+    (tmp_path / "cert.pem").write_bytes(cert)
+    (tmp_path / "key.pem").write_bytes(key)
+    server, url = serve_demo(subprocess.DEVNULL, flags=("--certfile", str(tmp_path / "cert.pem"), "--keyfile", str(tmp_path / "key.pem")))
+    try:
+        assert url.startswith("https://127.0.0.1:")
+        async with aiohttp.ClientSession() as session:
+            async with session.get(url, ssl=authority.client_context()) as page:
+                assert page.status == 200
+                assert f'data-session-websocket-url="wss://{url.split("/")[2]}/' in await page.text()
+            with pytest.raises(aiohttp.ClientError):
+                await session.get(url.replace("https:", "http:"))  # no plain HTTP on that port
+    finally:
+        server.terminate()
+        server.wait(30)
+
+
+def test_a_certificate_that_cannot_be_read_is_one_line(capsys, tmp_path):
+    (tmp_path / "cert.pem").write_text("not a certificate")
+    assert cli_main.main(["serve", "--certfile", str(tmp_path / "cert.pem"), "--", "--demo"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"gputui serve: cannot use {tmp_path / 'cert.pem'} for HTTPS: not a PEM certificate and its private key\n"
