@@ -91,21 +91,56 @@ def pod_note(gpus: list[health.BadGpu], now: float) -> dict[tuple[str, str], Tex
     return out
 
 
+def _shown(note: Text | None) -> tuple[str, str] | None:
+    return None if note is None else (note.plain, str(note.style))
+
+
+NOTES_INTERVAL = 1.0  # the bad GPUs are looked at again at most once a second, and only when an input changed
+
+
 class HealthActions:
-    """Mixed into GpuTuiApp: `h`, and the note of each GPU pod on a bad GPU."""
+    """Mixed into GpuTuiApp: `h`, and the note of each GPU pod on a bad GPU. The notes are computed for every pod
+    at once, when an input of the bad GPUs changed (a DCGM reading, a node, a DRA object, a pod: `health_input_changed`)
+    and at most once a second; `changed_bad_gpu_notes` gives the pods whose note changed, the only rows redrawn."""
 
     model: Any
-    _bad_gpu_notes: tuple[Any, float, dict[tuple[str, str], Text]] | None = None  # (model, when, notes): one look a second
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._bad_gpu_notes: dict[tuple[str, str], Text] = {}
+        self._notes_of: tuple[Any, float] = (None, float("-inf"))  # (model, monotonic time) the notes were computed for, at
+        self._notes_dirty = True
+        self._notes_due: Any = None  # a timer for the next look, while one is too soon
 
     def action_health(self) -> None:
         self.push_screen(HealthScreen())  # type: ignore[attr-defined]  # a mix-in of GpuTuiApp: the App's members (issue 21's seam)
 
-    def bad_gpu_note(self, entry: GpuPod) -> Text | None:
+    def health_input_changed(self) -> None:
+        self._notes_dirty = True
+
+    def changed_bad_gpu_notes(self) -> set[tuple[str, str]]:
+        """Look at the bad GPUs again if an input changed: the pods whose note appeared, changed or went. Too soon
+        after the last look: a refresh of the pods when it is due."""
         model = self.model
-        if model is None or entry.pod.node is None:
-            return None
+        seen_model, at = self._notes_of
+        if model is None or (not self._notes_dirty and seen_model is model):
+            return set()
         now = time.monotonic()
-        cached = self._bad_gpu_notes
-        if cached is None or cached[0] is not model or now - cached[1] >= 1.0:
-            cached = self._bad_gpu_notes = (model, now, pod_note(model.bad_gpus(), model.clock()))
-        return cached[2].get(entry.pod.key)
+        if seen_model is model and now - at < NOTES_INTERVAL:
+            if self._notes_due is None:
+                self._notes_due = self.set_timer(NOTES_INTERVAL - (now - at), self._notes_due_now)  # type: ignore[attr-defined]  # a mix-in of GpuTuiApp (issue 21's seam)
+            return set()
+        self._notes_dirty = False
+        self._notes_of = (model, now)
+        before, after = self._bad_gpu_notes, pod_note(model.bad_gpus(), model.clock()) if model.pods_known else {}
+        self._bad_gpu_notes = after
+        return {key for key in before.keys() | after.keys() if _shown(before.get(key)) != _shown(after.get(key))}
+
+    def _notes_due_now(self) -> None:
+        self._notes_due = None
+        self._request("pods")  # type: ignore[attr-defined]  # a mix-in of GpuTuiApp: ui/refresh.py's (issue 21's seam)
+
+    def bad_gpu_note(self, entry: GpuPod) -> Text | None:
+        if entry.pod.node is None:
+            return None
+        return self._bad_gpu_notes.get(entry.pod.key)

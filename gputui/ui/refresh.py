@@ -22,7 +22,7 @@ from textual.widget import Widget
 
 from gputui.kube import gpu
 from gputui.kube.config import Connection
-from gputui.kube.model import DRA_KINDS, EVENTS, KUEUE_KINDS, PODS, ClusterModel
+from gputui.kube.model import DRA_KINDS, EVENTS, KUEUE_KINDS, METRICS, NODES, PODS, ClusterModel
 from gputui.kube.tables import Change, unreadable_line
 from gputui.kube.watch import ABSENT, LIVE, RETRYING, SYNCING
 from gputui.kube.watches import scope_lines
@@ -34,6 +34,7 @@ from .table import KeyedTable
 from .widgets import ClusterHeader, Pane
 
 ALL_PARTS = frozenset({"header", "nodes", "pods", "plugin"})
+HEALTH_INPUTS = frozenset({PODS, NODES, METRICS, *DRA_KINDS})  # what the bad GPUs, and the pods' notes of them, are made of
 REFRESH_INTERVAL = 0.1  # at most ten refreshes a second, however fast events come
 MAX_REFRESH_INTERVAL = 1.0
 WATCH_OK = (LIVE, ABSENT)  # absent: a kind this cluster does not serve (no CRD), nothing wrong
@@ -101,6 +102,8 @@ class CoalescedRefresh(_AppBase):
     pod_widths: dict[str, int]
     idle_note: Callable[[gpu.GpuPod], Text | None]  # a bound pod's GPU use (ui/idle.py)
     bad_gpu_note: Callable[[gpu.GpuPod], Text | None]  # a pod on a bad GPU says so first (ui/health.py)
+    health_input_changed: Callable[[], None]  # ui/health.py: the bad GPUs' inputs changed
+    changed_bad_gpu_notes: Callable[[], set[tuple[str, str]]]  # ui/health.py: the pods whose note changed since the last look
     if TYPE_CHECKING:
         def _main(self, selector: str, expect_type: type[W]) -> W: ...
         @property
@@ -136,6 +139,7 @@ class CoalescedRefresh(_AppBase):
     def _age_tick(self) -> None:
         if self._stale_pods is not None:
             self._stale_pods.update(self._pod_view)  # their ages: looked at like any change, a slice at a time
+        self.health_input_changed()  # the notes' ages (`on bad GPU: XID 79 3m ago`)
         self._request("pods", "plugin")
         if self._health:
             self._request("header")  # the DCGM readings' age
@@ -147,6 +151,8 @@ class CoalescedRefresh(_AppBase):
     def _on_change(self, change: Change) -> None:
         """Called by the model once per applied event: note what is stale, refresh later."""
         self._changes += 1
+        if change.kind in HEALTH_INPUTS:
+            self.health_input_changed()  # the pods on a bad GPU are looked at again at the next refresh of the pods
         if change.kind == PODS:
             self._note_stale_pod(change.key)
             if self.model is not None and self.model.summary_generation == self._nodes_generation:
@@ -396,6 +402,9 @@ class CoalescedRefresh(_AppBase):
         view = self._pod_view
         stale = self._stale_pods
         self._stale_pods = set()
+        noted = self.changed_bad_gpu_notes()  # a new XID, taint or condition: the rows of the pods on that GPU
+        if stale is not None:
+            stale.update(noted)
         records = model.pods.records
         regroup = stale is None  # the rows shown are other pods, or in another order
         if stale is None:
