@@ -246,16 +246,19 @@ def test_version_loads_nothing_of_the_model():
     assert result.stdout.splitlines() == ["gputui 0.1.0", "[]"], result
 
 
-def test_the_product_speaks_http_with_its_own_client(imports):
-    """aiohttp serves the simulator and `gputui serve` only; everything else talks HTTP through kube/http.py."""
-    assert violations(imports, "gputui", ("aiohttp",), allowed_importers=("gputui.sim", "gputui.web")) == []
+def test_the_product_speaks_http_through_its_client(imports):
+    """aiohttp serves the simulator and `gputui serve`, and is the model's transport behind kube/client.py (with
+    aiohttp-socks and yarl); everything else in the model talks HTTP through that client."""
+    transport = ("aiohttp", "aiohttp_socks", "yarl", "python_socks")
+    assert violations(imports, "gputui", transport, allowed_importers=("gputui.sim", "gputui.web", "gputui.kube.client")) == []
 
 
-def test_a_report_loads_neither_the_app_nor_verification_nor_aiohttp(demo_kubeconfig):
+def test_a_report_loads_neither_the_app_nor_verification_nor_socks(demo_kubeconfig):
+    """aiohttp it loads (the transport); aiohttp-socks only for a socks5 proxy."""
     code = (
         "import contextlib, io, sys\nfrom gputui.cli.main import main\n"
         f"with contextlib.redirect_stdout(io.StringIO()):\n    main(['report', '-o', 'json', '--kubeconfig', {demo_kubeconfig!r}])\n"
-        "print(sorted(m for m in sys.modules if m in ('aiohttp', 'gputui.cli.app') or m.startswith('gputui.kube.verify')))"
+        "print(sorted(m for m in sys.modules if m in ('aiohttp_socks', 'gputui.cli.app') or m.startswith('gputui.kube.verify')))"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=90, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert result.returncode == 0, result.stderr

@@ -123,7 +123,7 @@ class _Command:
 
     def run(self) -> int:
         from gputui.kube import verify as v  # noqa: PLC0415  (with the connection: building the parser does not load it)
-        from gputui.kube.http import HttpError  # noqa: PLC0415
+        from gputui.kube.client import HttpError  # noqa: PLC0415
 
         try:
             self.conn = self.runner.run(self._connect())
@@ -183,7 +183,7 @@ class _Command:
 
     async def _leftovers(self, namespace: str) -> list[v.Leftover]:
         from gputui.kube import verify as v  # noqa: PLC0415
-        from gputui.kube.http import HttpError  # noqa: PLC0415
+        from gputui.kube.client import HttpError  # noqa: PLC0415
         from gputui.kube.quantities import parse_time  # noqa: PLC0415
 
         assert self.conn is not None

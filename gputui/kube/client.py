@@ -2,35 +2,93 @@
 
     client = Client("https://10.0.0.1:6443", credentials)
     async with await client.get("/api/v1/nodes", params={"limit": "500"}) as resp:
-        body = await resp.read()
+        body = await resp.read()        # or piece by piece: `async for piece in resp`, `await resp.read_some()`
     node = await client.json("GET", "/api/v1/nodes/gpu-1")   # ApiError on a status >= 300
     await client.close()
 
-HTTP itself is `http.py` (HTTP/1.1 over asyncio streams, a pool of keep-alive
-connections); its pool is made on the first request, in the running loop.
-Every request carries the credentials' Authorization header and TLS settings;
-an exec plugin's token is renewed before it expires, and once more after a 401.
-Paths are built with `path()` so that names are quoted once, in one place.
+HTTP itself is aiohttp's (a C parser, a pool of keep-alive connections, gzip, proxies), made on the first
+request in the running loop and imported then: importing this module stays cheap. What kubectl asks
+for, gputui asks for: `Accept-Encoding: gzip` (kube-apiserver compresses lists over 128 KiB), the
+kubeconfig's `proxy-url` (http, https or socks5) else the environment's proxy as kubectl reads it
+(`proxy.py`), and the impersonation headers. Every request carries the credentials' Authorization
+header and TLS settings; an exec plugin's token is renewed before it expires, and once more after a 401.
+Every failure to get a complete answer is an HttpError (ConnectFailed with TlsError and
+CertificateError, Disconnected, PayloadError, BadResponse, HttpTimeout), worded for users by
+`config.describe_network_error`. Paths are built with `path()` so that names are quoted once.
 """
 from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, urlencode
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NoReturn
+from urllib.parse import quote, urlencode, urlsplit
 
 import orjson
 
-from .http import Pool, Response, Timeout
-
 if TYPE_CHECKING:
+    import aiohttp
+
     from .config import Impersonation
     from .credentials import Credentials
 
 JSON = "application/json"
 CONNECTIONS = 64  # watches (one per kind), log streams and exporter reads share them
 CALL_TIMEOUT = 60.0  # a one-shot call (json()) that takes longer has failed
+CONNECT_TIMEOUT = 10.0
+IDLE_SECONDS = 15.0  # a pooled connection unused for longer is closed rather than reused (servers and NATs drop them)
+READ_BUFFER = 1 << 20  # how much of a body aiohttp reads ahead: big lists come in few pieces
+
+
+class HttpError(Exception):
+    """A request that got no complete answer."""
+
+
+class ConnectFailed(HttpError):
+    """No connection: refused, unresolvable, a proxy that refused the tunnel; os_error: the cause, if any."""
+
+    def __init__(self, message: str, os_error: BaseException | None = None) -> None:
+        super().__init__(message)
+        self.os_error = os_error
+
+
+class TlsError(ConnectFailed):
+    """The TLS handshake failed."""
+
+
+class CertificateError(TlsError):
+    """The server's certificate was not accepted; verify_code: OpenSSL's reason."""
+
+    @property
+    def verify_code(self) -> int | None:
+        return getattr(self.os_error, "verify_code", None)
+
+
+class Disconnected(HttpError):
+    """The server closed the connection before its answer began."""
+
+
+class PayloadError(HttpError):
+    """The body was cut short, or its chunks or compression were malformed."""
+
+
+class BadResponse(HttpError):
+    """What came back is not an HTTP/1.x response."""
+
+
+class HttpTimeout(HttpError, TimeoutError):
+    """A connect, read or total timeout ran out."""
+
+
+@dataclass(frozen=True)
+class Timeout:
+    """connect: to open a connection (TCP, a proxy's tunnel, TLS); read: the longest wait for the
+    next bytes of the answer; total: the whole call, from the request to the body's last byte."""
+
+    connect: float | None = CONNECT_TIMEOUT
+    read: float | None = None
+    total: float | None = None
 
 
 class ApiError(Exception):
@@ -68,23 +126,138 @@ def path(group_version: str, resource: str, name: str | None = None, *, namespac
     return "/".join(parts)
 
 
+def _failure(exc: BaseException, where: str) -> NoReturn:
+    """Raise the HttpError for an aiohttp (or SOCKS, or timeout) failure; anything else as it is."""
+    import aiohttp  # noqa: PLC0415  (loaded: the request was made with it)
+
+    if isinstance(exc, HttpError):
+        raise exc
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        raise HttpTimeout(f"connecting to {where} timed out") from None
+    if isinstance(exc, (aiohttp.SocketTimeoutError, aiohttp.ServerTimeoutError)):
+        raise HttpTimeout("reading the answer timed out") from None
+    if isinstance(exc, TimeoutError):
+        raise HttpTimeout("the request timed out") from None
+    if isinstance(exc, aiohttp.ClientConnectorCertificateError):
+        cause = exc.certificate_error
+        raise CertificateError(f"{where}: {getattr(cause, 'verify_message', None) or cause}", cause) from None
+    if isinstance(exc, aiohttp.ClientConnectorSSLError):
+        raise TlsError(f"{where}: {exc.os_error}", exc.os_error) from None
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        raise ConnectFailed(f"{where}: {exc.os_error.strerror or exc.os_error}", exc.os_error) from None
+    if isinstance(exc, aiohttp.ClientHttpProxyError):
+        raise ConnectFailed(f"the proxy refused the tunnel to {where}: {exc.status} {exc.message}".rstrip()) from None
+    if type(exc).__module__.startswith("python_socks"):  # aiohttp-socks: the SOCKS proxy said no, or is not there
+        os_error = exc if isinstance(exc, OSError) else None
+        raise ConnectFailed(f"SOCKS proxy: {exc}", os_error) from None
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        raise Disconnected("the server closed the connection without answering") from None
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        raise PayloadError(f"response cut short: {exc}") from None
+    if isinstance(exc, aiohttp.ClientResponseError):
+        raise BadResponse(f"not an HTTP/1.x response: {exc.message}") from None
+    if isinstance(exc, (aiohttp.ClientOSError, ConnectionError)):
+        raise Disconnected(f"the connection failed: {exc}") from None
+    if isinstance(exc, aiohttp.InvalidURL):
+        raise ConnectFailed(f"not an http:// or https:// address: {exc}") from None
+    if isinstance(exc, aiohttp.ClientError):
+        raise HttpError(str(exc) or type(exc).__name__) from None
+    raise exc
+
+
+class Response:
+    """status, reason, headers (any case); the body read whole (read, text) or in pieces (read_some,
+    async for), gzip undone. Release it (`async with`): a connection whose body was read to its end
+    goes back to the pool, any other is closed."""
+
+    def __init__(self, raw: aiohttp.ClientResponse, where: str) -> None:
+        self._raw = raw
+        self._where = where
+        self.status = raw.status
+        self.reason = raw.reason or ""
+        self.headers = raw.headers
+
+    def __repr__(self) -> str:
+        return f"<Response {self.status} {self.reason}>"
+
+    async def read_some(self) -> bytes:
+        """The next bytes of the body as they come; b"" at its end."""
+        try:
+            return await self._raw.content.readany()
+        except Exception as exc:  # noqa: BLE001  (each becomes its HttpError; others are raised as they are)
+            _failure(exc, self._where)
+
+    async def read(self) -> bytes:
+        """The whole body (kept: a second call returns it again)."""
+        try:
+            return await self._raw.read()
+        except Exception as exc:  # noqa: BLE001
+            _failure(exc, self._where)
+        finally:
+            self._raw.release()
+
+    async def text(self, encoding: str = "utf-8") -> str:
+        return (await self.read()).decode(encoding, "replace")
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        while piece := await self.read_some():
+            yield piece
+
+    def release(self) -> None:
+        self._raw.release()
+
+    def close(self) -> None:
+        """Done with it, and with its connection."""
+        self._raw.close()
+
+    async def __aenter__(self) -> "Response":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.release()
+
+
 class Client:
     def __init__(self, server: str, credentials: Credentials | None = None, impersonation: Impersonation | None = None) -> None:
         self.server = server.rstrip("/")
         self.credentials = credentials
         self.impersonation = impersonation
-        self._pool: Pool | None = None
+        self.authority = urlsplit(self.server).netloc.rpartition("@")[2] or self.server
+        self._session: aiohttp.ClientSession | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._proxy: str | None = None
 
     def __repr__(self) -> str:
         return f"Client({self.server!r})"
 
-    def _pool_now(self) -> Pool:
-        """The connection pool, made in the running loop (a pool of another loop is dropped)."""
-        if self._pool is None or self._pool.loop is not asyncio.get_running_loop():
+    def _session_now(self) -> aiohttp.ClientSession:
+        """The session (its pool of connections), made in the running loop (one of another loop is dropped)."""
+        loop = asyncio.get_running_loop()
+        if self._session is None or self._loop is not loop:
+            import aiohttp  # noqa: PLC0415  (on the first request: importing the model does not load it)
+
+            from .proxy import choose_proxy  # noqa: PLC0415
+
             creds = self.credentials
-            self._pool = Pool(self.server, tls=self._tls() if self.server.startswith("https:") else None, limit=CONNECTIONS,
-                              server_hostname=creds.server_hostname if creds else None, proxy=creds.proxy if creds else None)
-        return self._pool
+            proxy = choose_proxy(self.server, creds.proxy if creds is not None else None)
+            tls = self._tls() if self.server.startswith("https:") else False
+            connector: aiohttp.BaseConnector
+            if proxy is not None and proxy.startswith("socks5"):
+                from aiohttp_socks import ProxyConnector  # noqa: PLC0415  (only for a SOCKS proxy)
+
+                # The server's name goes to the proxy, which resolves it (as Go's SOCKS5 dialer does).
+                connector = ProxyConnector.from_url(proxy.replace("socks5h://", "socks5://", 1), rdns=True, ssl=tls,
+                                                    limit=CONNECTIONS, keepalive_timeout=IDLE_SECONDS)
+                proxy = None
+            else:
+                connector = aiohttp.TCPConnector(ssl=tls, limit=CONNECTIONS, keepalive_timeout=IDLE_SECONDS)
+            self._proxy = proxy
+            self._session = aiohttp.ClientSession(
+                connector=connector, trust_env=False, read_bufsize=READ_BUFFER, timeout=aiohttp.ClientTimeout(total=None),
+                skip_auto_headers=("User-Agent",), cookie_jar=aiohttp.DummyCookieJar(),
+            )
+            self._loop = loop
+        return self._session
 
     def _tls(self) -> ssl.SSLContext:
         context = self.credentials.ssl if self.credentials is not None else True
@@ -110,19 +283,33 @@ class Client:
     ) -> Response:
         """The response, its body unread: use it as `async with`. `body` is sent as JSON unless bytes.
         No timeout given: only connecting is bounded (watches and followed logs last)."""
-        pool = self._pool_now()
+        import aiohttp  # noqa: PLC0415
+        from yarl import URL  # noqa: PLC0415  (aiohttp's)
+
+        session = self._session_now()
         creds = self.credentials
-        headers = [("Accept", accept), ("User-Agent", "gputui")]
+        headers = [("Accept", accept), ("User-Agent", "gputui"), ("Accept-Encoding", "gzip")]
         data = None
         if body is not None:
             data = body if isinstance(body, bytes) else orjson.dumps(body)
             headers.append(("Content-Type", content_type))
         if self.impersonation:
             headers += self.impersonation.headers()
-        target = url_path + ("?" + urlencode({k: str(v) for k, v in params.items()}) if params else "")
+        query = "?" + urlencode({k: str(v) for k, v in params.items()}) if params else ""
+        url = URL(self.server + url_path + query, encoded=True)  # quoted once, by path() and urlencode
+        limits = timeout or Timeout()
+        client_timeout = aiohttp.ClientTimeout(total=limits.total, sock_connect=limits.connect, sock_read=limits.read)
+        server_hostname = creds.server_hostname if creds is not None else None
         for attempt in (1, 2):
             auth = await creds.headers() if creds is not None else {}
-            resp = await pool.request(method, target, [*headers, *auth.items()], data, timeout or Timeout())
+            try:
+                raw = await session.request(
+                    method, url, headers=[*headers, *auth.items()], data=data, timeout=client_timeout, proxy=self._proxy,
+                    allow_redirects=False, server_hostname=server_hostname,
+                )
+            except Exception as exc:  # noqa: BLE001  (each becomes its HttpError; others are raised as they are)
+                _failure(exc, self.authority)
+            resp = Response(raw, self.authority)
             if resp.status == 401 and attempt == 1 and creds is not None and creds.plugin is not None:
                 resp.release()
                 await creds.renew()  # as kubectl does: the plugin may have a fresh token
@@ -145,6 +332,7 @@ class Client:
         return orjson.loads(data)
 
     async def close(self) -> None:
-        if self._pool is not None:
-            pool, self._pool = self._pool, None
-            await pool.close()
+        if self._session is not None:
+            session, self._session = self._session, None
+            if self._loop is asyncio.get_running_loop():
+                await session.close()

@@ -386,7 +386,7 @@ def http_error(status: int, body: bytes, conn: Connection | None = None) -> Conn
 
 def transient_network_error(exc: BaseException) -> bool:
     """A failure that may be gone in a few seconds: refused, reset, timed out, closed before the answer."""
-    from . import http  # noqa: PLC0415
+    from . import client as http  # noqa: PLC0415
 
     if isinstance(exc, (TimeoutError, http.Disconnected, ConnectionRefusedError, ConnectionResetError)):
         return True
@@ -397,7 +397,7 @@ def transient_network_error(exc: BaseException) -> bool:
 
 def describe_network_error(exc: BaseException) -> str:
     """A short human phrase for a failed connection: 'connection refused', 'timed out'..."""
-    from . import http  # noqa: PLC0415
+    from . import client as http  # noqa: PLC0415
 
     if isinstance(exc, TimeoutError):
         return "timed out"
@@ -438,7 +438,7 @@ def _certificate_problem(code: int | None) -> str:  # OpenSSL's verify code
 async def check(conn: Connection, timeout: float = 10.0) -> str:
     """Ask the server its version (proves it is reachable and takes our credentials)."""
     from .credentials import CredentialError  # noqa: PLC0415
-    from .http import HttpError, Timeout  # noqa: PLC0415
+    from .client import HttpError, Timeout  # noqa: PLC0415
 
     try:
         resp = await conn.api.get("/version", timeout=Timeout(total=timeout))

@@ -415,8 +415,8 @@ async def load_credentials(cluster: Mapping[str, Any], user: Mapping[str, Any], 
         # Loopback has no path (a local proxy, a port forward): allowed.
         raise CredentialError(f"refusing to send credentials ({sent[0]}) over plain HTTP to {server}: use https")
     proxy = cluster.get("proxy-url") or None
-    if proxy and not str(proxy).startswith(("http://", "https://")):
-        raise CredentialError(f"proxy-url {str(proxy).split('://')[0]}:// is not supported (use an http:// proxy)")
+    if proxy and not str(proxy).startswith(("http://", "https://", "socks5://")):
+        raise CredentialError(f"proxy-url {str(proxy).split('://')[0]}:// is not supported (use http://, https:// or socks5://, as kubectl)")
     if user.get("auth-provider"):
         provider = user["auth-provider"] or {}
         id_token = (provider.get("config") or {}).get("id-token")

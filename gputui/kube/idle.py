@@ -38,9 +38,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 import orjson
 
-from .client import Client
+from .client import Client, HttpError, Timeout
 from .config import describe_network_error, status_message
-from .http import HttpError, Timeout
 
 if TYPE_CHECKING:
     from .dcgm import GpuReading

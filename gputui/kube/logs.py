@@ -14,9 +14,8 @@ import contextlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, AsyncIterator, Callable
 
-from .client import path
+from .client import Disconnected, HttpError, PayloadError, path
 from .config import describe_network_error, status_message
-from .http import Disconnected, HttpError, PayloadError
 
 if TYPE_CHECKING:
     from .client import Client

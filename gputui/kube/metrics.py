@@ -30,10 +30,9 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable
 
-from .client import path
+from .client import HttpError, Timeout, path
 from .config import describe_network_error, status_message
 from .dcgm import GpuReading, MetricsParseError, UtilisationHistory, parse_metrics
-from .http import HttpError, Timeout
 
 if TYPE_CHECKING:
     from .client import Client

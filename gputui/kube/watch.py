@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
 import orjson
 
 from .config import describe_network_error, status_message
-from .http import HttpError, Timeout
+from .client import HttpError, Timeout
 from .raw_json import item_spans, list_head
 from .turns import Turns
 

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 from urllib.parse import quote
 
 from .config import describe_network_error
-from .http import HttpError, Timeout
+from .client import HttpError, Timeout
 from .tables import BaseTable, Share
 from .watch import ABSENT, FORBIDDEN, LIVE, RETRYING, SYNCING, Reflector, ResourceState
 

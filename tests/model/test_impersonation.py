@@ -42,9 +42,10 @@ def b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
-def write_kubeconfig(directory: Path, server: str, user: dict[str, Any], name: str = "kubeconfig") -> Path:
+def write_kubeconfig(directory: Path, server: str, user: dict[str, Any], name: str = "kubeconfig", cluster: dict[str, Any] | None = None) -> Path:
+    entry = {"server": server, "certificate-authority-data": b64(authority().pem), **(cluster or {})}
     doc = {"apiVersion": "v1", "kind": "Config", "current-context": "ctx",
-           "clusters": [{"name": "c", "cluster": {"server": server, "certificate-authority-data": b64(authority().pem)}}],
+           "clusters": [{"name": "c", "cluster": entry}],
            "users": [{"name": "u", "user": user}], "contexts": [{"name": "ctx", "context": {"cluster": "c", "user": "u"}}]}
     path = directory / name
     path.write_text(yaml.safe_dump(doc))

@@ -9,9 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from ..client import path
+from ..client import HttpError, path
 from ..gpu import GpuResources, is_gpu_node, node_usage
-from ..http import HttpError
 from ..records import node_from
 from .judging import FORBIDDEN, REFUSED
 from .options import DELETE_CONFIRM_TIMEOUT, ApiError, VerifyError, VerifyOptions

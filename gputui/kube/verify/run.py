@@ -13,9 +13,8 @@ from typing import TYPE_CHECKING, Any
 from ..config import describe_network_error
 from ..logs import LogError, stream_logs
 from ..quantities import parse_time
-from ..client import path
+from ..client import HttpError, path
 from ..gpu import GPU
-from ..http import HttpError
 from .api import _delete_shielded, _json, _watch, plan_verification, refusal
 from .judging import (
     API_ERROR,

@@ -12,7 +12,7 @@ from ..selectors import required_name
 from .discovery import Discovery
 from .reading import Reading
 from .request import Target, _flag, _verb, parse_resource_path
-from .responses import PATH_NOT_FOUND, ApiError, _details, json_response, qualified, status_body
+from .responses import PATH_NOT_FOUND, ApiError, _details, compress_if_asked, json_response, qualified, status_body
 from .subresources import Subresources
 from .writing import Writing
 
@@ -214,6 +214,19 @@ def _counting(api: Api) -> Middleware:
     return count
 
 
+def _compressing() -> Middleware:
+    """Every serialized answer over 128 KiB, gzipped for a client that asks (responses.compress_if_asked);
+    outermost, so that the counts are of the bodies before compression."""
+
+    @web.middleware
+    async def compress(request: web.Request, handler: Handler) -> web.StreamResponse:
+        response = await handler(request)
+        compress_if_asked(request, response)
+        return response
+
+    return compress
+
+
 def _request_verb(request: web.Request, api: Api) -> str:
     """The verb as kube-apiserver's audit log names it; "discovery" under /api and /apis, else "other"."""
     segments = [s for s in request.path.split("/") if s]
@@ -228,7 +241,7 @@ def _request_verb(request: web.Request, api: Api) -> str:
 
 def make_app(cluster: "SimCluster") -> web.Application:
     api = Api(cluster)
-    app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[_answering(cluster), _counting(api), _authentication(cluster)])
+    app = web.Application(client_max_size=64 * 1024 * 1024, middlewares=[_compressing(), _answering(cluster), _counting(api), _authentication(cluster)])
     app.router.add_get("/version", api.version)
     app.router.add_get("/version/", api.version)  # the Python clients' VersionApi asks here
     for probe in ("/healthz", "/livez", "/readyz"):

@@ -1,6 +1,8 @@
-"""The API server's answers: `Status` errors worded like the real server's, and JSON bodies (large ones in slices)."""
+"""The API server's answers: `Status` errors worded like the real server's, and JSON bodies (large ones in slices,
+gzipped for a client that asks, as kube-apiserver's APIResponseCompression does)."""
 from __future__ import annotations
 
+import zlib
 from typing import Any
 
 import orjson
@@ -40,6 +42,33 @@ def raw_response(raw: bytes, status: int = 200) -> web.Response:
 
 
 LARGE_BODY = 1 << 20
+# kube-apiserver compresses an answer it serializes (an object, a list, a Status; never a watch, a log or a
+# proxied answer) when the request's Accept-Encoding names gzip and the body is longer than this; level 1.
+GZIP_THRESHOLD = 128 * 1024
+
+
+def accepts_gzip(request: web.Request) -> bool:
+    """The (first) Accept-Encoding header lists the token `gzip` (`gzip;q=1` is not it, for kube-apiserver)."""
+    return any(token.strip() == "gzip" for token in request.headers.get("Accept-Encoding", "").split(","))
+
+
+def gzipped(body: bytes) -> bytes:
+    packer = zlib.compressobj(1, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    return packer.compress(body) + packer.flush()
+
+
+# marks a proxied answer (in the response's own mapping; web.ResponseKey where aiohttp has it)
+PASSED_THROUGH = web.ResponseKey("passed_through", bool) if hasattr(web, "ResponseKey") else "passed_through"
+
+
+def compress_if_asked(request: web.Request, response: web.StreamResponse) -> None:
+    """A serialized JSON answer over GZIP_THRESHOLD, gzipped when the request asks (before it is sent)."""
+    if (isinstance(response, web.Response) and not response.prepared and response.content_type == JSON
+            and not response.get(PASSED_THROUGH)
+            and isinstance(response.body, bytes) and len(response.body) > GZIP_THRESHOLD and accepts_gzip(request)):
+        response.body = gzipped(response.body)
+        response.headers["Content-Encoding"] = "gzip"
+        response.headers.add("Vary", "Accept-Encoding")
 
 
 async def send_large(request: web.Request, body: bytes) -> web.StreamResponse:
@@ -48,6 +77,10 @@ async def send_large(request: web.Request, body: bytes) -> web.StreamResponse:
     if len(body) <= LARGE_BODY:
         return raw_response(body)
     response = web.StreamResponse(headers={"Content-Type": JSON})
+    if accepts_gzip(request):
+        body = gzipped(body)
+        response.headers["Content-Encoding"] = "gzip"
+        response.headers.add("Vary", "Accept-Encoding")
     response.content_length = len(body)
     await response.prepare(request)
     view = memoryview(body)

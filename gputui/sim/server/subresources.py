@@ -10,7 +10,7 @@ from ..proxy import ProxyError, split_name_port
 from ..store import now_rfc3339
 from .base import ApiBase
 from .request import Target, _flag, _int_param
-from .responses import ApiError, _details, bad_request, json_response, not_found
+from .responses import PASSED_THROUGH, ApiError, _details, bad_request, json_response, not_found
 
 Obj = dict[str, Any]
 
@@ -55,6 +55,7 @@ class Subresources(ApiBase):
             raise ApiError(e.code, e.reason, e.message, details) from None
         response = web.Response(body=body, status=status)
         response.headers["Content-Type"] = content_type
+        response[PASSED_THROUGH] = True  # the backend's answer as it came: never compressed here
         return response
 
     # -- logs ------------------------------------------------------------

@@ -11,7 +11,7 @@ from textual import work
 from textual.worker import Worker
 
 from gputui.kube import verify as v
-from gputui.kube.http import HttpError
+from gputui.kube.client import HttpError
 
 from gputui.sanitize import clean
 from ..table import Cell, haystack

@@ -12,7 +12,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from gputui.kube import verify as v
-from gputui.kube.http import HttpError
+from gputui.kube.client import HttpError
 from gputui.kube.quantities import parse_time
 
 from .. import render

@@ -6,7 +6,7 @@ from rich.text import Text
 
 from gputui.kube import verify as v
 from gputui.kube.config import describe_network_error
-from gputui.kube.http import HttpError
+from gputui.kube.client import HttpError
 
 from .. import render
 from gputui.sanitize import clean
