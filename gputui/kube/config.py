@@ -123,13 +123,14 @@ class Connection:
 
     @property
     def warnings(self) -> list[str]:
-        """What to tell the user once about this connection (one line each, no credential): today,
-        that insecure-skip-tls-verify leaves the server's certificate unchecked."""
+        """What to tell the user once about this connection (one line each, no credential): that
+        insecure-skip-tls-verify leaves the server's certificate unchecked, that an OIDC id-token was refreshed."""
         creds = getattr(self.api, "credentials", None)
+        where = f'context "{self.context}"' if self.context else "this connection"
+        said = [f"{where}: {notice}" for notice in getattr(creds, "notices", [])]  # an OIDC id-token refreshed
         if creds is not None and getattr(creds, "insecure", False):
-            where = f'context "{self.context}"' if self.context else "this connection"
-            return [f"the server's TLS certificate is not checked (insecure-skip-tls-verify in {where})"]
-        return []
+            return [f"the server's TLS certificate is not checked (insecure-skip-tls-verify in {where})", *said]
+        return said
 
     async def close(self) -> None:
         await self.api.close()

@@ -238,6 +238,7 @@ class Credentials:
     token_file: Path | None = None
     basic: str | None = None  # base64 of user:password
     plugin: ExecPlugin | None = None
+    oidc: Any = None  # an oidc.OidcProvider: its id-token, refreshed when it expires
     expires_at: float | None = None  # the plugin token's expiry (epoch seconds)
     _issued_at: float = 0.0
     _lock: asyncio.Lock | None = field(default=None, repr=False)
@@ -250,6 +251,8 @@ class Credentials:
     def kind(self) -> str:
         if self.plugin is not None:
             return "exec"
+        if self.oidc is not None:
+            return "oidc"
         if self.token is not None or self.token_file is not None:
             return "token"
         if self.basic is not None:
@@ -278,9 +281,21 @@ class Credentials:
             self._issued_at = self.clock()
             self.expires_at = _expiry(status)
 
+    @property
+    def notices(self) -> list[str]:
+        """What to tell the user once (an OIDC id-token refreshed)."""
+        return [self.oidc.notice] if self.oidc is not None and self.oidc.notice else []
+
     async def headers(self) -> dict[str, str]:
         if self._needs_renewal():
             await self.renew()
+        if self.oidc is not None:
+            from .oidc import OidcError  # noqa: PLC0415
+
+            try:
+                return {"Authorization": f"Bearer {await self.oidc.token()}"}
+            except OidcError as exc:
+                raise CredentialError(f"auth-provider oidc: {exc}") from None
         if self.token_file is not None:
             try:
                 token = self.token_file.read_text().strip()  # re-read: projected tokens rotate
@@ -419,10 +434,9 @@ async def load_credentials(cluster: Mapping[str, Any], user: Mapping[str, Any], 
         raise CredentialError(f"proxy-url {str(proxy).split('://')[0]}:// is not supported (use http://, https:// or socks5://, as kubectl)")
     if user.get("auth-provider"):
         provider = user["auth-provider"] or {}
-        id_token = (provider.get("config") or {}).get("id-token")
-        if provider.get("name") != "oidc" or not id_token:
+        if provider.get("name") != "oidc":
             raise CredentialError(f"auth-provider {provider.get('name')!s} is not supported: use an exec credential plugin "
-                                  "(kubectl dropped the built-in providers in 1.26)")
+                                  "(kubectl dropped the built-in providers but oidc in 1.26)")
     creds_exec = None
     status = None
     if user.get("exec"):
@@ -441,7 +455,14 @@ async def load_credentials(cluster: Mapping[str, Any], user: Mapping[str, Any], 
     elif user.get("tokenFile"):
         creds.token_file = _file(user, "tokenFile", base_dir_user)
     elif user.get("auth-provider"):
-        creds.token = str(user["auth-provider"]["config"]["id-token"])
+        from .oidc import OidcError, OidcProvider, issuer_tls  # noqa: PLC0415
+
+        config = user["auth-provider"].get("config") or {}
+        try:
+            creds.oidc = OidcProvider(config, issuer_tls(config, base_dir_user))
+            await creds.oidc.token()  # an expired one is refreshed now, and said on connecting
+        except OidcError as exc:
+            raise CredentialError(f"auth-provider oidc: {exc}") from None
     elif user.get("username") is not None and user.get("password") is not None:
         creds.basic = base64.b64encode(f"{user['username']}:{user['password']}".encode()).decode()
     return creds
