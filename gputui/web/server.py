@@ -74,7 +74,8 @@ class AppSession(AppService):
             except TimeoutError:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(process.pid, signal.SIGKILL)
-                await process.wait()
+                with contextlib.suppress(TimeoutError):  # asyncio waits for the pipes too, which a leftover child may hold
+                    await asyncio.wait_for(process.wait(), grace)
         if self._task is not None:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._task, grace)  # its output, to the pipe's end (a leftover child may hold it)
