@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from gputui.cli.arguments import fleet_contexts, read_dump
@@ -95,7 +96,36 @@ def _run_app(app: Any, debug: bool) -> int:
         print(f"gputui: {why}", file=sys.stderr)
         return 2
     app.show_tracebacks = debug
+    log_path = log_to_file() if debug else None  # the screen is drawn on stderr's terminal: lines there are never readable
     app.run()
     if app.error:
         print(f"gputui: {app.error}", file=sys.stderr)
+    if log_path is not None:
+        print(f"gputui: debug log in {log_path}", file=sys.stderr)
     return app.return_code or 0
+
+
+def debug_log_path() -> Path:
+    """$XDG_STATE_HOME/gputui/debug.log (~/.local/state by default), as the XDG base directories say."""
+    state = os.environ.get("XDG_STATE_HOME") or ""
+    base = Path(state) if os.path.isabs(state) else Path.home() / ".local" / "state"
+    return base / "gputui" / "debug.log"
+
+
+def log_to_file() -> Path:
+    """`--debug` in the app: the gputui logger writes to debug_log_path() (appended, mode 0600: it may
+    name the cluster's objects) instead of stderr."""
+    import logging  # noqa: PLC0415
+
+    path = debug_log_path()
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.fchmod(fd, 0o600)  # a file left by an older run with a wider mode
+    handler = logging.StreamHandler(open(fd, "a", encoding="utf-8", buffering=1))
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logger = logging.getLogger("gputui")
+    for old in [h for h in logger.handlers if isinstance(h, logging.StreamHandler) and h.stream in (sys.stderr, sys.__stderr__)]:
+        logger.removeHandler(old)
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    return path

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Awaitable, Callable, TypeVar, overload
+from typing import Awaitable, Callable, Sequence, TypeVar, overload
 
 from rich.text import Text
 from textual import on, work
 from textual.app import App, ComposeResult
+from textual.filter import LineFilter
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Input, Static
@@ -30,7 +31,7 @@ from gputui.last_resort import last_resort_line
 
 from . import keys, render
 from .capacity import CapacityScreen
-from .colour import few_colours, use_readable_monochrome
+from .colour import ReadableMonochrome, few_colours, readable
 from .commands import GpuCommands
 from .health import HealthActions
 from .idle import IdleActions
@@ -115,8 +116,9 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, HealthActions, Coalesc
         super().__init__()
         self.fleet = fleet  # several clusters: the Fleet screen first, `enter` opens one here, `esc` goes back
         self._fleet_installed = False
-        if self.no_color:
-            use_readable_monochrome(self)  # problem words keep the contrast of normal text at least
+        # Under NO_COLOR, problem words keep the contrast of normal text at least (get_line_filters).
+        self._readable_monochrome = ReadableMonochrome(self.current_theme.foreground or "#e0e0e0")
+        self._first_theme = self.theme  # the terminal's own colours for verdicts until another theme is chosen
         self.connector = connector
         self.context = context
         self.list_contexts = contexts
@@ -142,6 +144,24 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, HealthActions, Coalesc
         self.pod_widths: dict[str, int] = widths(pod_columns(False))
         self._main_ready = False
         self._focus_before_logs: Widget | None = None
+
+    # -- colours -------------------------------------------------------------------
+    def get_line_filters(self) -> Sequence[LineFilter]:
+        filters = super().get_line_filters()
+        return readable(filters, self._readable_monochrome) if self.no_color else filters
+
+    def watch_theme(self, theme: str) -> None:
+        """The palette's theme switch reaches the verdicts and states: the theme's $success,
+        $warning and $error (the terminal's own colours in the theme the app started with)."""
+        if theme == self._first_theme:
+            render.PALETTE.use_terminal_colours()
+        else:
+            colours = self.current_theme
+            render.PALETTE.use_theme(colours.success, colours.warning, colours.error)
+        if self._main_ready:
+            self._node_cells.clear()  # every row, header and screen drawn again in the new colours
+            self._stale_pods = None
+            self._refresh_views()
 
     # -- layout ------------------------------------------------------------------
     def get_default_screen(self) -> Screen:

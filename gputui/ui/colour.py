@@ -14,6 +14,8 @@ focused pane's border would read as an alarm. The app then has the class
 """
 from __future__ import annotations
 
+from typing import Sequence
+
 from rich.color import Color as RichColor
 from rich.segment import Segment
 from rich.style import Style
@@ -52,12 +54,11 @@ class ReadableMonochrome(LineFilter):
         return out
 
 
-def use_readable_monochrome(app) -> None:  # noqa: ANN001  (a textual App)
-    """Under NO_COLOR: Textual's Monochrome filter replaced by ReadableMonochrome."""
+def readable(filters: Sequence[LineFilter], replacement: ReadableMonochrome) -> list[LineFilter]:
+    """The app's line filters (App.get_line_filters) with Textual's Monochrome replaced."""
     from textual.filter import Monochrome  # noqa: PLC0415
 
-    foreground = app.current_theme.foreground or "#e0e0e0"
-    app._filters = [ReadableMonochrome(foreground) if isinstance(f, Monochrome) else f for f in app._filters]
+    return [replacement if isinstance(f, Monochrome) else f for f in filters]
 
 
 def few_colours(app) -> bool:  # noqa: ANN001

@@ -28,7 +28,10 @@ from .widgets import FilterBar
 
 UNKNOWN_SYNCING, UNKNOWN_TROUBLE = "…", "?"
 SORTS = ("context", "free", "problems", "pending")
-STATE_STYLES = {f.LIVE: render.OK_STYLE, f.SUMMARY: "", f.SYNCING: render.WARN_STYLE, f.CONNECTING: render.WARN_STYLE}
+
+
+def state_style(state: str) -> str:
+    return render.OK_STYLE if state == f.LIVE else "" if state == f.SUMMARY else render.WARN_STYLE
 
 
 NARROW_WIDTHS = {"context": 14, "state": 12, "gpu": 9, "free": 4, "problems": 19, "pending": 7}
@@ -67,7 +70,7 @@ def state_cell(row: f.ClusterRow, now: float, wall: float, short: bool = False) 
         return Text(row.state + ("" if short else retry(row, now, ", retry")), style=render.BAD_STYLE, end="")
     if row.state == f.SUMMARY and row.updated is not None:
         return Text(f"summary {duration.age(row.updated, wall)}" + ("" if short else " ago"), end="")
-    return Text(row.state, style=STATE_STYLES.get(row.state, render.WARN_STYLE), end="")
+    return Text(row.state, style=state_style(row.state), end="")
 
 
 def detail_line(row: f.ClusterRow | None, now: float) -> Text:

@@ -20,14 +20,42 @@ from gputui.kube.watch import ABSENT, LIVE, SYNCING, ResourceState
 
 from gputui.sanitize import clean
 
-OK_STYLE = "green"
-WARN_STYLE = "yellow"
-BAD_STYLE = "bold red"
 DIM_STYLE = "dim"
-
 _BAR_BLOCKS = " ▏▎▍▌▋▊▉█"
 
-SEVERITY_STYLES = {PROBLEM: BAD_STYLE, WARNING: WARN_STYLE}  # a verdict's colour: its severity's
+
+class Palette:
+    """The verdict and state colours. By default the terminal's own green, yellow and red (ANSI: they
+    follow the terminal's colour scheme, as k9s's do); once the user picks a theme (the command
+    palette's "Change theme"), that theme's $success, $warning and $error. The app sets them
+    (`use_theme`) and redraws; renderers read them as OK_STYLE, WARN_STYLE and BAD_STYLE."""
+
+    def __init__(self) -> None:
+        self.use_terminal_colours()
+
+    def use_terminal_colours(self) -> None:
+        self.ok, self.warn, self.bad = "green", "yellow", "bold red"
+
+    def use_theme(self, success: str | None, warning: str | None, error: str | None) -> None:
+        self.ok = success or "green"
+        self.warn = warning or "yellow"
+        self.bad = f"bold {error}" if error else "bold red"
+
+
+PALETTE = Palette()
+
+
+def __getattr__(name: str) -> str:
+    """OK_STYLE, WARN_STYLE, BAD_STYLE: the palette's colours now (read when a renderer runs)."""
+    styles = {"OK_STYLE": "ok", "WARN_STYLE": "warn", "BAD_STYLE": "bad"}
+    if name in styles:
+        return str(getattr(PALETTE, styles[name]))
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def severity_style(severity: str) -> str:
+    """A verdict's colour: its severity's."""
+    return PALETTE.warn if severity == WARNING else PALETTE.bad
 
 
 def verdict_legend() -> str:
@@ -45,7 +73,7 @@ def unknown_verdict(unknown: Sequence[Unknown], short: bool = False) -> Text:
         words = f"{what}: {unknown[0].why}" if pending else f"{what} unknown"
     else:
         words = what if pending else f"{what} unknown"
-    return Text(f"{SYNCING_MARK if pending else UNKNOWN_MARK} {clean(words, 80)}", style=WARN_STYLE, end="")
+    return Text(f"{SYNCING_MARK if pending else UNKNOWN_MARK} {clean(words, 80)}", style=PALETTE.warn, end="")
 
 
 def verdict_word(problem: Problem, short: bool = False) -> tuple[str, str]:
@@ -53,8 +81,8 @@ def verdict_word(problem: Problem, short: bool = False) -> tuple[str, str]:
     a code this gputui does not know (a newer fleet member's) as it is."""
     known = verdict(problem.code)
     if known is None:
-        return clean(problem.code, 40), BAD_STYLE
-    word, style = (known.short if short else known.words), SEVERITY_STYLES[known.severity]
+        return clean(problem.code, 40), PALETTE.bad
+    word, style = (known.short if short else known.words), severity_style(known.severity)
     if known is Verdict.HEALTH_CONDITION and problem.subject:
         word = clean(problem.subject, 24)
     elif known is Verdict.TAINTED and problem.subject:
@@ -95,7 +123,7 @@ def bar(used: int, total: int, width: int = 6) -> Text:
     full, part = divmod(eighths, 8)
     body = "█" * full + (_BAR_BLOCKS[part] if part else "")
     body = body.ljust(width)
-    style = BAD_STYLE if used > total else (WARN_STYLE if fraction >= 1.0 else OK_STYLE)
+    style = PALETTE.bad if used > total else (PALETTE.warn if fraction >= 1.0 else PALETTE.ok)
     out = Text("▕", end="")
     out.append(body, style=style)
     out.append("▏")
@@ -107,7 +135,7 @@ UNKNOWN_MARK = "?"  # a count not known: its resource could not be read (retryin
 
 
 def mark_style(mark: str) -> str:
-    return WARN_STYLE if mark == SYNCING_MARK else BAD_STYLE
+    return PALETTE.warn if mark == SYNCING_MARK else PALETTE.bad
 
 
 def usage_cell(usage: Usage | None, bar_width: int = 6, *, capacity: bool = True, unknown: str | None = None) -> Text:
@@ -121,7 +149,7 @@ def usage_cell(usage: Usage | None, bar_width: int = 6, *, capacity: bool = True
     else:
         out = Text(f"{usage.allocated}/{usage.allocatable}", end="")
     if capacity and usage.capacity != usage.allocatable:
-        out.append(f" of {usage.capacity}", style=WARN_STYLE)
+        out.append(f" of {usage.capacity}", style=PALETTE.warn)
     if bar_width:
         out.append(" ")
         if unknown:
@@ -136,7 +164,7 @@ def free_cell(usage: Usage | None, unknown: str | None = None) -> Text:
         return Text("-", style=DIM_STYLE, end="")
     if unknown:
         return Text(unknown, style=mark_style(unknown), end="")
-    style = BAD_STYLE if usage.free < 0 else (DIM_STYLE if usage.free == 0 else "")
+    style = PALETTE.bad if usage.free < 0 else (DIM_STYLE if usage.free == 0 else "")
     return Text(str(usage.free), style=style, end="")
 
 
@@ -153,19 +181,19 @@ def other_resources_cell(usage: dict[str, Usage], unknown: str | None = None) ->
             out.append(unknown, style=mark_style(unknown))
             out.append(f"/{u.allocatable}")
         else:
-            out.append(f"{u.allocated}/{u.allocatable}", style=BAD_STYLE if u.allocated > u.allocatable else "")
+            out.append(f"{u.allocated}/{u.allocatable}", style=PALETTE.bad if u.allocated > u.allocatable else "")
     return out
 
 
 def node_status(node: Node) -> Text:
     """Ready, NotReady or Unknown; a Ready node that is cordoned reads Cordoned."""
     if node.ready is None:
-        return Text("Unknown", style=WARN_STYLE, end="")
+        return Text("Unknown", style=PALETTE.warn, end="")
     if not node.ready:
-        return Text("NotReady", style=BAD_STYLE, end="")
+        return Text("NotReady", style=PALETTE.bad, end="")
     if node.unschedulable:
-        return Text("Cordoned", style=WARN_STYLE, end="")
-    return Text("Ready", style=OK_STYLE, end="")
+        return Text("Cordoned", style=PALETTE.warn, end="")
+    return Text("Ready", style=PALETTE.ok, end="")
 
 
 def model_and_memory(summary: NodeSummary) -> Text:
@@ -189,9 +217,10 @@ def verdicts(problems: list[Problem], *, short: bool = False, width: int = 24, u
     if not problems and unknown:
         return unknown_verdict(unknown, short)
     if not problems:
-        return Text("✓ ok", style=OK_STYLE, end="")
-    bad = verdict_word(problems[0])[1] == BAD_STYLE
-    out = Text("✗ " if bad else "! ", style=BAD_STYLE if bad else WARN_STYLE, end="")
+        return Text("✓ ok", style=PALETTE.ok, end="")
+    first = verdict(problems[0].code)
+    bad = first is None or first.severity == PROBLEM
+    out = Text("✗ " if bad else "! ", style=PALETTE.bad if bad else PALETTE.warn, end="")
     for i, problem in enumerate(problems):
         word, style = verdict_word(problem, short)
         rest = len(problems) - i - 1
@@ -228,12 +257,12 @@ def health_parts(summaries: Iterable[NodeSummary], metrics_of: Callable[[str], N
         if m.at is not None and (oldest is None or m.at < oldest):
             oldest = m.at
     parts = [  # the alarms first: in 80 columns what does not fit is cut
-        Text(f"✗ {word}: {count} node{'s' if count > 1 else ''}", style=BAD_STYLE, end="")
+        Text(f"✗ {word}: {count} node{'s' if count > 1 else ''}", style=PALETTE.bad, end="")
         for count, word in ((xid, "XID"), (health, "health")) if count
     ]
     if exporters:
         part = Text("DCGM ", style=DIM_STYLE, end="")
-        part.append(f"{current}/{exporters} read", style=OK_STYLE if current == exporters else WARN_STYLE)
+        part.append(f"{current}/{exporters} read", style=PALETTE.ok if current == exporters else PALETTE.warn)
         if oldest is not None:
             part.append(f" · oldest {age(oldest, now)}", style=DIM_STYLE)
         parts.append(part)
@@ -248,11 +277,11 @@ def gpu_counts(gpu: dict[str, int]) -> Text:
 def pod_status(pod: Pod) -> Text:
     status = pod.status
     if status in ("Running", "Completed", "Succeeded") and pod.deleted is None:
-        style = OK_STYLE if pod.ready >= pod.total or status != "Running" else WARN_STYLE
+        style = PALETTE.ok if pod.ready >= pod.total or status != "Running" else PALETTE.warn
     elif status in ("Pending", "SchedulingGated", "ContainerCreating", "PodInitializing", "Terminating") or status.startswith("Init:"):
-        style = WARN_STYLE
+        style = PALETTE.warn
     else:
-        style = BAD_STYLE
+        style = PALETTE.bad
     return text(status, style=style, limit=40)
 
 
@@ -260,7 +289,7 @@ def reason(gpu_pod: GpuPod, limit: int = 60) -> Text:
     """The pending reason, shortened to fit (the whole text is one key away)."""
     if not gpu_pod.reason:
         return Text("", end="")
-    return text(gpu_pod.reason, style=WARN_STYLE, limit=limit)
+    return text(gpu_pod.reason, style=PALETTE.warn, limit=limit)
 
 
 def pod_name(pod: Pod, width: int | None = None) -> Text:
@@ -299,7 +328,7 @@ def totals_parts(
             part.append(unknown if compact else f"{unknown} free", style=mark_style(unknown))
         else:
             part.append(f" {u.allocated}/{u.allocatable} (")
-            part.append(str(u.free) if compact else f"{u.free} free", style=BAD_STYLE if u.free < 0 else (WARN_STYLE if u.free == 0 else OK_STYLE))
+            part.append(str(u.free) if compact else f"{u.free} free", style=PALETTE.bad if u.free < 0 else (PALETTE.warn if u.free == 0 else PALETTE.ok))
         part.append(")")
         parts.append(part)
     return parts
@@ -320,15 +349,15 @@ def allocation_basis(states: Mapping[str, ResourceState], now: float) -> tuple[s
         if not failing:
             waited = now - min(s.since for _, s in unlisted)  # a slow server: say how long, never "live"
             took = f" {waited:.0f} s" if waited >= LISTING_SAYS_SECONDS else ""
-            return SYNCING_MARK, Text(f"allocation: {' and '.join(k for k, _ in unlisted)} listing…{took}", style=WARN_STYLE, end="")
-        return UNKNOWN_MARK, Text("allocation unknown: " + ", ".join(f"{k} {s.phase}" for k, s in failing), style=BAD_STYLE, end="")
+            return SYNCING_MARK, Text(f"allocation: {' and '.join(k for k, _ in unlisted)} listing…{took}", style=PALETTE.warn, end="")
+        return UNKNOWN_MARK, Text("allocation unknown: " + ", ".join(f"{k} {s.phase}" for k, s in failing), style=PALETTE.bad, end="")
     stale = [(kind, s) for kind in ALLOCATION_KINDS if (s := states.get(kind)) is not None and s.synced and s.phase != ABSENT
              and (s.phase != LIVE or s.stale_since is not None)]
     if not stale:
         return None, None
     since = min(s.stale_since if s.stale_since is not None else s.since for _, s in stale)
     why = ", ".join(f"{kind} {'relisting' if s.phase == LIVE else s.phase}" for kind, s in stale)
-    return None, Text(f"as of {age(since, now)} ago: {why}", style=WARN_STYLE, end="")
+    return None, Text(f"as of {age(since, now)} ago: {why}", style=PALETTE.warn, end="")
 
 
 def pack(parts: list[Text], width: int, sep: str = " · ") -> list[Text]:
@@ -360,7 +389,7 @@ def at_most(lines: list[Text], count: int, width: int) -> list[Text]:
 
 def event_line(event: Event, now: float) -> Text:
     out = Text(f"{age(event.last, now):>6} ", style=DIM_STYLE, end="")
-    out.append_text(text(event.type or "-", style=WARN_STYLE if event.type == "Warning" else "", limit=10))
+    out.append_text(text(event.type or "-", style=PALETTE.warn if event.type == "Warning" else "", limit=10))
     out.append(" ")
     out.append_text(text(event.reason, style="bold", limit=40))
     if event.count > 1:

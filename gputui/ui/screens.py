@@ -128,7 +128,7 @@ class NodeDetailsScreen(Screen[None]):
 
     def refresh_from_model(self) -> None:
         details = self._source(self.node_name)
-        body = details_text(details, self._clock(), self.app.size.width) if details else Text(f"node {self.node_name} is gone", style="bold red")
+        body = details_text(details, self._clock(), self.app.size.width) if details else Text(f"node {self.node_name} is gone", style=render.BAD_STYLE)
         if body != self._shown:  # no redraw when nothing changed
             self._shown = body
             self.query_one("#details-body", Static).update(body)
@@ -235,7 +235,7 @@ def details_text(details: NodeDetails, now: float, width: int = 120) -> Text:
             out.append(f"{unknown:>6}", style=render.mark_style(unknown))
         elif usage is not None:
             out.append(f"{usage.allocated:>11}")
-            out.append_text(Text(f"{usage.free:>6}", style="bold red" if usage.free < 0 else ""))
+            out.append_text(Text(f"{usage.free:>6}", style=render.BAD_STYLE if usage.free < 0 else ""))
         out.append("\n")
     out.rstrip()
 
@@ -246,7 +246,7 @@ def details_text(details: NodeDetails, now: float, width: int = 120) -> Text:
         good = (condition.status == "True") == (condition.type == "Ready")
         out.append("  ")
         out.append_text(render.text(f"{condition.type:<20}", limit=40))
-        out.append(f"{condition.status:<8}", style="green" if good else "bold red")
+        out.append(f"{condition.status:<8}", style=render.OK_STYLE if good else render.BAD_STYLE)
         out.append_text(render.text(condition.reason, limit=60))
         if condition.message:
             out.append("  ")

@@ -15,7 +15,7 @@ model: a `Cell` carries the whole value its text was cut from (`fit`). Cells are
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from rich.cells import cell_len
 from rich.text import Text
@@ -33,7 +33,8 @@ REBUILD_AT = 64  # more stale rows than this, and over half the table: start afr
 class Column:
     key: str
     label: str
-    width: int | None = None  # None: as wide as the content
+    width: int | None = None  # None: as wide as the content (every pane's columns have a width: a row
+    # drawn before Textual measured the others would keep the old widths)
 
 
 class KeyedTable(DataTable):
@@ -59,14 +60,6 @@ class KeyedTable(DataTable):
         self._renders_stale = False  # rows or cells changed since the render caches were last dropped
         self.filter_text = ""
 
-    def _update_dimensions(self, new_rows: Iterable[RowKey]) -> None:
-        # Textual 8 measures new rows when idle and may widen columns then,
-        # but a row drawn just before (the cursor's, typically) stays cached at
-        # the old widths: drop the render caches when the widths are settled.
-        super()._update_dimensions(new_rows)
-        self._clear_caches()
-        self._renders_stale = False
-
     def _drop_stale_renders(self) -> None:
         """After a change, drop what DataTable's render caches hold: they are keyed by its count
         of updates, which every change moves on (and each cell update redraws every row in view),
@@ -75,7 +68,7 @@ class KeyedTable(DataTable):
         over those tens of thousands of dead segments and styles at each full collection."""
         if self._renders_stale:
             self._renders_stale = False
-            self._clear_caches()
+            self.notify_style_update()  # DataTable's public way to drop its render caches (and redraw)
 
     # -- columns ---------------------------------------------------------
     def set_columns(self, columns: Sequence[Column]) -> None:

@@ -127,3 +127,25 @@ async def test_the_local_screen_drops_a_sample_that_comes_after_it_closed_and_sh
         await app.push_screen(LocalScreen(late_snapshot, interval=3600))  # the sample comes after it opened
         await wait_for(pilot, lambda: "NVML is not available" in screen_text(app), what="the sample")
         assert app.is_running and app.return_code is None
+
+
+async def test_a_theme_change_recolours_a_verdict(cluster):
+    """The palette's theme switch reaches the verdicts: the theme's $error, back to the terminal's red."""
+    app = GpuTuiApp(lambda context: connect(str(cluster.kubeconfig_path), context), clock=lambda: NOW_TS)
+
+    def verdict_style() -> str:
+        cells = app.nodes_table.get_row("a100-2")  # no device plugin: `✗ plugin not running`
+        verdict = next(cell for cell in cells if "plugin not running" in cell.plain)
+        return str(verdict.spans[0].style)
+
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: "a100-2" in app.nodes_table.shown_keys and "plugin not running" in str(app.nodes_table.get_row("a100-2")),
+                       what="the verdict")
+        first = app.theme
+        assert verdict_style() == "bold red"
+        app.theme = "nord"
+        error = app.current_theme.error
+        assert error
+        await wait_for(pilot, lambda: verdict_style() == f"bold {error}", what="the verdict in the theme's $error")
+        app.theme = first
+        await wait_for(pilot, lambda: verdict_style() == "bold red", what="the terminal's red again")

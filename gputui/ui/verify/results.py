@@ -131,7 +131,7 @@ class VerifyManyScreen(Screen[None]):
         node = render.text(plan.node, limit=63)
         if verdict is not None:
             if verdict.passed:
-                result = Text("PASS", style="bold green", end="")
+                result = Text("PASS", style=f"bold {render.OK_STYLE}", end="")
             elif verdict.code == v.CANCELLED:
                 result = Text("CANCELLED", style=render.WARN_STYLE, end="")
             else:

@@ -47,7 +47,7 @@ def verdict_text(verdict: v.Verdict, node_labels: dict[str, str] | None = None, 
     pod_created: whether the pod ever existed (a refused create leaves nothing to delete)."""
     out = Text(end="")
     if verdict.passed:
-        out.append("PASS", style="bold green")
+        out.append("PASS", style=f"bold {render.OK_STYLE}")
         out.append("  ")
         report = verdict.report
         if report is not None:
