@@ -30,7 +30,7 @@ from gputui.kube.watches import scope_lines
 from . import render
 from .panes import node_row, pod_row
 from gputui.sanitize import clean
-from .table import KeyedTable
+from .table import KeyedTable, RowCache
 from .widgets import ClusterHeader, Pane
 
 ALL_PARTS = frozenset({"header", "nodes", "pods", "plugin"})
@@ -53,14 +53,6 @@ else:
     _AppBase = object
 
 
-def _node_facts(summary: gpu.NodeSummary) -> tuple:
-    """What a node row shows, to tell a recomputed summary that changed nothing visible."""
-    node, facts = summary.node, summary.facts
-    usage = tuple((name, u.capacity, u.allocatable, u.allocated) for name, u in summary.usage.items())
-    return (node.ready, node.unschedulable, usage, tuple((p.code, p.subject) for p in summary.problems), summary.unknown,
-            facts.product, facts.memory_mib)
-
-
 FAILING_STATUSES = ("Error", "Failed", "OOMKilled", "ContainerCannotRun", "CreateContainerError", "Unknown", "Evicted")
 
 
@@ -70,13 +62,6 @@ def waiting(entry: gpu.GpuPod) -> bool:
     if pod.finished:
         return pod.phase == "Failed"
     return pod.node is None or pod.status.endswith("BackOff") or pod.status in FAILING_STATUSES
-
-
-def _row_facts(entry: gpu.GpuPod) -> tuple:
-    """What a GPU-pod row shows: most pod events (annotations, heartbeats) change none of it."""
-    pod = entry.pod
-    return (pod.node, pod.status, pod.ready, pod.total, pod.restarts, pod.deleted is None, entry.reason, tuple(entry.gpu.items()),
-            entry.claims)
 
 
 class CoalescedRefresh(_AppBase):
@@ -118,10 +103,11 @@ class CoalescedRefresh(_AppBase):
         self._flush_timer: Timer | None = None
         self._changes = 0
         self.refreshes = 0  # coalesced refreshes done (tests and the benchmark read it)
-        self._node_cells: dict[str, tuple[gpu.NodeSummary, tuple, tuple]] = {}  # name -> (summary, facts, cells)
-        # GPU pods shown or showable: key -> (GpuPod, (age text, idle note), cells); None in
+        self._node_cells: RowCache[str] = RowCache(node_row)  # a row built again when node_row's inputs differ
+        self._pod_cells: RowCache[tuple[str, str]] = RowCache(pod_row)
+        # GPU pods shown or showable: key -> (GpuPod, pod_row's inputs, cells); None in
         # _stale_pods means every pod must be looked at again.
-        self._pod_view: dict[tuple[str, str], tuple[gpu.GpuPod, tuple[str, str], tuple]] = {}
+        self._pod_view: dict[tuple[str, str], tuple[gpu.GpuPod, tuple, tuple]] = {}
         self._stale_pods: set[tuple[str, str]] | None = None
         self._pending_rows: set[tuple[str, str]] = set()  # GPU pods in _pod_view waiting for a node: their reasons end with the fit
         self._fit_seen: tuple[int, object] = (-1, None)  # (summary_generation, model.fit()) when the pending rows were last looked at
@@ -133,7 +119,6 @@ class CoalescedRefresh(_AppBase):
         self._gathering = False  # node summaries being gathered (see _gather_nodes)
         self._freeze_when_filled = False  # the model has synced: freeze the tables' rows once they are filled
         self._health: list[Text] = []  # the header's DCGM and health parts (render.health_parts)
-        self._node_mark: str | None = None  # the node rows' mark for unknown allocation (`…`, `?`), see render.allocation_basis
         self._pending_words = ""  # the header's `3 GPU pods pending, longest 12m`, from the pods pane's rows
 
     def _age_tick(self) -> None:
@@ -369,23 +354,8 @@ class CoalescedRefresh(_AppBase):
         """mark: allocated and free are unknown (pods not listed); basis: what the counts rest on, when not live."""
         narrow = bool(self._narrow)
         cache = self._node_cells
-        if mark != self._node_mark:
-            self._node_mark = mark
-            cache.clear()  # every row's allocated and free read otherwise now
-        rows = []
-        for summary in summaries:
-            cached = cache.get(summary.name)
-            if cached is not None and cached[0] is summary:
-                cells = cached[2]
-            else:
-                facts = _node_facts(summary)
-                cells = cached[2] if cached is not None and cached[1] == facts else node_row(summary, narrow, mark, self.node_widths)
-                cache[summary.name] = (summary, facts, cells)
-            rows.append((summary.name, self.with_mark(summary.name, cells)))
-        if len(cache) > len(rows):
-            names = {name for name, _ in rows}
-            for name in [n for n in cache if n not in names]:
-                del cache[name]
+        rows = [(s.name, self.with_mark(s.name, cache.cells(s.name, s, narrow, mark, self.node_widths))) for s in summaries]
+        cache.keep({name for name, _ in rows})
         self.nodes_table.show(rows)
         follow = getattr(self, "follow_node_cursor", None)  # the app's: the other panes follow the visible cursor
         if follow is not None:
@@ -409,6 +379,7 @@ class CoalescedRefresh(_AppBase):
         regroup = stale is None  # the rows shown are other pods, or in another order
         if stale is None:
             view.clear()
+            self._pod_cells.clear()
             self._pending_rows.clear()
             stale = set(records)
             self._pods_filling = True
@@ -432,6 +403,7 @@ class CoalescedRefresh(_AppBase):
             shown = view.get(key)
             if entry is None:
                 self._pending_rows.discard(key)
+                self._pod_cells.forget(key)
                 if shown is not None:
                     del view[key]
                     regroup = True
@@ -442,14 +414,11 @@ class CoalescedRefresh(_AppBase):
                 self._pending_rows.discard(key)
             if shown is None or shown[0].pod.node != entry.pod.node or waiting(shown[0]) != waiting(entry):
                 regroup = True  # a new row, or one that moves in or out of a node's view or of the waiting rows
-            age_text = render.age(entry.pod.created, now)
-            note = self.bad_gpu_note(entry) or self.idle_note(entry)
-            marks = (age_text, note.plain if note is not None else "")
-            if shown is not None and shown[1] == marks and _row_facts(shown[0]) == _row_facts(entry):
-                view[key] = (entry, marks, shown[2])  # changed, but nothing the row shows
-            else:
-                changed[key] = cells = pod_row(entry, age_text, narrow, self.pod_widths, note)
-                view[key] = (entry, marks, cells)
+            inputs = (entry, render.age(entry.pod.created, now), narrow, self.pod_widths, self.bad_gpu_note(entry) or self.idle_note(entry))
+            cells = self._pod_cells.cells(key, *inputs)
+            if shown is None or cells is not shown[2]:
+                changed[key] = cells
+            view[key] = (entry, inputs, cells)
         else:
             self._pods_filling = False
         node = None if self.pods_all_nodes else self.selected_node

@@ -15,7 +15,7 @@ model: a `Cell` carries the whole value its text was cut from (`fit`). Cells are
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Callable, Collection, Generic, Mapping, Sequence, TypeVar
 
 from rich.cells import cell_len
 from rich.text import Text
@@ -25,6 +25,7 @@ from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowKey
 
 Cells = tuple[Text, ...]
+K = TypeVar("K")
 ELLIPSIS = "…"
 REBUILD_AT = 64  # more stale rows than this, and over half the table: start afresh
 
@@ -35,6 +36,38 @@ class Column:
     label: str
     width: int | None = None  # None: as wide as the content (every pane's columns have a width: a row
     # drawn before Textual measured the others would keep the old widths)
+
+
+class RowCache(Generic[K]):
+    """Each row's cells, built again only when what the row builder is given differs from last time.
+
+    The builder's arguments are the row's inputs, compared as a value (a recomputed summary or pod
+    record equal to the last one builds nothing): whatever a row reads, a column added later
+    included, decides when it is rebuilt, with no list of fields kept apart from the builder."""
+
+    def __init__(self, build: Callable[..., Cells]) -> None:
+        self.build = build
+        self._rows: dict[K, tuple[tuple[object, ...], Cells]] = {}
+
+    def cells(self, key: K, *inputs: object) -> Cells:
+        cached = self._rows.get(key)
+        if cached is not None and cached[0] == inputs:  # element by element, identity first
+            return cached[1]
+        cells = self.build(*inputs)
+        self._rows[key] = (inputs, cells)
+        return cells
+
+    def keep(self, keys: Collection[K]) -> None:
+        """Forget the rows not among keys."""
+        if len(self._rows) > len(keys):
+            for key in [k for k in self._rows if k not in keys]:
+                del self._rows[key]
+
+    def forget(self, key: K) -> None:
+        self._rows.pop(key, None)
+
+    def clear(self) -> None:
+        self._rows.clear()
 
 
 class KeyedTable(DataTable):
