@@ -217,8 +217,10 @@ class SimCluster:
         sock = site._server.sockets[0]  # type: ignore[union-attr]  # aiohttp's TCPSite has no public accessor for its bound port
         self.port = sock.getsockname()[1]
 
-    async def restart(self, downtime: float = 0.5, *, fresh: bool = False, writes_while_down: int = 0) -> None:
-        """Stop serving (connections refused, open streams end), then serve again on the same port and state.
+    async def restart(self, downtime: float = 0.5, *, fresh: bool = False, writes_while_down: int = 0,
+                      back: asyncio.Event | None = None) -> None:
+        """Stop serving (connections refused, open streams end), then serve again on the same port and state,
+        after `downtime` seconds or, given `back`, once it is set.
 
         fresh=True: the state starts again from the scenario, resourceVersions low again (an etcd restore, a
         rebuilt test cluster): what clients knew is gone, and their resourceVersions are from its future.
@@ -247,7 +249,10 @@ class SimCluster:
                 node["metadata"].setdefault("annotations", {}).update({"sim.gputui.dev/written-while-down": str(n)})
 
             self.store.mutate("nodes", "", name, write)
-        await asyncio.sleep(downtime)
+        if back is None:
+            await asyncio.sleep(downtime)
+        else:
+            await back.wait()
         await self._serve()
         if controllers is not None and self._run_controllers:
             controllers.start()

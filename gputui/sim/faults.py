@@ -127,8 +127,9 @@ class Faults:
         else:
             self.active.pop(resource_key, None)
 
-    async def restart(self, downtime: float = 0.5, *, fresh: bool = False, writes_while_down: int = 0) -> None:
-        await self._require().restart(downtime=downtime, fresh=fresh, writes_while_down=writes_while_down)
+    async def restart(self, downtime: float = 0.5, *, fresh: bool = False, writes_while_down: int = 0,
+                      back: asyncio.Event | None = None) -> None:
+        await self._require().restart(downtime=downtime, fresh=fresh, writes_while_down=writes_while_down, back=back)
 
     def describe(self) -> dict[str, object]:
         """What is active, for the control endpoint."""
