@@ -93,6 +93,21 @@ def _add_fault_parser(subparsers: argparse._SubParsersAction) -> None:
     untaint.add_argument("node", metavar="NODE")
     untaint.add_argument("device", metavar="DEVICE")
     untaint.add_argument("--key", help="only the taints of this key")
+    mig = actions.add_parser("mig-state", parents=[where], help="the MIG manager's nvidia.com/mig.config.state on NODE "
+                             "(pending, rebooting: its GPU clients paused; success: given back; failed)")
+    mig.add_argument("node", metavar="NODE")
+    mig.add_argument("state", metavar="STATE")
+    upgrade = actions.add_parser("upgrade-state", parents=[where], help="the GPU driver upgrade controller moves NODE to STATE "
+                                 "(nvidia.com/gpu-driver-upgrade-state: drain-required, upgrade-failed, upgrade-done, ...)")
+    upgrade.add_argument("node", metavar="NODE")
+    upgrade.add_argument("state", metavar="STATE")
+    quarantine = actions.add_parser("quarantine", parents=[where], help="NVSentinel: CONDITION True on NODE, which it cordons")
+    quarantine.add_argument("node", metavar="NODE")
+    quarantine.add_argument("condition", metavar="CONDITION", help="the monitor's condition type, e.g. GpuXidError")
+    quarantine.add_argument("--message", default="")
+    heal = actions.add_parser("heal", parents=[where], help="NVSentinel: CONDITION False again on NODE, left cordoned")
+    heal.add_argument("node", metavar="NODE")
+    heal.add_argument("condition", metavar="CONDITION")
 
 
 def run_fault(args: argparse.Namespace) -> int:
@@ -119,6 +134,12 @@ def run_fault(args: argparse.Namespace) -> int:
         asked.update(node=args.node, device=args.device, key=key, value=value, effect=effect or "NoSchedule")
     elif args.action == "untaint-device":
         asked.update(node=args.node, device=args.device, key=args.key)
+    elif args.action in ("mig-state", "upgrade-state"):
+        asked.update(node=args.node, state=args.state)
+    elif args.action == "quarantine":
+        asked.update(node=args.node, condition=args.condition, message=args.message)
+    elif args.action == "heal":
+        asked.update(node=args.node, condition=args.condition)
     request = None if args.action == "status" else asked
     try:
         url = control.find_url(getattr(args, "kubeconfig", None), getattr(args, "url", None))

@@ -50,7 +50,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-from . import dcgm, dra, fit, gpu, health, kueue, stack
+from . import dcgm, dra, fit, gpu, health, kueue, stack, stuck
 from .metrics import (
     DEFAULT_BACKGROUND_INTERVAL, DEFAULT_CONCURRENCY, DEFAULT_INTERVAL, DEFAULT_READS_PER_MINUTE, Exporter, MetricsPoller,
     NodeMetrics,
@@ -89,6 +89,7 @@ KUEUE_KINDS = (WORKLOADS, LOCALQUEUES, CLUSTERQUEUES)
 ALL_KINDS = (NODES, PODS, EVENTS, DAEMONSETS, CLUSTERPOLICIES, *DRA_KINDS, *KUEUE_KINDS)
 STATE = "state"
 METRICS = "metrics"
+AGED = "aged"  # a node's summary made again because time passed: a state became stuck, or its age's words changed
 # What the server sends, one cluster-wide watch per field selector (kube-apiserver's selectable fields):
 # pods that may still hold a GPU (the GPU stack's namespaces are read whole, see watches.py); the events
 # the screens show without asking (a node's; why a pod waits). A pod's other events are listed when its
@@ -137,12 +138,14 @@ class ClusterModel:
         selectors: dict[str, tuple[str | None, ...]] = SELECTORS,
         liveness: Liveness = Liveness(),
         xid_old_after: float = health.DEFAULT_XID_OLD_AFTER,
+        stuck_settings: stuck.StuckSettings | None = None,
         clock: Callable[[], float] = time.time,
         **reflector_options: Any,
     ) -> None:
         """namespaces: where to read pods, events and DaemonSets when their cluster-wide list is
         forbidden (watches.namespaces_to_try). selectors: the field selectors of each kind's watches.
-        xid_old_after: seconds after which an unchanged XID reads as old; clock: the time for XID ages (tests move it)."""
+        xid_old_after: seconds after which an unchanged XID reads as old; stuck_settings: how long MIG changes and driver
+        upgrades may take before they are stuck; clock: the time for these ages (tests move it)."""
         self.api = api
         self.resources = resources
         self._listeners: list[Listener] = []
@@ -179,6 +182,10 @@ class ClusterModel:
         self.xid_old_after = xid_old_after
         self.xids = health.XidMemory(clock)
         self.metrics.on_readings.append(self.xids.record)
+        self.stuck_settings = stuck_settings or stuck.StuckSettings()
+        self.states_seen = stuck.StateMemory(clock)  # when each MIG, upgrade or cordon state was first seen
+        self._due: dict[str, float] = {}  # node -> when its summary is made again (a state becomes stuck, its age moves)
+        self._due_timer: asyncio.TimerHandle | None = None
 
         tables: dict[str, BaseTable[Any, Any]] = {
             NODES: self.nodes,
@@ -219,6 +226,9 @@ class ClusterModel:
         return self.watches.all_running()
 
     async def stop(self) -> None:
+        if self._due_timer is not None:
+            self._due_timer.cancel()
+            self._due_timer = None
         await self.metrics.stop()
         await self.watches.stop()
 
@@ -262,6 +272,10 @@ class ClusterModel:
             self._kueue = None  # node figures do not depend on Kueue
         elif change.kind == NODES:
             self._forget_summary(change.key if isinstance(change.key, str) else None)
+            changed = [self.nodes.records.get(change.key)] if isinstance(change.key, str) else self.nodes.records.values()
+            for record in changed:
+                if record is not None:
+                    stuck.observe(record, self.states_seen)  # a state that appears from now on began now
             if change.key is None:
                 self.metrics.targets_changed()
         elif change.kind == PODS:
@@ -371,6 +385,10 @@ class ClusterModel:
         measured = self.metrics.node(node)
         if measured is not None:
             problems += dcgm.xid_problems(measured.readings)
+        now = self.clock()
+        findings = stuck.node_findings(record, self.states_seen, now, self.stuck_settings)
+        problems += [f.problem for f in findings if f.problem is not None]
+        self._set_due(node, min((f.due for f in findings if f.due is not None), default=None))
         view = self.dra_view()
         exporter = here.components.get("dcgm-exporter") if here else None
         summary = gpu.summarize_node(
@@ -381,8 +399,41 @@ class ClusterModel:
             plugin_pods=here.plugin_pods if here else None, plugin_needed=not here or stack.plugin_expected(here.components),
             plugins=here.plugins if here else (),
         )
+        cordon = stuck.cordon_words(record)
+        if cordon is not None:  # whose cordon it is, where a component says it made it
+            summary.problems[:] = [gpu.Problem(p.code, cordon) if p.code == gpu.Verdict.CORDONED else p for p in summary.problems]
         self._summaries[node] = summary
         return summary
+
+    def _set_due(self, node: str, due: float | None) -> None:
+        """Make the node's summary again at `due` (the model's clock): a state on its way to stuck, a stuck one's age."""
+        if due is None:
+            self._due.pop(node, None)
+            return
+        self._due[node] = due
+        self._schedule_due()
+
+    def _schedule_due(self) -> None:
+        """One timer, for the soonest due node."""
+        if self._due_timer is not None:
+            self._due_timer.cancel()
+            self._due_timer = None
+        if not self._due:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no loop (a summary made outside one): recheck_due() by hand
+        self._due_timer = loop.call_later(max(0.5, min(self._due.values()) - self.clock()), self.recheck_due)
+
+    def recheck_due(self) -> None:
+        """Forget the summaries whose states' time has come (a MIG change now stuck, an age to move on), and say so."""
+        now = self.clock()
+        for node in [n for n, due in self._due.items() if due <= now]:
+            del self._due[node]
+            self._forget_summary(node)
+            self._notify(Change(AGED, node))
+        self._schedule_due()
 
     def _pods_unknown(self) -> gpu.Unknown | None:
         """Why the pods are not known (None: they are): the plugin verdict waits for them."""

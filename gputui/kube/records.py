@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import posixpath
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .quantities import parse_time, whole_count
@@ -24,6 +24,13 @@ _intern = sys.intern
 # labels gputui needs only the NVIDIA PCI vendor ones and those the GPU
 # Operator's driver DaemonSets select nodes by (kernel, OS, RHCOS version).
 _NFD_PREFIX = "feature.node.kubernetes.io/"
+# The node annotations a verdict reads (kube/stuck.py): the GPU driver upgrade controller's start times, and its
+# note that the node was cordoned before the upgrade began.
+NODE_ANNOTATIONS = frozenset({
+    "nvidia.com/gpu-driver-upgrade-wait-for-pod-completion-start-time",
+    "nvidia.com/gpu-driver-upgrade-validation-start-time",
+    "nvidia.com/gpu-driver-upgrade.node-initial-state.unschedulable",
+})
 _NFD_KEPT_PREFIXES = (
     "feature.node.kubernetes.io/pci-10de", "feature.node.kubernetes.io/kernel-version.full",
     "feature.node.kubernetes.io/system-os_release.",
@@ -70,6 +77,7 @@ class Node:
     conditions: tuple[Condition, ...]
     created: float | None
     kubelet_version: str
+    annotations: dict[str, str] = field(default_factory=dict)  # only those gputui reads (NODE_ANNOTATIONS)
 
     @property
     def key(self) -> str:
@@ -119,6 +127,7 @@ def node_from(obj: Obj) -> Node:
         conditions=conditions,
         created=parse_time(meta.get("creationTimestamp")),
         kubelet_version=(status.get("nodeInfo") or {}).get("kubeletVersion", ""),
+        annotations={k: v for k, v in (meta.get("annotations") or {}).items() if k in NODE_ANNOTATIONS},
     )
 
 

@@ -610,9 +610,6 @@ def node_problems(node: Node, components: dict[str, ComponentState], skip: Itera
         state = components.get(name)
         if state and state.state in FAILING_STATES and name not in skipped:
             problems.append(Problem(Verdict.COMPONENT_FAILING, state.describe()))
-    mig = mig_config(node)
-    if mig.state == "failed" and "mig-manager" not in skipped:
-        problems.append(Problem(Verdict.COMPONENT_FAILING, f"mig-manager failed to apply MIG config {mig.config or '?'} (nvidia.com/mig.config.state=failed)"))
     plugin = components.get("device-plugin")
     if plugin and len(plugin.daemonsets) > 1:
         problems.append(Problem(Verdict.SEVERAL_PLUGINS, "several device plugins target this node: " + ", ".join(plugin.daemonsets)))

@@ -40,9 +40,12 @@ class Verdict(str, Enum):
     HEALTH_CONDITION = "health-condition", "health"  # shown with the condition's type: `GpuMemWatch`
     UNHEALTHY_GPUS = "unhealthy-gpus", "unhealthy GPUs", "unhealthy"
     COMPONENT_FAILING = "component-failing", "component failing", "stack part"
+    MIG_STUCK = "mig-stuck", "MIG change stuck", "MIG stuck"  # shown with its age: `MIG stuck 42m`
+    DRIVER_UPGRADE_STUCK = "driver-upgrade-stuck", "driver upgrade stuck", "upgrade stuck"
     OVERCOMMITTED = "overcommitted", "overcommitted", "overcommit"
     TAINTED = "tainted", "tainted"  # shown with the taint's key: `taint nvidia.com/gpu-xid-error`
     SEVERAL_PLUGINS = "several-plugins", "several plugins", "2+ plugins"
+    LEFT_CORDONED = "left-cordoned", "left cordoned", "", WARNING  # by NVSentinel, healthy again
     CORDONED = "cordoned", "cordoned", "", WARNING
     OPERATOR_NOT_READY = "operator-not-ready", "operator not ready", "", PROBLEM, True
 

@@ -13,6 +13,10 @@
                   {"action": "taint-device", "node": "gpu-1", "device": "gpu-1", "key": "gpu.nvidia.com/xid",
                    "value": "43", "effect": "NoSchedule"}          a DRA device taint on the node's ResourceSlice
                   {"action": "untaint-device", "node": "gpu-1", "device": "gpu-1", "key": null}
+                  {"action": "mig-state", "node": "mig-1", "state": "pending"}   the MIG manager's state
+                  {"action": "upgrade-state", "node": "gpu-1", "state": "drain-required"}   the driver upgrade's
+                  {"action": "quarantine", "node": "gpu-1", "condition": "GpuXidError", "message": "XID 79"}  NVSentinel
+                  {"action": "heal", "node": "gpu-1", "condition": "GpuXidError"}   healthy again, left cordoned
     GET  /faults                                                   what is active
     GET  /counts                what the API server has answered (features.ApiCounts: requests by verb, reads
                                 from the watch cache or etcd, bytes sent), its resourceVersion, and the
@@ -39,7 +43,7 @@ if TYPE_CHECKING:
     from .cluster import SimCluster
 
 ACTIONS = ("drop-watches", "compact", "fail", "slow", "restart", "silence", "corrupt", "clear", "xid", "gpu-health",
-           "taint-device", "untaint-device")
+           "taint-device", "untaint-device", "mig-state", "upgrade-state", "quarantine", "heal")
 
 
 def address_file(kubeconfig: Path) -> Path:
@@ -120,6 +124,24 @@ async def apply(sim: "SimCluster", request: dict[str, Any]) -> str:
                 raise ControlError("untaint-device takes a taint key or none")
             faults.untaint_device(node, device, only)
             return f"{node} device {device}: " + (f"taint {only} taken off" if only else "every taint taken off")
+        if action == "mig-state":
+            node, state = _text(request, "node"), _text(request, "state")
+            faults.mig_state(node, state)
+            return f"{node}: nvidia.com/mig.config.state={state}"
+        if action == "upgrade-state":
+            node, state = _text(request, "node"), _text(request, "state")
+            faults.upgrade_state(node, state)
+            return f"{node}: nvidia.com/gpu-driver-upgrade-state={state}"
+        if action == "quarantine":
+            node, condition, message = _text(request, "node"), _text(request, "condition"), request.get("message") or ""
+            if not isinstance(message, str):
+                raise ControlError("message is a string")
+            faults.quarantine(node, condition, message)
+            return f"{node}: {condition} True, cordoned by NVSentinel"
+        if action == "heal":
+            node, condition = _text(request, "node"), _text(request, "condition")
+            faults.heal(node, condition)
+            return f"{node}: {condition} False, still cordoned"
     except (ValueError, FaultsDisabled) as exc:
         raise ControlError(str(exc)) from None
     raise ControlError(f"unknown action {action!r}; one of: {', '.join(ACTIONS)}")

@@ -20,6 +20,13 @@ GPU signals, written as the components that own them would (the cluster keeps th
                                           # drops by its devices, pods holding them say so (allocatedResourcesStatus)
     sim.faults.taint_device("gpu-1", "gpu-1", "gpu.nvidia.com/xid", "43", "NoSchedule")  # a DRA device taint
     sim.faults.untaint_device("gpu-1", "gpu-1")       # (KEP-5055) on the node's ResourceSlice, and taken off
+
+GPU plumbing states (sim/plumbing.py says how each component writes them):
+
+    sim.faults.mig_state("mig-1", "pending")          # the MIG manager at work: its GPU clients paused
+    sim.faults.upgrade_state("gpu-1", "drain-required")  # the driver upgrade controller's state (and cordon)
+    sim.faults.quarantine("gpu-1", "GpuXidError", "XID 79")  # NVSentinel: the condition True, the node cordoned
+    sim.faults.heal("gpu-1", "GpuXidError")           # the condition False again; the cordon stays
 """
 from __future__ import annotations
 
@@ -29,6 +36,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from . import builders as b
+from . import plumbing
 from .dcgm import XID_ANNOTATION, parse_xid_annotation
 from .nvidia_smi import UNHEALTHY_ANNOTATION, NodeGpus, parse_unhealthy_annotation
 
@@ -203,6 +211,35 @@ class Faults:
                     allocatable[resource] = str(max(0, min(capacity, left)))
 
         self._require().store.mutate("nodes", "", node_name, change)
+
+    def _change_node(self, node_name: str, change: Any) -> None:
+        self._node(node_name)
+        self._require().store.mutate("nodes", "", node_name, change)
+
+    def mig_state(self, node_name: str, state: str) -> None:
+        """The MIG manager's nvidia.com/mig.config.state (pending, rebooting, success, failed)."""
+        if state not in plumbing.MIG_STATES:
+            raise ValueError(f"MIG state {state!r}: one of {', '.join(plumbing.MIG_STATES)}")
+        self._change_node(node_name, lambda obj: plumbing.set_mig_state(obj, state))
+
+    def upgrade_state(self, node_name: str, state: str) -> None:
+        """The GPU driver upgrade controller moves the node to `state` (nvidia.com/gpu-driver-upgrade-state)."""
+        if state not in plumbing.UPGRADE_STATES:
+            raise ValueError(f"driver upgrade state {state!r}: one of {', '.join(plumbing.UPGRADE_STATES)}")
+        now = b.utcnow()
+        self._change_node(node_name, lambda obj: plumbing.set_upgrade_state(obj, state, now))
+
+    def quarantine(self, node_name: str, condition: str, message: str = "") -> None:
+        """NVSentinel: a health monitor sets `condition` True, its fault quarantine cordons the node."""
+        if not _LABEL_VALUE.fullmatch(condition):
+            raise ValueError(f"condition type {condition!r} is not a name")
+        now = b.utcnow()
+        self._change_node(node_name, lambda obj: plumbing.quarantine(obj, condition, message or f"{condition} failed", now))
+
+    def heal(self, node_name: str, condition: str) -> None:
+        """The monitor finds the node healthy again (`condition` False); the cordon stays."""
+        now = b.utcnow()
+        self._change_node(node_name, lambda obj: plumbing.heal(obj, condition, now))
 
     def _slice_with(self, node_name: str, device: str) -> dict[str, Any]:
         self._node(node_name)

@@ -76,6 +76,9 @@ def unknown_verdict(unknown: Sequence[Unknown], short: bool = False) -> Text:
     return Text(f"{SYNCING_MARK if pending else UNKNOWN_MARK} {clean(words, 80)}", style=PALETTE.warn, end="")
 
 
+_AGED = (Verdict.MIG_STUCK, Verdict.DRIVER_UPGRADE_STUCK, Verdict.LEFT_CORDONED)
+
+
 def verdict_word(problem: Problem, short: bool = False) -> tuple[str, str]:
     """(words, style) of one verdict in the Nodes pane: a health condition by its type, a taint by its key;
     a code this gputui does not know (a newer fleet member's) as it is."""
@@ -88,6 +91,8 @@ def verdict_word(problem: Problem, short: bool = False) -> tuple[str, str]:
     elif known is Verdict.TAINTED and problem.subject:
         key = clean(problem.subject, 40)
         word = "taint " + (key.rsplit("/", 1)[-1] if short or len(key) > 18 else key)
+    elif known in _AGED and problem.subject:  # stuck plumbing, with how long: `MIG stuck 42m`
+        word = f"{word} {clean(problem.subject, 16)}"
     return word, style
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from gputui.kube import stack as stack_module
+from gputui.kube import stuck
 from gputui.kube.gpu import Problem, has_nvidia_gpus
 from gputui.kube.records import daemonset_from, node_from, pod_from
 from gputui.kube.stack import (
@@ -276,11 +277,12 @@ def test_operator_found_by_its_daemonsets_when_clusterpolicies_cannot_be_listed(
     assert (stack.kind, stack.install, stack.namespace, stack.cluster_policy) == ("gpu-operator", "operator", OPERATOR_NS, None)
 
 
-def test_mig_config_failed_is_a_failing_mig_manager():
+def test_mig_config_failed_is_a_stuck_mig_change_not_a_failing_component():
     n = h100_node()
     n["metadata"]["labels"]["nvidia.com/mig.config.state"] = "failed"
-    [problem] = node_problems(n, {})
-    assert problem["code"] == "component-failing" and "all-balanced" in problem["message"]
+    assert node_problems(n, {}) == []
+    [found] = stuck.node_findings(node_from(n), stuck.StateMemory(lambda: 100.0), 100.0, stuck.StuckSettings())
+    assert found.problem is not None and found.problem.code == "mig-stuck" and "all-balanced" in found.problem.message
 
 
 def test_driver_found_by_component_label_whatever_its_name():
