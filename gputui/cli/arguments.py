@@ -122,7 +122,11 @@ def read_dump(args: argparse.Namespace, program: str) -> Any:
     from gputui.sim.scenarios import ScenarioError  # noqa: PLC0415
 
     try:
-        return Dump.read(args.dump)
+        dump = Dump.read(args.dump)
     except ScenarioError as error:
         print(f"{program}: {error}", file=sys.stderr)
         return None
+    if not dump.loaded.objects:  # an empty cluster would read as a healthy one
+        print(f"{program}: {dump.context}: no Kubernetes object in it ({dump.summary()})", file=sys.stderr)
+        return None
+    return dump

@@ -155,11 +155,16 @@ def _bad_dumps(tmp: Path) -> list[tuple[list[str], str]]:
     (tmp / "policy.yaml").write_text("apiVersion: nvidia.com/v1\nkind: ClusterPolicy\nmetadata: {name: cluster-policy}\n")
     (tmp / "dir").mkdir()
     (tmp / "dir" / "nodes.yaml").write_text("kind: List\nitems: [\n")
+    (tmp / "empty").mkdir()
+    (tmp / "empty" / "notes.txt").write_text("not an object\n")
     return [
         (["--from", str(tmp / "absent")], f"gputui report: {tmp / 'absent'}: cannot read: No such file or directory"),
         (["--from", str(tmp / "policy.yaml")], f'gputui report: {tmp / "policy.yaml"}: item 0: nvidia.com/v1 ClusterPolicy '
                                                '"cluster-policy": no CustomResourceDefinition for clusterpolicies.nvidia.com in the dump'),
         (["--from", str(tmp / "dir")], f"gputui report: {tmp / 'dir' / 'nodes.yaml'}: not valid YAML at line 3"),
+        # nothing in it is not an empty, healthy cluster
+        (["--from", str(tmp / "empty")], f"gputui report: dump:{tmp / 'empty'}: no Kubernetes object in it (0 objects from 0 files; "
+                                         "1 file skipped (not Kubernetes objects))"),
         (["--from", str(MUST_GATHER), "--kubeconfig", "kc"],
          "gputui report: --from reads a dump, not a cluster: it does not go with --kubeconfig"),
     ]
