@@ -101,24 +101,27 @@ async def test_a_driver_upgrade_cordons_says_so_is_stuck_past_its_threshold_and_
 
 async def test_a_node_nvsentinel_left_cordoned_once_healthy_again(sim, watched):
     model, _ = watched
-    sim.faults.quarantine("gpu-1", "GpuMemWatch", "uncorrectable ECC")
-    cordon = await until(lambda: problems(model, "gpu-1", Verdict.CORDONED), what="quarantined")
-    assert "NVSentinel" in cordon[0] and problems(model, "gpu-1", Verdict.LEFT_CORDONED) == []  # still unhealthy
-    sim.faults.heal("gpu-1", "GpuMemWatch")
-    [left] = await until(lambda: problems(model, "gpu-1", Verdict.LEFT_CORDONED), what="left cordoned")
+    sim.faults.quarantine("dra-1", "GpuMemWatch", "uncorrectable ECC")
+    cordon = await until(lambda: problems(model, "dra-1", Verdict.CORDONED), what="quarantined")
+    assert "NVSentinel" in cordon[0] and problems(model, "dra-1", Verdict.LEFT_CORDONED) == []  # still unhealthy
+    sim.faults.heal("dra-1", "GpuMemWatch")
+    [left] = await until(lambda: problems(model, "dra-1", Verdict.LEFT_CORDONED), what="left cordoned")
     assert left.startswith("cordoned by NVSentinel (GpuMemWatch), its health conditions healthy again: left cordoned for ")
 
 
 async def test_the_report_says_what_a_single_look_can(sim, watched):
-    """A pending MIG change is not stuck for an age the report cannot know; failed states and a left cordon are."""
+    """A pending MIG change is not stuck for an age the report cannot know; failed states and a left cordon are.
+    (Each test sets up what it reads: the module's tests may run on different workers.)"""
     sim.faults.mig_state("mig-1", "failed")
     sim.faults.upgrade_state("ts-1", "upgrade-failed")
+    sim.faults.quarantine("dra-1", "GpuMemWatch", "uncorrectable ECC")
+    sim.faults.heal("dra-1", "GpuMemWatch")
     try:
         rc, out, _ = await report_of("--kubeconfig", str(sim.kubeconfig_path), "-o", "json")
         data = json.loads(out)
         codes = {n["name"]: {p["code"] for p in n["problems"]} for n in data["nodes"]}
         assert rc == 1 and Verdict.MIG_STUCK in codes["mig-1"] and Verdict.DRIVER_UPGRADE_STUCK in codes["ts-1"]
-        assert Verdict.LEFT_CORDONED in codes["gpu-1"]  # the previous test's
+        assert Verdict.LEFT_CORDONED in codes["dra-1"]
         sim.faults.mig_state("mig-1", "pending")
         rc, out, _ = await report_of("--kubeconfig", str(sim.kubeconfig_path), "-o", "json")
         mig = next(n for n in json.loads(out)["nodes"] if n["name"] == "mig-1")
