@@ -96,6 +96,9 @@ def _parse_all(argv: list[str]) -> argparse.Namespace:
     error (`gputui report --bogus` shows report's usage, as `gputui report -o yaml` does)."""
     parser = build_parser()
     args, rest = parser.parse_known_args(argv)
+    if rest and args.command == "serve":  # `gputui serve --demo`: the app's flags, without the `--`
+        after = args.app_args[1:] if args.app_args[:1] == ["--"] else args.app_args
+        args.app_args, rest = [*rest, *after], []
     if rest:
         sub = None
         if args.command is not None:

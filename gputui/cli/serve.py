@@ -35,7 +35,7 @@ def add_parser(subparsers: argparse._SubParsersAction, parse_app: Callable[[list
             "The printed address carries a random access token that every request needs. "
             "Sessions are read-only (no verification pods) unless --allow-verify."
         ),
-        epilog="example: gputui serve -- --demo    (the app's flags go after --)",
+        epilog="examples: gputui serve --demo;  gputui serve --port 9000 -- --context prod -n ml  (the app's flags that take a value go after --)",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1, this machine only)")
     parser.add_argument("--port", type=whole_number(0, 65535, "a port number"), default=DEFAULT_PORT,

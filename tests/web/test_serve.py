@@ -172,7 +172,16 @@ def test_sessions_are_read_only_unless_verification_is_allowed():
     assert parsed(["--demo", "--read-only"], True).read_only is True
 
 
+def test_the_apps_flags_without_the_separator():
+    parsed = cli_main._parse_all(["serve", "--all-contexts", "--port", "0", "-n", "ml"])
+    assert parsed.port == 0 and parsed.app_args == ["--all-contexts", "-n", "ml"]
+    parsed = cli_main._parse_all(["serve", "--demo", "--", "--read-only"])
+    assert parsed.app_args == ["--demo", "--read-only"]
+
+
 def test_flags_that_are_not_the_apps_are_one_line(capsys):
+    assert cli_main.main(["serve", "--bogus"]) == 2
+    assert capsys.readouterr().err == "gputui serve: not the app's own flags: --bogus (`gputui --help` lists them)\n"
     assert cli_main.main(["serve", "--", "--bogus"]) == 2
     assert capsys.readouterr().err == "gputui serve: not the app's own flags: --bogus (`gputui --help` lists them)\n"
     assert cli_main.main(["serve", "--", "--context", "nope", "--kubeconfig", "/nonexistent/kubeconfig"]) == 2
