@@ -126,6 +126,28 @@ def path(group_version: str, resource: str, name: str | None = None, *, namespac
     return "/".join(parts)
 
 
+def _import_aiohttp() -> Any:
+    """aiohttp, imported on the first request (importing the model does not load it). Its import builds two default
+    TLS contexts that load the system's certificate authorities (some 40 ms of every command's start); gputui never
+    uses them (each request carries the credentials' own context, `Client._tls`), so they are built while
+    SSL_CERT_FILE names an empty file, and the variable is put back as it was at once."""
+    import os  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    if "aiohttp" in sys.modules:
+        return sys.modules["aiohttp"]
+    saved = os.environ.get("SSL_CERT_FILE")
+    os.environ["SSL_CERT_FILE"] = os.devnull
+    try:
+        import aiohttp  # noqa: PLC0415
+    finally:
+        if saved is None:
+            del os.environ["SSL_CERT_FILE"]
+        else:
+            os.environ["SSL_CERT_FILE"] = saved
+    return aiohttp
+
+
 def _failure(exc: BaseException, where: str) -> NoReturn:
     """Raise the HttpError for an aiohttp (or SOCKS, or timeout) failure; anything else as it is."""
     import aiohttp  # noqa: PLC0415  (loaded: the request was made with it)
@@ -234,8 +256,7 @@ class Client:
         """The session (its pool of connections), made in the running loop (one of another loop is dropped)."""
         loop = asyncio.get_running_loop()
         if self._session is None or self._loop is not loop:
-            import aiohttp  # noqa: PLC0415  (on the first request: importing the model does not load it)
-
+            http = _import_aiohttp()
             from .proxy import choose_proxy  # noqa: PLC0415
 
             creds = self.credentials
@@ -250,11 +271,11 @@ class Client:
                                                     limit=CONNECTIONS, keepalive_timeout=IDLE_SECONDS)
                 proxy = None
             else:
-                connector = aiohttp.TCPConnector(ssl=tls, limit=CONNECTIONS, keepalive_timeout=IDLE_SECONDS)
+                connector = http.TCPConnector(ssl=tls, limit=CONNECTIONS, keepalive_timeout=IDLE_SECONDS)
             self._proxy = proxy
-            self._session = aiohttp.ClientSession(
-                connector=connector, trust_env=False, read_bufsize=READ_BUFFER, timeout=aiohttp.ClientTimeout(total=None),
-                skip_auto_headers=("User-Agent",), cookie_jar=aiohttp.DummyCookieJar(),
+            self._session = http.ClientSession(
+                connector=connector, trust_env=False, read_bufsize=READ_BUFFER, timeout=http.ClientTimeout(total=None),
+                skip_auto_headers=("User-Agent",), cookie_jar=http.DummyCookieJar(),
             )
             self._loop = loop
         return self._session

@@ -307,6 +307,11 @@ async def _from_kubeconfig(target: Target, exec_timeout: float) -> Connection:
     try:
         creds = await load_credentials(target.cluster, target.user, target.cluster_dir, target.user_dir, target.server,
                                        exec_timeout=exec_timeout)
+        if target.user.get("auth-provider"):  # oidc (load_credentials refuses any other)
+            from .oidc import OidcProvider  # noqa: PLC0415
+
+            creds.oidc = OidcProvider(target.user["auth-provider"].get("config") or {}, target.user_dir, describe_network_error)
+            await creds.oidc.token()  # an expired one is refreshed now, and said on connecting
     except CredentialError as exc:
         raise KubeconfigError(f'context "{target.context}": {exc}') from None
     return Connection(Client(target.server, creds, target.impersonation), target.context, target.server, target.namespace)

@@ -238,7 +238,7 @@ class Credentials:
     token_file: Path | None = None
     basic: str | None = None  # base64 of user:password
     plugin: ExecPlugin | None = None
-    oidc: Any = None  # an oidc.OidcProvider: its id-token, refreshed when it expires
+    oidc: Any = None  # an oidc.OidcProvider (set by config.py): its id-token, refreshed when it expires
     expires_at: float | None = None  # the plugin token's expiry (epoch seconds)
     _issued_at: float = 0.0
     _lock: asyncio.Lock | None = field(default=None, repr=False)
@@ -290,12 +290,7 @@ class Credentials:
         if self._needs_renewal():
             await self.renew()
         if self.oidc is not None:
-            from .oidc import OidcError  # noqa: PLC0415
-
-            try:
-                return {"Authorization": f"Bearer {await self.oidc.token()}"}
-            except OidcError as exc:
-                raise CredentialError(f"auth-provider oidc: {exc}") from None
+            return {"Authorization": f"Bearer {await self.oidc.token()}"}  # CredentialError if it cannot be refreshed
         if self.token_file is not None:
             try:
                 token = self.token_file.read_text().strip()  # re-read: projected tokens rotate
@@ -454,15 +449,6 @@ async def load_credentials(cluster: Mapping[str, Any], user: Mapping[str, Any], 
         creds.token = str(user["token"])
     elif user.get("tokenFile"):
         creds.token_file = _file(user, "tokenFile", base_dir_user)
-    elif user.get("auth-provider"):
-        from .oidc import OidcError, OidcProvider, issuer_tls  # noqa: PLC0415
-
-        config = user["auth-provider"].get("config") or {}
-        try:
-            creds.oidc = OidcProvider(config, issuer_tls(config, base_dir_user))
-            await creds.oidc.token()  # an expired one is refreshed now, and said on connecting
-        except OidcError as exc:
-            raise CredentialError(f"auth-provider oidc: {exc}") from None
     elif user.get("username") is not None and user.get("password") is not None:
         creds.basic = base64.b64encode(f"{user['username']}:{user['password']}".encode()).decode()
     return creds

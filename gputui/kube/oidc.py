@@ -13,6 +13,7 @@ import asyncio
 import base64
 import binascii
 import time
+import ssl
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Callable
@@ -20,13 +21,18 @@ from urllib.parse import quote, urlencode, urlsplit
 
 import orjson
 
+from .credentials import CredentialError, Credentials, _decode, _file
+
 EXPIRY_MARGIN = 10.0  # seconds: a token that expires sooner is refreshed first (client-go's expiryDelta)
 FORM = "application/x-www-form-urlencoded"
 REFRESH_TIMEOUT = 30.0
 
 
-class OidcError(Exception):
+class OidcError(CredentialError):
     """The id-token cannot be used or refreshed; str() is one line, without a token."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(f"auth-provider oidc: {message}")
 
 
 def _expiry(id_token: str) -> float:
@@ -40,13 +46,18 @@ def _expiry(id_token: str) -> float:
 
 
 class OidcProvider:
-    def __init__(self, config: Mapping[str, Any], tls: Any, clock: Callable[[], float] = time.time) -> None:
+    """config: the auth-provider's; base_dir: its kubeconfig's directory (a relative idp-certificate-authority);
+    describe: how a network failure is worded (config.describe_network_error)."""
+
+    def __init__(self, config: Mapping[str, Any], base_dir: Path, describe: Callable[[BaseException], str],
+                 clock: Callable[[], float] = time.time) -> None:
         self.issuer = str(config.get("idp-issuer-url") or "").rstrip("/")
         self.client_id = str(config.get("client-id") or "")
         self.client_secret = str(config.get("client-secret") or "")
         self.id_token = str(config.get("id-token") or "")
         self.refresh_token = str(config.get("refresh-token") or "")
-        self.tls = tls  # an SSLContext for the issuer
+        self.tls = _issuer_tls(config, base_dir)
+        self.describe = describe
         self.clock = clock
         self.notice: str | None = None  # set by the first refresh: what to tell the user once
         self._lock = asyncio.Lock()
@@ -70,8 +81,6 @@ class OidcProvider:
 
     async def _refresh(self) -> None:
         from .client import ApiError, Client, HttpError  # noqa: PLC0415
-        from .config import describe_network_error  # noqa: PLC0415
-        from .credentials import Credentials  # noqa: PLC0415
 
         if not self.refresh_token:
             raise OidcError("the id-token has expired and there is no refresh-token to renew it: log in again")
@@ -93,7 +102,7 @@ class OidcProvider:
             finally:
                 await token_server.close()
         except (HttpError, OSError) as exc:
-            raise OidcError(f"cannot refresh the id-token at {self.issuer}: {describe_network_error(exc)}") from None
+            raise OidcError(f"cannot refresh the id-token at {self.issuer}: {self.describe(exc)}") from None
         except ApiError as exc:
             raise OidcError(f"cannot refresh the id-token at {self.issuer}: {exc.status} {exc.message}".rstrip()) from None
         finally:
@@ -125,17 +134,13 @@ def _parsed(body: bytes) -> dict[str, Any]:
     return doc if isinstance(doc, dict) else {}
 
 
-def issuer_tls(config: Mapping[str, Any], base_dir: Path) -> Any:
+def _issuer_tls(config: Mapping[str, Any], base_dir: Path) -> ssl.SSLContext:
     """The SSLContext that checks the issuer: idp-certificate-authority-data, idp-certificate-authority, else the system's."""
-    import ssl  # noqa: PLC0415
-
-    from .credentials import CredentialError, _decode, _file  # noqa: PLC0415
-
     try:
         if config.get("idp-certificate-authority-data"):
             return ssl.create_default_context(cadata=_decode(config, "idp-certificate-authority-data").decode("ascii", "replace"))
         if config.get("idp-certificate-authority"):
             return ssl.create_default_context(cafile=str(_file(config, "idp-certificate-authority", base_dir)))
     except ssl.SSLError:
-        raise CredentialError("auth-provider oidc: its idp-certificate-authority is not a PEM certificate") from None
+        raise OidcError("its idp-certificate-authority is not a PEM certificate") from None
     return ssl.create_default_context()
