@@ -213,3 +213,20 @@ async def test_a_socks5_proxy_url_is_used_as_kubectl_uses_it(sim, tunnels, tmp_p
     assert await nodes_through(kubeconfig, make_kubectl) == (["gpu-1"], "")
     # the server's name went to the proxy (it resolves it), from both
     assert tunnels.seen[before:] and set(tunnels.seen[before:]) == {f"{ELSEWHERE}:{sim.port}"}
+
+
+async def test_aiohttp_is_imported_without_loading_authorities_it_never_uses():
+    """aiohttp's default TLS contexts are built without the system's authorities (gputui never uses them), SSL_CERT_FILE
+    is left as it was, and a context of gputui's own still trusts the system's authorities."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import os, ssl\nos.environ['SSL_CERT_FILE'] = ssl.get_default_verify_paths().openssl_cafile\n"
+        "from gputui.kube.client import Client, _import_aiohttp\naiohttp = _import_aiohttp()\n"
+        "print(os.environ['SSL_CERT_FILE'] == ssl.get_default_verify_paths().openssl_cafile,"
+        " aiohttp.connector._SSL_CONTEXT_VERIFIED.cert_store_stats()['x509'],"
+        " Client('https://10.0.0.1')._tls().cert_store_stats()['x509'] == ssl.create_default_context().cert_store_stats()['x509'])"
+    )
+    done = await asyncio.to_thread(subprocess.run, [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert done.stdout.split() == ["True", "0", "True"], done.stderr
