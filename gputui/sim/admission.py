@@ -18,7 +18,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from . import quantity, quota
+from . import decoding, quantity, quota
+from .decoding import Undecodable  # noqa: F401  (re-exported: the server catches it here)
 from .quantity import Quantity
 from .resources import ResourceType
 
@@ -78,33 +79,9 @@ def validate_name(resource: ResourceType, name: str) -> list[Cause]:
     return []
 
 
-class Undecodable(Exception):
-    """400: the body is not an object of its kind (kube-apiserver fails to decode it before anything else)."""
-
-
 def check_decodable(resource: ResourceType, obj: Obj) -> None:
-    """What decoding refuses: a quantity that is not one, in a pod's resources, a ResourceQuota's hard amounts or
-    a LimitRange's bounds and defaults. Raises Undecodable."""
-    spec = _mapping(obj.get("spec"))
-    lists: list[Any] = []
-    if resource.kind == "Pod":
-        for field_name in ("initContainers", "containers"):
-            containers = spec.get(field_name)
-            for c in containers if isinstance(containers, list) else []:
-                resources = _mapping(_mapping(c).get("resources"))
-                lists += [resources.get("limits"), resources.get("requests")]
-    elif resource.kind == "ResourceQuota":
-        lists.append(spec.get("hard"))
-    elif resource.kind == "LimitRange":
-        items = spec.get("limits")
-        for item in items if isinstance(items, list) else []:
-            lists += [_mapping(item).get(key) for key in ("max", "min", "default", "defaultRequest", "maxLimitRequestRatio")]
-    for values in lists:
-        for value in _mapping(values).values():
-            try:
-                quantity.parse(value)
-            except quantity.QuantityError as e:
-                raise Undecodable(f'{resource.kind} in version "{resource.version}" cannot be handled as a {resource.kind}: {e}') from None
+    """What decoding refuses (decoding.py): a field of the wrong JSON type, a quantity that is none. Raises Undecodable."""
+    decoding.check(resource.kind, resource.version, obj)
 
 
 def _mapping(value: Any) -> Obj:

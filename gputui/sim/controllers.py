@@ -33,7 +33,8 @@ log lines (programs.py).
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Coroutine
+import logging
+from typing import Any, Callable, Coroutine
 
 from . import builders as b
 from .deletion import NamespaceController
@@ -45,6 +46,9 @@ from .scheduler import Scheduler
 from .store import Event, NotFound
 
 Obj = dict[str, Any]
+
+# The simulated components' log (`gputui sim` prints it on stderr): what each could not read and skipped.
+log = logging.getLogger("gputui.sim")
 
 
 class EventRecorder:
@@ -171,6 +175,22 @@ class Controllers:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._running = False
         self._subscribed = False
+        self.skipped: list[str] = []  # what the components logged they skipped, oldest first (the last 100)
+
+    def skip(self, component: str, what: str, error: BaseException) -> None:
+        """A component met an object it cannot read: it says so in its log (once) and goes on without it."""
+        line = f"{component}: skipped {what}: malformed ({type(error).__name__}: {error})"
+        if line in self.skipped:
+            return
+        self.skipped = [*self.skipped[-99:], line]
+        log.warning("%s", line)
+
+    def guarded(self, component: str, event: Event, handle: Callable[[Event], None]) -> None:
+        """handle(event), or, when the object breaks it, a line in the component's log."""
+        try:
+            handle(event)
+        except Exception as error:  # noqa: BLE001  (no object may stop a simulated component)
+            self.skip(component, _shown(event.resource.kind.lower(), event.obj), error)
 
     @property
     def speed(self) -> float:
@@ -179,11 +199,17 @@ class Controllers:
     async def sleep(self, sim_seconds: float) -> None:
         await asyncio.sleep(max(0.0, sim_seconds) / self.speed)
 
-    def track(self, coro: Coroutine[Any, Any, Any]) -> None:
-        """Run a coroutine as a task that stop() will wait for."""
+    def track(self, coro: Coroutine[Any, Any, Any], component: str = "controller", what: str = "a task") -> None:
+        """Run a coroutine as a task that stop() will wait for; an error in it goes to the component's log."""
         task = asyncio.create_task(coro)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+
+        def done(task: asyncio.Task[Any]) -> None:
+            self._tasks.discard(task)
+            if not task.cancelled() and task.exception() is not None:
+                self.skip(component, what, task.exception())  # type: ignore[arg-type]  # not None: checked
+
+        task.add_done_callback(done)
 
     def start(self) -> None:
         self._running = True
@@ -197,8 +223,12 @@ class Controllers:
                 by_node.setdefault(node, []).append(entry.obj)
         for index, entry in enumerate(self.store.entries("nodes")):
             kubelet = self._add_kubelet(entry.obj, index)
+            if kubelet is None:
+                continue
             for pod in by_node.get(kubelet.name, []):
-                kubelet.images.update(c["image"] for c in (pod["spec"].get("containers") or []) + (pod["spec"].get("initContainers") or []))
+                spec = pod["spec"]
+                for c in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
+                    kubelet.images.add(c.get("image", ""))
         self.claims.settle_all()
         self.quotas.settle_all()
         self.namespaces.settle_all()
@@ -206,9 +236,14 @@ class Controllers:
         for kubelet in self.kubelets.values():
             kubelet.sync_all(by_node.get(kubelet.name, []))
 
-    def _add_kubelet(self, node: Obj, index: int | None = None) -> Kubelet:
+    def _add_kubelet(self, node: Obj, index: int | None = None) -> Kubelet | None:
+        """The node's kubelet; None (and a line in the log) when the node cannot be read."""
         name = node["metadata"]["name"]
-        kubelet = Kubelet(self, node, len(self.kubelets) if index is None else index)
+        try:
+            kubelet = Kubelet(self, node, len(self.kubelets) if index is None else index)
+        except Exception as error:  # noqa: BLE001  (a malformed node has no kubelet; the others run)
+            self.skip("kubelet", f"node {name}", error)
+            return None
         self.kubelets[name] = kubelet
         return kubelet
 
@@ -216,32 +251,38 @@ class Controllers:
         if not self._running:
             return
         key = event.resource.key
-        self.quotas.on_event(event)
-        self.namespaces.on_event(event)
+        self.guarded("resourcequota-controller", event, self.quotas.on_event)
+        self.guarded("namespace-controller", event, self.namespaces.on_event)
         if key in ("nodes", "pods", DS_KEY):
-            self.daemonsets.on_event(event)
+            self.guarded("daemonset-controller", event, self.daemonsets.on_event)
         if key == "nodes":
-            name = event.obj["metadata"]["name"]
-            if event.type == "DELETED":
-                kubelet = self.kubelets.pop(name, None)
-                if kubelet is not None:
-                    self.track(kubelet.stop())
-            elif name in self.kubelets:
-                self.kubelets[name].on_node(event.obj)
-            else:
-                self._add_kubelet(event.obj).sync_all()
-            self.scheduler.on_event(event)
+            self.guarded("kubelet", event, self._on_node)
+            self.guarded("kube-scheduler", event, self.scheduler.on_event)
         elif key in DRA_KEYS:
             if key == CLAIMS:
-                self.claims.on_event(event)
-            self.scheduler.on_event(event)
+                self.guarded("resourceclaim-controller", event, self.claims.on_event)
+            self.guarded("kube-scheduler", event, self.scheduler.on_event)
         elif key == "pods":
-            self.claims.on_event(event)
-            self.scheduler.on_event(event)
-            node = (event.obj.get("spec") or {}).get("nodeName")
-            kubelet = self.kubelets.get(node) if node else None
+            self.guarded("resourceclaim-controller", event, self.claims.on_event)
+            self.guarded("kube-scheduler", event, self.scheduler.on_event)
+            spec = event.obj.get("spec")
+            node = spec.get("nodeName") if isinstance(spec, dict) else None
+            kubelet = self.kubelets.get(node) if isinstance(node, str) else None
             if kubelet is not None:
-                kubelet.on_pod(event)
+                self.guarded(f"kubelet {kubelet.name}", event, kubelet.on_pod)
+
+    def _on_node(self, event: Event) -> None:
+        name = event.obj["metadata"]["name"]
+        if event.type == "DELETED":
+            kubelet = self.kubelets.pop(name, None)
+            if kubelet is not None:
+                self.track(kubelet.stop(), f"kubelet {name}", f"node {name}")
+        elif name in self.kubelets:
+            self.kubelets[name].on_node(event.obj)
+        else:
+            kubelet = self._add_kubelet(event.obj)
+            if kubelet is not None:
+                kubelet.sync_all()
 
     async def stop(self) -> None:
         self._running = False
@@ -254,3 +295,11 @@ class Controllers:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _shown(kind: str, obj: Any) -> str:
+    """'pod default/p1' for the log."""
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    meta = meta if isinstance(meta, dict) else {}
+    namespace = meta.get("namespace")
+    return f"{kind} {namespace + '/' if namespace else ''}{meta.get('name', '?')}"

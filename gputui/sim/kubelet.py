@@ -89,7 +89,11 @@ class Kubelet:
         if pods is None:
             pods = [e.obj for e in self.store.entries("pods") if (e.obj.get("spec") or {}).get("nodeName") == self.name]
         for pod in pods:
-            self.sync_pod(pod)
+            try:
+                self.sync_pod(pod)
+            except Exception as error:  # noqa: BLE001  (a pod it cannot read is skipped; the node's others run)
+                meta = pod.get("metadata") or {}
+                self.controllers.skip(f"kubelet {self.name}", f"pod {meta.get('namespace')}/{meta.get('name')}", error)
 
     def on_node(self, node: Obj) -> None:
         was_ready = self.ready

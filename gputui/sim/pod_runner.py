@@ -207,6 +207,8 @@ class PodRunner:
             self.kubelet.forget(self)
         except Stopped:
             pass
+        except Exception as error:  # noqa: BLE001  (the kubelet goes on with its other pods)
+            self.kubelet.controllers.skip(f"kubelet {self.kubelet.name}", f"pod {self.namespace}/{self.name}", error)
 
     def spawn(self, key: str, coro: Any) -> None:
         self.tasks[key] = asyncio.create_task(coro, name=f"{self.namespace}/{self.name}/{key}")

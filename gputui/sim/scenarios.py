@@ -32,7 +32,7 @@ from typing import Any, Iterable, Sequence
 import orjson
 import yaml
 
-from . import builders
+from . import builders, decoding
 from . import synthetic as generator
 from .auth import RBAC_API_VERSION, RBAC_KINDS
 from .builtin import BUILTIN
@@ -109,15 +109,15 @@ def read(paths: Sequence[str | Path], *, builtin_hint: bool = False) -> Loaded:
     for given in paths:
         path = Path(given)
         if not path.is_dir():
-            if path.resolve() not in read_already:
-                read_already.add(path.resolve())
+            if _resolved(path) not in read_already:
+                read_already.add(_resolved(path))
                 entries += [(str(path), i, item) for i, item in enumerate(_parse(_text(path, builtin_hint), str(path)))]
                 loaded.files += 1
             continue
         for file in _files_under(path):
-            if file.resolve() in read_already:
+            if _resolved(file) in read_already:
                 continue
-            read_already.add(file.resolve())
+            read_already.add(_resolved(file))
             if not file.name.lower().endswith(DUMP_SUFFIXES):
                 loaded.skipped.append((str(file), "not YAML or JSON"))
                 continue
@@ -138,6 +138,16 @@ def _files_under(directory: Path) -> list[Path]:
         dirs.sort()
         found += [Path(root) / name for name in sorted(files)]
     return found
+
+
+def _resolved(path: Path) -> Path:
+    """The file a path names; a symlink loop is a ScenarioError (Path.resolve raises RuntimeError on one)."""
+    try:
+        return path.resolve(strict=True)
+    except FileNotFoundError:
+        return path.resolve()  # reading it says it is missing, with the built-in names
+    except (OSError, RuntimeError):
+        raise ScenarioError(f"{path}: cannot read: a loop of symbolic links") from None
 
 
 def _is_object(item: Any) -> bool:
@@ -198,6 +208,10 @@ def _validated(entries: list[Entry], loaded: Loaded | None = None, *, copied: bo
     for source, index, item in entries:
         resource = kinds.resource_of(item, source, index)
         _check_fields(item, resource.kind, source, index)
+        try:
+            decoding.check(resource.kind, resource.version, item)
+        except decoding.Undecodable as exc:
+            raise ScenarioError(f"{source}: item {index}: {resource.kind} {item['metadata']['name']}: {exc}") from None
         meta = item["metadata"]
         namespace = (meta.get("namespace") or "default") if resource.namespaced else ""
         ident = (resource.key, namespace, meta["name"])

@@ -102,7 +102,10 @@ class Scheduler:
 
     def start(self) -> None:
         for entry in self.store.entries("pods"):
-            self._account(entry.obj)
+            try:
+                self._account(entry.obj)
+            except Exception as error:  # noqa: BLE001  (a malformed pod is skipped, never the scheduler stopped)
+                self.controllers.skip("kube-scheduler", f"pod {_name(entry.obj)}", error)
         self._task = asyncio.create_task(self._loop(), name="scheduler")
         if self._queue:
             self._wake.set()
@@ -176,7 +179,10 @@ class Scheduler:
             await self._wake.wait()
             self._wake.clear()
             await asyncio.sleep(0)  # let a burst of writes settle into one pass
-            self.schedule_pending()
+            try:
+                self.schedule_pending()
+            except Exception as error:  # noqa: BLE001  (the scheduler keeps running; the next pass tries again)
+                self.controllers.skip("kube-scheduler", "a scheduling pass", error)
 
     def schedule_pending(self) -> None:
         keys = set(self._queue)
@@ -196,11 +202,14 @@ class Scheduler:
                 continue
         pods.sort(key=lambda p: (p["metadata"].get("creationTimestamp", ""), p["metadata"]["name"]))
         for pod in pods:
-            spec = pod.get("spec") or {}
-            if spec.get("nodeName") or spec.get("schedulingGates") or pod["metadata"].get("deletionTimestamp") or \
-                    (pod.get("status") or {}).get("phase") in FINISHED:
-                continue
-            self._schedule_one(pod, nodes)
+            try:
+                spec = pod.get("spec") or {}
+                if spec.get("nodeName") or spec.get("schedulingGates") or pod["metadata"].get("deletionTimestamp") or \
+                        (pod.get("status") or {}).get("phase") in FINISHED:
+                    continue
+                self._schedule_one(pod, nodes)
+            except Exception as error:  # noqa: BLE001  (a malformed pod is skipped, never the scheduler stopped)
+                self.controllers.skip("kube-scheduler", f"pod {_name(pod)}", error)
 
     def _schedule_one(self, pod: Obj, nodes: list[Obj]) -> None:
         requests = b.pod_requests(pod)
@@ -218,16 +227,23 @@ class Scheduler:
             self._mark_unschedulable(pod, message)
             return
         allocations: dict[str, dict[str, list[Obj]]] = {}
+        readable = []
         for node in nodes:
-            failures, resolvable = self._filter(pod, requests, node)
-            if not failures and claims:
-                why, plans = self.claims.filter(claims, node)
-                if why:
-                    failures, resolvable = [why], False
-                else:
-                    allocations[node["metadata"]["name"]] = plans
+            try:
+                failures, resolvable = self._filter(pod, requests, node)
+                if not failures and claims:
+                    why, plans = self.claims.filter(claims, node)
+                    if why:
+                        failures, resolvable = [why], False
+                    else:
+                        allocations[node["metadata"]["name"]] = plans
+                score = 0.0 if failures else self._score(requests, node)
+            except Exception as error:  # noqa: BLE001  (a node it cannot read is left out, as if it were not there)
+                self.controllers.skip("kube-scheduler", f"node {_name(node)}", error)
+                continue
+            readable.append(node)
             if not failures:
-                feasible.append((self._score(requests, node), node["metadata"]["name"]))
+                feasible.append((score, node["metadata"]["name"]))
                 continue
             for reason in failures:
                 reasons[reason] = reasons.get(reason, 0) + 1
@@ -242,7 +258,7 @@ class Scheduler:
                 return
             self._bind(pod, chosen)
             return
-        message = fit_error(len(nodes), reasons, None if never else preemption)
+        message = fit_error(len(readable), reasons, None if never else preemption)
         self._unschedulable.add(key)
         self._mark_unschedulable(pod, message)
 
@@ -321,3 +337,8 @@ class Scheduler:
                 return
         self.controllers.events.record(pod, "FailedScheduling", message, kind="Warning", component="default-scheduler",
                                        same_message=False)
+
+
+def _name(obj: Obj) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{meta['namespace']}/{meta.get('name')}" if meta.get("namespace") else str(meta.get("name"))

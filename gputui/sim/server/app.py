@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import TYPE_CHECKING
 
 from aiohttp import web
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
 
     from ..cluster import SimCluster
 
+log = logging.getLogger("gputui.sim")
+
 # Where the authenticated user rides on the request (web.RequestKey where aiohttp has it).
 USER_KEY = web.RequestKey("user", User) if hasattr(web, "RequestKey") else "user"
 
@@ -35,6 +38,11 @@ class Api(Discovery, Reading, Writing, Subresources):
         except ApiError as e:
             response = json_response(status_body(e.code, e.reason, e.message, e.details), status=e.code)
             response.headers.update(e.headers)
+        except Exception as e:  # noqa: BLE001  (a request the simulator cannot serve is a 500 Status and a log line, never its end)
+            cause = f"{type(e).__name__}: {e}"
+            log.warning("kube-apiserver: %s %s: %s", request.method, request.path, cause)
+            response = json_response(status_body(500, "InternalError", f"Internal error occurred: {cause}",
+                                                 {"causes": [{"message": cause}]}), status=500)
         faults = self.cluster.faults
         if faults.enabled and faults.corrupt and not response.prepared and isinstance(response, web.Response) \
                 and response.body and faults.take_corrupt():

@@ -76,9 +76,12 @@ class Writing(ApiBase):
         if wanted_rv and wanted_rv != old["metadata"]["resourceVersion"]:
             raise conflict(t.resource, t.name or "", "the object has been modified; please apply your changes to the latest version and try again")
         try:
+            admission.check_decodable(t.resource, new)
             new = admission.prepare_update(t.resource, old, new, t.subresource)
         except admission.Invalid as e:
             raise _invalid(t.resource, e) from None
+        except admission.Undecodable as e:
+            raise bad_request(str(e)) from None
         new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
         for key in ("uid", "creationTimestamp", "name", "namespace"):
             if key in old["metadata"]:
