@@ -29,6 +29,13 @@
     contexts = ["prod-*", "staging"] # names or globs, in the kubeconfig's order
     live = 8                         # clusters watched at once; the others summarised every few minutes
 
+    [stuck]                          # GPU plumbing stuck (problem codes mig-stuck, driver-upgrade-stuck)
+    mig_after = 1800                 # seconds a MIG reconfiguration may stay pending or rebooting
+    upgrade_after = 3600             # seconds the GPU driver upgrade may stay in one state
+
+    [health]                         # bad GPUs (the Health view, the report's bad_gpus)
+    xid_old_after = 86400            # seconds after which an XID whose value has not changed reads as old
+
 `--config PATH` or `GPUTUI_CONFIG` name another file (which must then exist);
 flags override the file. Unknown settings are errors, so a typo is not
 silently ignored. No Textual here: the headless commands read it too.
@@ -45,6 +52,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .kube.idle import IdleSettings
+    from .kube.stuck import StuckSettings
     from .kube.verify import VerifyOptions
 
 ENV_VAR = "GPUTUI_CONFIG"
@@ -60,6 +68,9 @@ QUANTITY = re.compile(r"([0-9]+(\.[0-9]*)?|\.[0-9]+)([numkMGTPE]|[KMGTPE]i|[eE][
 # kube/idle.py's (not imported: it loads the client; tests/test_config.py checks they agree)
 DEFAULT_IDLE_WINDOW, DEFAULT_IDLE_THRESHOLD, DEFAULT_PROMETHEUS = 3600.0, 5.0, "monitoring/prometheus-k8s:9090"
 MIN_IDLE_WINDOW, MAX_IDLE_WINDOW = 10.0, 7 * 86_400.0
+# kube/stuck.py's and kube/health.py's (not imported: they load the model; tests/test_config.py checks they agree)
+DEFAULT_MIG_AFTER, DEFAULT_UPGRADE_AFTER, DEFAULT_XID_OLD_AFTER = 1800.0, 3600.0, 86_400.0
+MAX_STUCK_AFTER = 30 * 86_400.0
 _DNS_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
 PROMETHEUS_SERVICE = re.compile(rf"{_DNS_LABEL}/(https?:)?{_DNS_LABEL}(:[a-z0-9]([-a-z0-9]*[a-z0-9])?)?")
 
@@ -115,6 +126,26 @@ class IdleConfig:
         return IdleSettings(window=self.window, threshold=self.threshold, prometheus=chosen, history=history or self.history)
 
 
+@dataclass(frozen=True)
+class StuckConfig:
+    """The `[stuck]` table: how long GPU plumbing may stay in a working state before it is stuck."""
+
+    mig_after: float = DEFAULT_MIG_AFTER
+    upgrade_after: float = DEFAULT_UPGRADE_AFTER
+
+    def settings(self) -> StuckSettings:
+        from .kube.stuck import StuckSettings  # noqa: PLC0415  (only the model needs it)
+
+        return StuckSettings(mig_after=self.mig_after, upgrade_after=self.upgrade_after)
+
+
+@dataclass(frozen=True)
+class HealthConfig:
+    """The `[health]` table: bad GPUs."""
+
+    xid_old_after: float = DEFAULT_XID_OLD_AFTER
+
+
 def prometheus_target(text: str) -> str:
     """A Prometheus to ask: `NAMESPACE/SERVICE[:PORT]` or an http(s):// URL (or "" for none); ValueError if neither."""
     if text == "" or text.startswith(("http://", "https://")) and len(text) > len("https://") or PROMETHEUS_SERVICE.fullmatch(text):
@@ -132,6 +163,12 @@ class Config:
     namespaces: tuple[str, ...] = ()  # to read one by one when a kind is forbidden cluster-wide
     idle: IdleConfig = field(default_factory=IdleConfig)
     fleet: FleetConfig = field(default_factory=lambda: FleetConfig())
+    stuck: StuckConfig = field(default_factory=StuckConfig)
+    health: HealthConfig = field(default_factory=HealthConfig)
+
+    def model_options(self) -> dict[str, Any]:
+        """ClusterModel's keyword arguments for the file's [metrics], [stuck] and [health]."""
+        return {**self.metrics.model_options(), "stuck_settings": self.stuck.settings(), "xid_old_after": self.health.xid_old_after}
 
     def verify_options(
         self,
@@ -229,13 +266,15 @@ def load_config(explicit: str | None = None, environ: Mapping[str, str] | None =
     return parse_config(data, path)
 
 
-_TOP_KEYS = ("read_only", "exec_timeout", "verify", "metrics", "namespaces", "idle", "fleet")
+_TOP_KEYS = ("read_only", "exec_timeout", "verify", "metrics", "namespaces", "idle", "fleet", "stuck", "health")
 _FLEET_KEYS = ("contexts", "live")
 DEFAULT_FLEET_LIVE = 8  # kube/fleet.py's MAX_LIVE (tests/test_config.py checks they agree)
 NAMESPACE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")  # a DNS-1123 label, as Kubernetes names namespaces
 _VERIFY_KEYS = ("image", "namespace", "runtime_class", "timeout", "resource", "cpu", "memory")
 _METRICS_KEYS = ("interval", "reads_per_minute", "concurrency")
 _IDLE_KEYS = ("window", "threshold", "prometheus", "history")
+_STUCK_KEYS = ("mig_after", "upgrade_after")
+_HEALTH_KEYS = ("xid_old_after",)
 MAX_READS_PER_MINUTE = 60_000
 MAX_CONCURRENCY = 64
 
@@ -273,7 +312,9 @@ def parse_config(data: Mapping[str, Any], path: Path | None = None) -> Config:
     if isinstance(exec_timeout, bool) or not isinstance(exec_timeout, (int, float)) or not 0 < exec_timeout <= MAX_TIMEOUT:
         raise bad(f"exec_timeout must be a number of seconds between 0 and {MAX_TIMEOUT:g}, not {_shown(exec_timeout)}")
     return Config(read_only=read_only, exec_timeout=float(exec_timeout), verify=VerifyConfig(timeout=timeout, **texts), path=path,
-                  metrics=_metrics(data, bad), namespaces=_namespaces(data, bad), idle=_idle(data, bad), fleet=_fleet(data, bad))
+                  metrics=_metrics(data, bad), namespaces=_namespaces(data, bad), idle=_idle(data, bad), fleet=_fleet(data, bad),
+                  stuck=StuckConfig(**_durations(data, "stuck", _STUCK_KEYS, bad)),
+                  health=HealthConfig(**_durations(data, "health", _HEALTH_KEYS, bad)))
 
 
 def _positive_quantity(value: Any) -> bool:
@@ -301,6 +342,16 @@ def _idle(data: Mapping[str, Any], bad: Any) -> IdleConfig:
     if history is not None and (not isinstance(history, str) or not history.strip()):
         raise bad(f"idle.history must be a file's path, not {_shown(history)}")
     return IdleConfig(window=float(window), threshold=float(threshold), prometheus=prometheus or None, history=history)
+
+
+def _durations(data: Mapping[str, Any], name: str, keys: tuple[str, ...], bad: Any) -> dict[str, float]:
+    """A table of seconds, each from 1 to MAX_STUCK_AFTER; those not given are left to the defaults."""
+    out = {}
+    for key, value in _section(data, name, keys, bad).items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 1 <= value <= MAX_STUCK_AFTER:
+            raise bad(f"{name}.{key} must be a number of seconds between 1 and {MAX_STUCK_AFTER:.0f}, not {_shown(value)}")
+        out[key] = float(value)
+    return out
 
 
 @dataclass(frozen=True)

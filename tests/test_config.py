@@ -86,7 +86,7 @@ def test_flags_override_the_file(tmp_path):
     ("text", "message"),
     [
         ("read_only = 1", "read_only must be true or false, not 1"),
-        ("readonly = true", "unknown setting readonly (known: read_only, exec_timeout, verify, metrics, namespaces, idle, fleet)"),
+        ("readonly = true", "unknown setting readonly (known: read_only, exec_timeout, verify, metrics, namespaces, idle, fleet, stuck, health)"),
         ("namespaces = 'ml'", "namespaces must be a list of namespace names (lowercase letters, digits and '-'), not 'ml'"),
         ("namespaces = ['ml', 'Team A']", "namespaces must be a list of namespace names (lowercase letters, digits and '-'), not ['ml', 'Team A']"),
         ("exec_timeout = 0", "exec_timeout must be a number of seconds between 0 and 86400, not 0"),
@@ -259,3 +259,42 @@ def test_the_idle_defaults_written_twice_agree():
 
     assert (config.DEFAULT_IDLE_WINDOW, config.DEFAULT_IDLE_THRESHOLD, config.DEFAULT_PROMETHEUS) == (
         idle.DEFAULT_WINDOW, idle.DEFAULT_THRESHOLD, idle.DEFAULT_PROMETHEUS)
+
+
+def test_the_stuck_and_health_thresholds_reach_the_model(tmp_path):
+    from gputui.kube.model import ClusterModel
+    from gputui.kube.stuck import StuckSettings
+
+    assert load_config(str(write(tmp_path, ""))).model_options()["stuck_settings"] == StuckSettings()
+    text = "[stuck]\nmig_after = 600\nupgrade_after = 7200.5\n[health]\nxid_old_after = 3600\n[metrics]\ninterval = 0\n"
+    options = load_config(str(write(tmp_path, text))).model_options()
+    assert options["stuck_settings"] == StuckSettings(mig_after=600.0, upgrade_after=7200.5)
+    assert options["xid_old_after"] == 3600.0 and options["metrics_background_interval"] == 0.0
+    model = ClusterModel(None, **options)  # type: ignore[arg-type]  # never started: no client needed
+    assert (model.stuck_settings.mig_after, model.xid_old_after) == (600.0, 3600.0)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("stuck = 3", "stuck must be a table ([stuck]), not 3"),
+        ("[stuck]\nmig = 60", "unknown setting stuck.mig (known: stuck.mig_after, stuck.upgrade_after)"),
+        ("[stuck]\nmig_after = 0", "stuck.mig_after must be a number of seconds between 1 and 2592000, not 0"),
+        ("[stuck]\nupgrade_after = '1h'", "stuck.upgrade_after must be a number of seconds between 1 and 2592000, not '1h'"),
+        ("[health]\nxid_old_after = true", "health.xid_old_after must be a number of seconds between 1 and 2592000, not True"),
+        ("[health]\nold_after = 60", "unknown setting health.old_after (known: health.xid_old_after)"),
+    ],
+)
+def test_bad_stuck_and_health_settings_name_the_setting(tmp_path, text, message):
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as caught:
+        load_config(str(path))
+    assert str(caught.value).startswith(f"config {path}: {message}")
+
+
+def test_the_stuck_and_health_defaults_written_twice_agree():
+    from gputui import config
+    from gputui.kube import health, stuck
+
+    assert (config.DEFAULT_MIG_AFTER, config.DEFAULT_UPGRADE_AFTER, config.DEFAULT_XID_OLD_AFTER) == (
+        stuck.DEFAULT_MIG_AFTER, stuck.DEFAULT_UPGRADE_AFTER, health.DEFAULT_XID_OLD_AFTER)

@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         except ConnectError as error:
             print(f"gputui: {error}", file=sys.stderr)
             return 2
-        return _run_app(make_app(args.kubeconfig, args.context, args.resource, verify=verify, metrics=config.metrics.model_options(),
+        return _run_app(make_app(args.kubeconfig, args.context, args.resource, verify=verify, metrics=config.model_options(),
                                  idle=config.idle.settings(args.prometheus, args.history), fleet=fleet, max_live=config.fleet.live,
                                  namespaces=args.namespaces, fallback_namespaces=config.namespaces,
                                  impersonate=impersonation_flags(args)), args.debug)
@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
         return demo.wait_ready()
 
     try:
-        return _run_app(make_app(None, None, args.resource, kubeconfig_from=started_demo, verify=verify, metrics=config.metrics.model_options(),
+        return _run_app(make_app(None, None, args.resource, kubeconfig_from=started_demo, verify=verify, metrics=config.model_options(),
                                  idle=config.idle.settings(args.prometheus, args.history),
                                  namespaces=args.namespaces, fallback_namespaces=config.namespaces,
                                  impersonate=impersonation_flags(args)), args.debug)

@@ -95,7 +95,7 @@ def _run(args: argparse.Namespace) -> int:
     try:
         data, created = asyncio.run(collect(
             args.kubeconfig, args.context, given_namespaces(args), frozenset(args.resource),
-            metrics=config.metrics.model_options(), exec_timeout=config.exec_timeout, configured_namespaces=config.namespaces,
+            metrics=config.model_options(), exec_timeout=config.exec_timeout, configured_namespaces=config.namespaces,
             idle=idle_settings(args, config), wait=args.wait, impersonate=impersonation_flags(args),
         ))
     except ConnectError as exc:
@@ -134,7 +134,7 @@ def run_dump(args: argparse.Namespace, config: Any) -> int:
     async def collect_dump() -> Any:
         async with dump.served() as sim:
             return await collect(str(sim.kubeconfig_path), None, given_namespaces(args), frozenset(args.resource),
-                                 metrics={**config.metrics.model_options(), "metrics_unavailable": NOT_IN_DUMP})
+                                 metrics={**config.model_options(), "metrics_unavailable": NOT_IN_DUMP})
 
     try:
         data, created = asyncio.run(collect_dump())
@@ -150,7 +150,7 @@ def run_fleet(args: argparse.Namespace, config: Any, contexts: list[str]) -> int
 
     fleet, created = asyncio.run(collect_fleet(
         args.kubeconfig, contexts, timeout=args.cluster_timeout, namespaces=given_namespaces(args), extra=frozenset(args.resource),
-        metrics=config.metrics.model_options(), exec_timeout=config.exec_timeout, configured_namespaces=config.namespaces,
+        metrics=config.model_options(), exec_timeout=config.exec_timeout, configured_namespaces=config.namespaces,
         idle=idle_settings(args, config), impersonate=impersonation_flags(args),
     ))
     with writing_stdout():

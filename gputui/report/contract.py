@@ -72,7 +72,7 @@ async def collect(
     """Connect, sync once; return the report as the JSON contract's dict, and the pods' creation times.
     namespaces: -n, the GPU pods listed; also where pods are read when they cannot be listed cluster-wide,
     else the context's namespace, then configured_namespaces (the config file's).
-    metrics: ClusterModel's metrics_* options (the config file's [metrics]: see read_exporters).
+    metrics: ClusterModel's options from the config file (`Config.model_options()`: [metrics], see read_exporters; [stuck], [health]).
     warn: where the warnings go (each a line; default: `gputui report: warning: ...` on stderr).
     idle: the idle GPUs' settings (the config file's [idle], --prometheus, --history); None: no Prometheus, no file.
     wait: seconds to go on trying a server that refuses, resets or times out (restarting), each try said.

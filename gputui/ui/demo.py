@@ -111,6 +111,6 @@ def dump_app(dump: Any, config: Any, extra_resources: list[str] | tuple[str, ...
         served.begin()
         return served.wait_ready()
 
-    metrics = {**config.metrics.model_options(), "metrics_unavailable": NOT_IN_DUMP}
+    metrics = {**config.model_options(), "metrics_unavailable": NOT_IN_DUMP}
     app = make_app(None, None, extra_resources, kubeconfig_from=started, verify=verify_settings(config, True), metrics=metrics, **options)
     return app, served

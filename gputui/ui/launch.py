@@ -45,7 +45,7 @@ def make_app(
     """The app on a kubeconfig context (also used by tests, screenshots and the benchmark).
     kubeconfig_from: a blocking call that returns the kubeconfig path (the demo's simulator).
     verify: the verification pods' settings (`verify_settings`); None: the defaults.
-    metrics: the model's DCGM options (`MetricsConfig.model_options()`); None: the defaults.
+    metrics: the model's options from the config file (`Config.model_options()`: [metrics], [stuck], [health]); None: the defaults.
     fleet: contexts to open as a fleet (the Fleet screen first); max_live: how many of them are watched.
     namespaces: -n (the GPU pods shown; where to read pods when forbidden cluster-wide, else the context's
     namespace and then fallback_namespaces, the config file's).
