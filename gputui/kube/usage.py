@@ -1,0 +1,463 @@
+"""GPU-hours per group over days, from a Prometheus that scrapes kube-state-metrics and the DCGM exporters.
+
+Per group (a namespace, a pod label's value, a node, a GPU model) and GPU resource (`nvidia_com_gpu`, each
+MIG profile, shared GPUs), over a window ending now:
+
+- allocated GPU-hours: kube-state-metrics' `kube_pod_container_resource_requests` of running pods
+  (`kube_pod_status_phase{phase="Running"}`), summed over time;
+- used GPU-hours: DCGM's utilisation (`DCGM_FI_DEV_GPU_UTIL` / 100, `DCGM_FI_PROF_GR_ENGINE_ACTIVE` on MIG) of
+  the devices the exporter attributes to those pods (its `pod`/`namespace` labels, or `exported_*`);
+  measured GPU-hours: how much of the allocation such readings cover; their ratio is used / measured;
+- idle GPU-hours: measured time under the threshold;
+- shared GPU-hours: time on a device several pods hold at once, or a `*_shared` resource: such a device's
+  use cannot be split between its pods, so it is in neither used nor measured;
+- peak concurrent GPUs: the highest allocation at any step.
+
+Sums over time are subqueries at a step fit to the window (`step_for`: 1 s up to 6 minutes, an hour at
+30 days), or, when present, the recording rules `gputui prometheus-rules` prints (`rules_file`): at 1-minute
+resolution per cluster, namespace, node and resource, and at 1-hour resolution per cluster, namespace and
+model. Every group is also split by the cluster label (`cluster` by default), absent on a Prometheus of one
+cluster.
+
+    view = await usage(source, UsageSettings(window=7 * 86400, by="namespace"))
+
+No Textual here.
+"""
+from __future__ import annotations
+
+import asyncio
+import math
+import re
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from .client import Client, HttpError, Timeout
+from .config import describe_network_error, status_message
+
+DEFAULT_WINDOW = 7 * 86400.0
+DEFAULT_THRESHOLD = 5.0  # percent, as kube/idle.py's
+STEPS = 720  # subquery points over the window: an hour's step at 30 days
+MIN_STEP = 60.0
+FINE_INTERVAL, COARSE_INTERVAL = 60.0, 3600.0  # the recording rules' evaluation intervals (1m, 1h)
+COARSE_AFTER = 86400.0  # windows at least this long read the 1-hour rules
+TIMEOUT = 60.0
+GPU_RESOURCES = "nvidia_com_.+"
+SHARED_RESOURCES = ".+_shared"
+MODEL_LABEL = "label_nvidia_com_gpu_product"  # kube_node_labels' name for GPU Feature Discovery's nvidia.com/gpu.product
+DEVICE = ("UUID", "GPU_I_ID")
+RULES, RAW = "rules", "raw"
+
+# The recording rules' names (rules_file).
+R_ALLOCATED = "gputui:gpus_allocated:1m"
+R_HOURS = {name: f"gputui:gpu_hours_{name}:1m" for name in ("allocated", "used", "measured", "idle", "shared")}
+R_HOURS_1H = {name: f"gputui:gpu_hours_{name}:1h" for name in R_HOURS}
+STAT = "gputui_stat"
+
+
+class UsageError(Exception):
+    """Prometheus cannot give the figures; the message is one line saying why."""
+
+
+def step_for(window: float, min_step: float = MIN_STEP) -> float:
+    """The subqueries' step: STEPS points over the window, a whole number of seconds, at least min_step."""
+    return float(max(min_step, math.ceil(window / STEPS) if window > STEPS else 0))
+
+
+def ksm_label(key: str) -> str:
+    """kube-state-metrics' Prometheus name for a Kubernetes label key: `label_`, the key with every character
+    outside [a-zA-Z0-9_] as `_`, then snake-cased (`teamName` -> `label_team_name`)."""
+    return "label_" + re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", re.sub(r"[^a-zA-Z0-9_]", "_", key)).lower()
+
+
+def parse_by(text: str) -> tuple[str, str]:
+    """`namespace`, `node`, `model` or `label:KEY` -> (kind, Prometheus label); ValueError if none of those."""
+    if text in ("namespace", "node"):
+        return text, text
+    if text == "model":
+        return text, MODEL_LABEL
+    if text.startswith("label:") and text[6:]:
+        return "label", ksm_label(text[6:])
+    raise ValueError(f"--by {text!r}: expected namespace, node, model or label:KEY")
+
+
+def parse_since(text: str) -> float:
+    """`7d`, `12h`, `30m`, `90s`, `1d12h` -> seconds; ValueError if not one."""
+    match = re.fullmatch(r"(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?", text.strip())
+    if not text.strip() or not match or not any(match.groups()):
+        raise ValueError(f"--since {text!r}: expected a duration such as 7d, 12h, 1d12h or 90m")
+    w, d, h, m, s = (int(g or 0) for g in match.groups())
+    seconds = (((w * 7 + d) * 24 + h) * 60 + m) * 60 + s
+    if seconds <= 0:
+        raise ValueError(f"--since {text!r}: must be longer than 0")
+    return float(seconds)
+
+
+@dataclass(frozen=True)
+class UsageSettings:
+    window: float = DEFAULT_WINDOW
+    by: str = "namespace"
+    threshold: float = DEFAULT_THRESHOLD  # percent
+    cluster_label: str = "cluster"
+    min_step: float = MIN_STEP
+    use_rules: bool = True  # the recording rules, when present
+    fine_interval: float = FINE_INTERVAL  # what the rules were printed with
+    coarse_after: float = COARSE_AFTER
+
+    @property
+    def step(self) -> float:
+        return step_for(self.window, self.min_step)
+
+
+# -- PromQL --------------------------------------------------------------------------------
+
+def _dur(seconds: float) -> str:
+    """A PromQL duration: whole seconds, else milliseconds (the tests' sub-second steps)."""
+    return f"{int(seconds)}s" if float(seconds).is_integer() else f"{int(round(seconds * 1000))}ms"
+
+
+def allocated_pods(c: str, resources: str = GPU_RESOURCES, excluded: str | None = None) -> str:
+    """Per running pod and GPU resource, the GPUs it requests: labels c, namespace, pod, uid, node, resource."""
+    matcher = f'resource=~"{resources}"' + (f', resource!~"{excluded}"' if excluded else "")
+    return (f"sum by ({c}, namespace, pod, uid, node, resource) (kube_pod_container_resource_requests{{{matcher}}})"
+            f' * on ({c}, uid) group_left () (max by ({c}, uid) (kube_pod_status_phase{{phase="Running"}}) == 1)')
+
+
+def grouped(expr: str, c: str, kind: str, label: str, join_on: str = "uid") -> str:
+    """`expr` (per pod) with the group's label: a pod label from kube_pod_labels, a node's GPU model from
+    kube_node_labels; a pod neither knows stays, without it."""
+    if kind == "label":
+        return (f"(({expr}) * on ({c}, {join_on}) group_left ({label}) max by ({c}, {join_on}, {label}) (kube_pod_labels)"
+                f" or on ({c}, {join_on}) ({expr}))")
+    if kind == "model":
+        return (f"(({expr}) * on ({c}, node) group_left ({label}) max by ({c}, node, {label}) (kube_node_labels)"
+                f" or on ({c}, {join_on}) ({expr}))")
+    return expr
+
+
+def devices() -> str:
+    """Every GPU device's use now, a fraction, with the workload's namespace and pod (the exporter's labels,
+    or those a scrape renamed exported_*) and the resource of a MIG device."""
+    full = 'DCGM_FI_DEV_GPU_UTIL{GPU_I_ID=""} / 100'
+    mig = 'DCGM_FI_PROF_GR_ENGINE_ACTIVE{GPU_I_ID!=""}'
+    both = f"({full} or {mig})"
+    return (f'label_replace(label_replace({both}, "namespace", "$1", "exported_namespace", "(.+)"),'
+            f' "pod", "$1", "exported_pod", "(.+)")')
+
+
+def attributed(c: str, by: tuple[str, ...], pods: str) -> str:
+    """Each device series of the pods of `pods` (allocated_pods, grouped), with the pod's group labels and
+    resource; a pod holding several GPU resources (or groups) at once is left out: its devices cannot be told apart."""
+    keys = ", ".join(dict.fromkeys((c, "namespace", "pod", *by, "resource")))
+    held = f"group by ({keys}) ({pods})"
+    single = f"({held} unless on ({c}, namespace, pod) (count by ({c}, namespace, pod) ({held}) > 1))"
+    extra = ", ".join(dict.fromkeys(label for label in (*by, "resource") if label not in (c, "namespace", "pod")))
+    return f"({devices()} * on ({c}, namespace, pod) group_left ({extra}) {single})"
+
+
+def _shared_devices(c: str, expr: str) -> str:
+    dev = ", ".join((c, *DEVICE))
+    return f"(count by ({dev}) ({expr}) > 1)"
+
+
+def figures_raw(s: UsageSettings) -> str:
+    """One query: every figure per (cluster, group, resource), told apart by the label gputui_stat."""
+    c = s.cluster_label
+    kind, label = parse_by(s.by)
+    pods = grouped(allocated_pods(c), c, kind, label)
+    measured_pods = grouped(allocated_pods(c, excluded=SHARED_RESOURCES), c, kind, label)
+    on_devices = attributed(c, (label,), measured_pods)
+    single = f"({on_devices} unless on ({c}, {', '.join(DEVICE)}) {_shared_devices(c, on_devices)})"
+    shared_on_device = f"({on_devices} and on ({c}, {', '.join(DEVICE)}) {_shared_devices(c, on_devices)})"
+    shared_resource = grouped(allocated_pods(c, resources=SHARED_RESOURCES), c, kind, label)
+    keys = f"{c}, {label}, resource"
+    w, step = _dur(s.window), _dur(s.step)
+    hours = f"{s.step:g} / 3600"
+    stats = {
+        "allocated": f"sum_over_time((sum by ({keys}) ({pods}))[{w}:{step}]) * {hours}",
+        "peak": f"max_over_time((sum by ({keys}) ({pods}))[{w}:{step}])",
+        "used": f"sum_over_time((sum by ({keys}) ({single}))[{w}:{step}]) * {hours}",
+        "measured": f"sum_over_time((count by ({keys}) ({single}))[{w}:{step}]) * {hours}",
+        "idle": f"sum_over_time((count by ({keys}) ({single} < {s.threshold / 100:g}))[{w}:{step}]) * {hours}",
+        "shared": f"sum_over_time((count by ({keys}) ({shared_on_device}))[{w}:{step}]) * {hours}"
+                  f" or sum_over_time((sum by ({keys}) ({shared_resource}))[{w}:{step}]) * {hours}",
+    }
+    return _tagged(stats)
+
+
+def _tagged(stats: dict[str, str]) -> str:
+    return " or ".join(f'label_replace(({expr}), "{STAT}", "{name}", "", "")' for name, expr in stats.items())
+
+
+def rule_groups(c: str = "cluster", fine: float = FINE_INTERVAL, coarse: float = COARSE_INTERVAL,
+                threshold: float = DEFAULT_THRESHOLD) -> list[dict[str, Any]]:
+    """The recording rules: at `fine` per cluster, namespace, node and resource; at `coarse` per cluster,
+    namespace, model and resource (each sample the GPU-hours of the interval before it)."""
+    keys = f"{c}, namespace, node, resource"
+    on_devices = attributed(c, ("node",), allocated_pods(c, excluded=SHARED_RESOURCES))
+    shared = _shared_devices(c, on_devices)
+    single = f"({on_devices} unless on ({c}, {', '.join(DEVICE)}) {shared})"
+    hours = f"{fine:g} / 3600"
+    fine_rules = [
+        {"record": R_ALLOCATED, "expr": f"sum by ({keys}) ({allocated_pods(c)})"},
+        {"record": R_HOURS["allocated"], "expr": f"{R_ALLOCATED} * {hours}"},
+        {"record": R_HOURS["used"], "expr": f"sum by ({keys}) ({single}) * {hours}"},
+        {"record": R_HOURS["measured"], "expr": f"count by ({keys}) ({single}) * {hours}"},
+        {"record": R_HOURS["idle"], "expr": f"count by ({keys}) ({single} < {threshold / 100:g}) * {hours}"},
+        {"record": R_HOURS["shared"], "expr": f"(count by ({keys}) ({on_devices} and on ({c}, {', '.join(DEVICE)}) {shared})"
+                                              f" or sum by ({keys}) ({allocated_pods(c, resources=SHARED_RESOURCES)})) * {hours}"},
+    ]
+    model_keys = f"{c}, namespace, {MODEL_LABEL}, resource"
+    coarse_rules = [
+        {"record": R_HOURS_1H[name],
+         "expr": f"sum by ({model_keys}) ({grouped(f'sum_over_time({R_HOURS[name]}[{_dur(coarse)}])', c, 'model', MODEL_LABEL, 'node, namespace, resource')})"}
+        for name in R_HOURS
+    ]
+    return [{"name": "gputui-gpu-usage-1m", "interval": _dur(fine), "rules": fine_rules},
+            {"name": "gputui-gpu-usage-1h", "interval": _dur(coarse), "rules": coarse_rules}]
+
+
+def rules_file(c: str = "cluster", fine: float = FINE_INTERVAL, coarse: float = COARSE_INTERVAL,
+               threshold: float = DEFAULT_THRESHOLD) -> str:
+    """The rules file `gputui prometheus-rules` prints (YAML; JSON is YAML too, and needs no library here)."""
+    groups = rule_groups(c, fine, coarse, threshold)
+    lines = [f"# gputui {int(fine)} s and {int(coarse)} s GPU usage recording rules; cluster label {c!r}, idle under {threshold:g} %.",
+             "groups:"]
+    for group in groups:
+        lines += [f"  - name: {group['name']}", f"    interval: {group['interval']}", "    rules:"]
+        for rule in group["rules"]:
+            lines += [f"      - record: {rule['record']}", f"        expr: {orjson.dumps(rule['expr']).decode()}"]
+    return "\n".join(lines) + "\n"
+
+
+def figures_rules(s: UsageSettings, coarse: bool) -> str:
+    """The same figures from the recording rules (1-hour ones when `coarse`)."""
+    c = s.cluster_label
+    kind, label = parse_by(s.by)
+    keys = f"{c}, {label}, resource"
+    w, step = _dur(s.window), _dur(s.step)
+
+    def summed(record: str) -> str:
+        if coarse:  # per cluster, namespace and model already
+            return f"sum by ({keys}) (sum_over_time({record}[{w}]))"
+        inner = f"sum_over_time({record}[{w}])"
+        return f"sum by ({keys}) ({grouped(inner, c, kind, label, 'node, namespace, resource')})"
+
+    table = R_HOURS_1H if coarse else R_HOURS
+    peak_inner = grouped(R_ALLOCATED, c, kind, label, "node, namespace, resource")
+    stats = {name: summed(table[name]) for name in table}
+    stats["peak"] = f"max_over_time((sum by ({keys}) ({peak_inner}))[{w}:{step}])"
+    return _tagged(stats)
+
+
+def coverage(s: UsageSettings) -> str:
+    """When each cluster's series begin within the window (kube-state-metrics', the exporters'), and how
+    many of each there are now: what the figures rest on."""
+    c, w, step = s.cluster_label, _dur(s.window), _dur(s.step)
+    _, label = parse_by(s.by)
+    stats = {
+        "ksm_from": f"min_over_time(timestamp(count by ({c}) (kube_pod_status_phase))[{w}:{step}])",
+        "dcgm_from": f"min_over_time(timestamp(count by ({c}) (DCGM_FI_DEV_GPU_UTIL))[{w}:{step}])",
+        "requests": f"count by ({c}) (kube_pod_container_resource_requests)",
+        "phases": f"count by ({c}) (kube_pod_status_phase)",
+        "dcgm": f"count by ({c}) (DCGM_FI_DEV_GPU_UTIL)",
+        "rules_1m": f"count by ({c}) ({R_HOURS['allocated']})",
+        "rules_1h": f"count by ({c}) ({R_HOURS_1H['allocated']})",
+        "rules_from": f"min_over_time(timestamp(count by ({c}) ({R_ALLOCATED}))[{w}:{step}])",
+    }
+    if label not in ("namespace", "node"):
+        source = "kube_node_labels" if label == MODEL_LABEL else "kube_pod_labels"
+        stats["group_label"] = f'count by ({c}) ({source}{{{label}!=""}})'
+    return _tagged(stats)
+
+
+def hours_text(hours: float) -> str:
+    """GPU-hours as a table shows them: whole from 100, one decimal from 1, else two significant digits."""
+    if hours >= 100:
+        return f"{hours:.0f}"
+    if hours >= 1:
+        return f"{hours:.1f}"
+    return f"{hours:.2g}"
+
+
+# -- the answer ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class UsageRow:
+    cluster: str
+    group: str  # "" when the pod's group is not known (a label it lacks, a node without its model)
+    resource: str  # kube-state-metrics' name: nvidia_com_gpu, nvidia_com_mig_1g_10gb, nvidia_com_gpu_shared
+    allocated_h: float
+    used_h: float | None  # None: nothing of it measured
+    measured_h: float
+    idle_h: float | None
+    shared_h: float
+    peak: float
+
+    @property
+    def ratio(self) -> float | None:
+        return self.used_h / self.measured_h if self.used_h is not None and self.measured_h > 0 else None
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        out = []
+        if self.shared_h > 0:
+            out.append(f"{hours_text(self.shared_h)} GPU-h on shared GPUs: their use cannot be split between pods")
+        unmeasured = self.allocated_h - self.measured_h - self.shared_h
+        if unmeasured > 0.02 * self.allocated_h:  # a scrape's misalignment aside
+            out.append(f"{hours_text(unmeasured)} GPU-h without DCGM readings")
+        return tuple(out)
+
+    def to_json(self) -> dict[str, Any]:
+        def r(value: float | None) -> float | None:
+            return None if value is None else round(value, 3)
+
+        return {"cluster": self.cluster or None, "group": self.group or None, "resource": self.resource,
+                "allocated_gpu_hours": r(self.allocated_h), "used_gpu_hours": r(self.used_h),
+                "measured_gpu_hours": r(self.measured_h), "ratio": None if self.ratio is None else round(self.ratio, 3),
+                "idle_gpu_hours": r(self.idle_h), "shared_gpu_hours": r(self.shared_h), "peak_gpus": r(self.peak),
+                "notes": list(self.notes)}
+
+
+@dataclass(frozen=True)
+class UsageView:
+    source: str  # where Prometheus was asked
+    by: str
+    window_s: float
+    step_s: float
+    method: str  # RULES or RAW
+    method_words: str  # e.g. "recording rules gputui:*:1h" or "raw series, subqueries every 1200 s"
+    covered_s: dict[str, float]  # per cluster ("" when no cluster label): how much of the window the series cover
+    missing: tuple[str, ...]  # series absent, each in words
+    rows: tuple[UsageRow, ...]
+    at: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"source": self.source, "by": self.by, "window_s": int(self.window_s), "step_s": int(self.step_s),
+                "method": self.method, "rests_on": self.method_words,
+                "covered_s": {k or "": int(round(v)) for k, v in sorted(self.covered_s.items())},
+                "missing": list(self.missing), "groups": [row.to_json() for row in self.rows]}
+
+
+def _results(body: bytes) -> list[dict[str, Any]]:
+    try:
+        answer = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise UsageError("the answer is not JSON") from None
+    if not isinstance(answer, dict) or answer.get("status") != "success":
+        raise UsageError(str(answer.get("error") or "the answer is not a success") if isinstance(answer, dict) else "not a Prometheus answer")
+    result = (answer.get("data") or {}).get("result") or []
+    return result if isinstance(result, list) else []
+
+
+def _value(item: dict[str, Any]) -> float | None:
+    try:
+        value = float(item["value"][1])
+    except (KeyError, IndexError, TypeError, ValueError):
+        return None
+    return None if math.isnan(value) else value
+
+
+class Prometheus:
+    """Prometheus' query API: at an http(s):// URL, or a service NAMESPACE/NAME[:PORT] through the API server."""
+
+    def __init__(self, where: str, api: Client | None = None) -> None:
+        self.where = where
+        if where.startswith(("http://", "https://")):
+            self.client, self.path, self.own_client = Client(where), "/api/v1/query", True
+        else:
+            namespace, _, service = where.partition("/")
+            if not namespace or not service or api is None:
+                raise UsageError(f"prometheus {where!r}: expected an http(s):// URL, or NAMESPACE/SERVICE[:PORT] with a cluster")
+            self.client, self.own_client = api, False
+            self.path = f"/api/v1/namespaces/{namespace}/services/{service}/proxy/api/v1/query"
+        self.requests = 0
+
+    async def query(self, expr: str, at: float, timeout: float = TIMEOUT) -> list[dict[str, Any]]:
+        """The instant query's result items; UsageError with one line saying why there are none."""
+        self.requests += 1
+        where = f"Prometheus {self.where}"
+        try:
+            resp = await self.client.request("GET", self.path, params={"query": expr, "time": f"{at:.3f}", "timeout": f"{timeout:g}s"},
+                                             timeout=Timeout(total=timeout + 5))
+            async with resp:
+                body = await resp.read()
+        except asyncio.TimeoutError:
+            raise UsageError(f"{where} did not answer within {timeout + 5:g} s") from None
+        except (HttpError, OSError) as exc:
+            raise UsageError(f"{where}: {describe_network_error(exc)}") from None
+        if resp.status != 200:
+            try:
+                answer = orjson.loads(body)
+            except orjson.JSONDecodeError:
+                answer = None
+            error = answer.get("error") if isinstance(answer, dict) else None
+            raise UsageError(f"{where}: {str(error or status_message(body))[:300]} ({resp.status})")
+        try:
+            return _results(body)
+        except UsageError as exc:
+            raise UsageError(f"{where}: {exc}") from None
+
+    async def close(self) -> None:
+        if self.own_client:
+            await self.client.close()
+
+
+async def usage(prometheus: Prometheus, settings: UsageSettings, now: float | None = None) -> UsageView:
+    """Every group's figures over the window ending now; UsageError when Prometheus cannot give them."""
+    now = time.time() if now is None else now
+    c = settings.cluster_label
+    kind, label = parse_by(settings.by)
+    cover = await prometheus.query(coverage(settings), now)
+    found: dict[str, dict[str, float]] = {}
+    for item in cover:
+        labels = item.get("metric") or {}
+        value = _value(item)
+        if value is not None:
+            found.setdefault(labels.get(STAT, ""), {})[labels.get(c, "")] = value
+
+    method, words = RAW, f"raw series, subqueries every {settings.step:g} s"
+    expr = figures_raw(settings)
+    if settings.use_rules and kind != "label":
+        coarse = settings.window >= settings.coarse_after and kind in ("namespace", "model") and found.get("rules_1h")
+        if coarse:
+            method, words, expr = RULES, "recording rules gputui:*:1h", figures_rules(settings, coarse=True)
+        elif found.get("rules_1m"):
+            method, words, expr = RULES, "recording rules gputui:*:1m", figures_rules(settings, coarse=False)
+
+    items = await prometheus.query(expr, now)
+    table: dict[tuple[str, str, str], dict[str, float]] = {}
+    for item in items:
+        labels = item.get("metric") or {}
+        value = _value(item)
+        if value is None:
+            continue
+        key = (labels.get(c, ""), labels.get(label, ""), labels.get("resource", ""))
+        table.setdefault(key, {}).setdefault(labels.get(STAT, ""), value)
+    rows = []
+    for (cluster, group, resource), stats in sorted(table.items()):
+        if not stats.get("allocated") and not stats.get("peak"):
+            continue
+        measured = stats.get("measured", 0.0)
+        rows.append(UsageRow(cluster, group, resource, stats.get("allocated", 0.0),
+                             stats.get("used") if measured > 0 else None, measured,
+                             stats.get("idle", 0.0) if measured > 0 else None, stats.get("shared", 0.0), stats.get("peak", 0.0)))
+
+    start = now - settings.window
+    froms = found.get("rules_from", {}) if method == RULES else found.get("ksm_from", {})
+    # Each subquery point stands for the step before it, as in the sums.
+    covered = {cluster: min(settings.window, max(0.0, now - max(first, start) + settings.step)) for cluster, first in froms.items()}
+    missing = []
+    for stat, words_missing in (("requests", "kube_pod_container_resource_requests (kube-state-metrics)"),
+                                ("phases", "kube_pod_status_phase (kube-state-metrics)"),
+                                ("dcgm", "DCGM_FI_DEV_GPU_UTIL (the DCGM exporters): no used or idle figures")):
+        if not found.get(stat):
+            missing.append(words_missing)
+    if kind in ("label", "model") and not found.get("group_label"):
+        series, allow = ("kube_node_labels", "nodes=[nvidia.com/gpu.product]") if kind == "model" else \
+            ("kube_pod_labels", f"pods=[{settings.by[6:]}]")
+        missing.append(f"{series} has no {label}: kube-state-metrics' --metric-labels-allowlist must name it ({allow})")
+    return UsageView(prometheus.where, settings.by, settings.window, settings.step, method, words, covered,
+                     tuple(missing), tuple(rows), now)

@@ -1,0 +1,201 @@
+"""GPU-hours per group (kube/usage.py) from Debian's real Prometheus scraping a simulated cluster's
+kube-state-metrics (sim/ksm.py) and DCGM exporters every half second, with gputui's recording rules loaded:
+the figures against sums computed from the pods' known lifetimes and the exporters' profiles, from the raw
+series and from the rules alike.
+
+The cluster (the idle-gpus scenario, static): while Prometheus watches, ml/notebook-alice is deleted,
+research/new-job (2 busy GPUs) starts, ml/batch-eval-0 ends (Succeeded); the GPU Operator's validator pods
+request GPUs but ended long ago, so they count for nothing."""
+from __future__ import annotations
+
+import asyncio
+import copy
+import subprocess
+import time
+
+import pytest
+import pytest_asyncio
+
+from gputui.kube.usage import RAW, RULES, Prometheus, UsageError, UsageSettings, rules_file, usage
+from gputui.sim import SimCluster, dcgm, idle_gpus
+from gputui.sim.ksm import KubeStateMetrics
+from tests import prometheus as prom
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+TICK = 0.5  # scrape and rule evaluation interval, and the subqueries' step
+FINE, COARSE = TICK, 2.0  # the rules' "1m" and "1h" intervals here
+BUSY, MIG = 0.9, 0.375
+
+
+class Timeline:
+    """What the test did and when: each GPU pod's (namespace, app label, resource, count, use, start, end)."""
+
+    def __init__(self, t0: float) -> None:
+        self.t0 = t0
+        self.pods: dict[str, list] = {}
+        self.ended_at = 0.0
+
+    def seconds(self, window_end: float, window: float, pick) -> dict[tuple[str, str], float]:
+        """GPU-seconds per (group, resource) over the window, for pods that `pick` returns a weight for."""
+        out: dict[tuple[str, str], float] = {}
+        start = window_end - window
+        for name, (namespace, app, resource, count, use, began, ended) in self.pods.items():
+            alive = max(0.0, min(ended or window_end, window_end) - max(began, start))
+            weight = pick(name, namespace, app, use)
+            if weight and alive:
+                key = (namespace, resource)
+                out[key] = out.get(key, 0.0) + weight * count * alive
+        return out
+
+
+class Setup:
+    def __init__(self, sim, server, timeline) -> None:
+        self.sim, self.server, self.timeline = sim, server, timeline
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def setup(tmp_path_factory):
+    if prom.BINARY is None:
+        pytest.skip(prom.MISSING)
+    tmp = tmp_path_factory.mktemp("usage")
+    objects = idle_gpus.build()
+    async with SimCluster(objects, run_controllers=False) as sim, \
+            KubeStateMetrics(sim, {"pods": ["app"], "nodes": ["nvidia.com/gpu.product"]}) as ksm:
+        config = prom.exporter_jobs(sim, tmp) + prom.ksm_job("kube-state-metrics", ksm.url)
+        rules = rules_file(fine=FINE, coarse=COARSE)
+        async with prom.running(tmp / "prometheus", config, interval=f"{int(TICK * 1000)}ms", rules=rules) as server:
+            await server.until(lambda: len(server.ask("count_over_time(kube_pod_info[2s])")) > 0
+                               and len(server.ask("count_over_time(DCGM_FI_DEV_GPU_UTIL[2s]) >= 2")) >= 10
+                               and len(server.ask("gputui:gpus_allocated:1m")) > 0, "two scrapes of everything")
+            timeline = Timeline(time.time())
+            for p in sim.store.objects("pods"):
+                meta = p["metadata"]
+                profile = dcgm.parse_util_annotation(meta.get("annotations", {}).get(dcgm.UTIL_ANNOTATION, "0"))
+                for c in p["spec"]["containers"]:
+                    for resource, count in c["resources"].get("requests", {}).items():
+                        if resource.startswith("nvidia.com/") and p["status"]["phase"] == "Running":
+                            started = dcgm._started(p)  # the profile counts from the pod's start
+                            use = profile.util(timeline.t0 - started) / 100
+                            timeline.pods[meta["name"]] = [meta["namespace"], meta["labels"].get("app", ""),
+                                                           resource.replace(".", "_").replace("/", "_").replace("-", "_"),
+                                                           int(count), use, timeline.t0 - 60, 0.0]
+            await asyncio.sleep(1.0)
+            sim.store.delete("pods", "ml", "notebook-alice")
+            timeline.pods["notebook-alice"][6] = time.time()
+            await asyncio.sleep(0.75)
+            new = copy.deepcopy(sim.store.get("pods", "research", "sweep-0"))
+            new["metadata"] = {"name": "new-job", "namespace": "research", "labels": {"app": "new"},
+                               "annotations": {dcgm.UTIL_ANNOTATION: "busy"}}
+            new["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "2"}, "requests": {"nvidia.com/gpu": "2"}}
+            sim.store.create("pods", new)
+            timeline.pods["new-job"] = ["research", "new", "nvidia_com_gpu", 2, BUSY, time.time(), 0.0]
+            await asyncio.sleep(0.75)
+
+            def succeeded(pod):
+                pod["status"]["phase"] = "Succeeded"
+
+            sim.store.mutate("pods", "ml", "batch-eval-0", succeeded)
+            timeline.pods["batch-eval-0"][6] = time.time()
+            await asyncio.sleep(1.5)
+            yield Setup(sim, server, timeline)
+
+
+def settings(window: float, **options) -> UsageSettings:
+    return UsageSettings(window=window, min_step=TICK, fine_interval=FINE, **options)
+
+
+async def figures(setup: Setup, s: UsageSettings):
+    source = Prometheus(setup.server.url)
+    try:
+        return await usage(source, s, now=time.time()), source.requests
+    finally:
+        await source.close()
+
+
+def expected(setup: Setup, at: float, window: float):
+    t = setup.timeline
+    allocated = t.seconds(at, window, lambda *_: 1.0)
+    used = t.seconds(at, window, lambda name, ns, app, use: use)
+    idle = t.seconds(at, window, lambda name, ns, app, use: 1.0 if use * 100 < 5 else 0.0)
+    return allocated, used, idle
+
+
+def check(view, setup: Setup, tolerance: float) -> None:
+    """Each group's figures (GPU-seconds) against the timeline's; each pod's start and end may be off by
+    `tolerance` seconds (a scrape, a step)."""
+    window = view.at - setup.timeline.t0
+    allocated, used, idle = expected(setup, view.at, window)
+    rows = {(r.group, r.resource): r for r in view.rows}
+    assert set(rows) == set(allocated), (rows.keys(), allocated.keys())
+    counts = {key: sum(p[3] for p in setup.timeline.pods.values() if (p[0], p[2]) == key) for key in allocated}
+    for key, row in rows.items():
+        slack = tolerance * counts[key] * 3
+        assert row.allocated_h * 3600 == pytest.approx(allocated[key], abs=slack), key
+        assert row.measured_h == pytest.approx(row.allocated_h, abs=slack / 3600), key  # every GPU pod's devices report
+        assert row.used_h * 3600 == pytest.approx(used.get(key, 0.0), abs=slack), key
+        assert row.idle_h * 3600 == pytest.approx(idle.get(key, 0.0), abs=slack), key
+        assert row.shared_h == 0 and not [n for n in row.notes if "shared" in n]
+
+
+async def test_figures_from_the_raw_series_follow_the_pods_lifetimes(setup):
+    window = round(time.time() - setup.timeline.t0)
+    view, requests = await figures(setup, settings(window, use_rules=False))
+    assert (view.method, view.missing, requests) == (RAW, (), 2)  # what it rests on, then the figures: two queries
+    setup.timeline.t0 = view.at - window
+    check(view, setup, TICK * 2)
+    rows = {(r.group, r.resource): r for r in view.rows}
+    assert rows[("ml", "nvidia_com_gpu")].peak == 7  # llm-train-0, notebook-alice and batch-eval-0 at once
+    assert rows[("research", "nvidia_com_gpu")].peak == 3  # sweep-0 and new-job
+    assert rows[("research", "nvidia_com_mig_1g_10gb")].peak == 1
+    assert rows[("ml", "nvidia_com_gpu")].ratio == pytest.approx(rows[("ml", "nvidia_com_gpu")].used_h / rows[("ml", "nvidia_com_gpu")].measured_h)
+    assert view.covered_s == {"": pytest.approx(window, abs=TICK)}
+    assert {p["metric"]["pod"] for p in setup.server.ask('kube_pod_container_resource_requests{resource="nvidia_com_gpu"}')} >= {
+        "llm-train-0", "sweep-0", "new-job"}  # the validators' requests are there: only the Running phase counts
+
+
+async def test_the_recording_rules_give_the_same(setup):
+    window = round(time.time() - setup.timeline.t0)
+    view, _ = await figures(setup, settings(window))
+    assert (view.method, view.method_words) == (RULES, "recording rules gputui:*:1m")
+    setup_t0 = setup.timeline.t0
+    setup.timeline.t0 = view.at - window
+    check(view, setup, TICK * 2)
+    setup.timeline.t0 = setup_t0
+    coarse, _ = await figures(setup, settings(window, coarse_after=window))
+    assert coarse.method_words == "recording rules gputui:*:1h"
+    fine_rows = {(r.group, r.resource): r.allocated_h for r in view.rows}
+    for row in coarse.rows:  # each 1-hour sample covers the interval before it: the window, shifted by up to one
+        assert row.allocated_h == pytest.approx(fine_rows[(row.group, row.resource)], abs=COARSE * 8 / 3600)
+
+
+async def test_by_label_node_and_model(setup):
+    window = round(time.time() - setup.timeline.t0)
+    by_app, _ = await figures(setup, settings(window, by="label:app", use_rules=False))
+    assert by_app.missing == ()
+    assert {r.group for r in by_app.rows} == {"llm-train", "notebook", "batch-eval", "sweep", "new"}
+    by_model, _ = await figures(setup, settings(window, by="model", use_rules=False))
+    assert {(r.group, r.resource) for r in by_model.rows} == {
+        (idle_gpus.H100, "nvidia_com_gpu"), (idle_gpus.A100, "nvidia_com_gpu"), (idle_gpus.H100, "nvidia_com_mig_1g_10gb")}
+    by_node, _ = await figures(setup, settings(window, by="node"))
+    assert {r.group for r in by_node.rows} == {"gpu-1", "gpu-2", "mig-1"}
+    totals = [sum(r.allocated_h for r in v.rows) for v in (by_app, by_model, by_node)]
+    assert max(totals) - min(totals) < 3 * TICK * 10 / 3600
+
+
+async def test_what_the_figures_rest_on(setup):
+    view, _ = await figures(setup, settings(3600, use_rules=False))
+    assert view.covered_s[""] < 600  # Prometheus has seconds of data, not the hour asked for
+    missing, _ = await figures(setup, settings(30, by="label:team", use_rules=False))
+    assert missing.missing == ("kube_pod_labels has no label_team: kube-state-metrics' --metric-labels-allowlist must name it (pods=[team])",)
+    assert {r.group for r in missing.rows} == {""}  # the label unknown, every GPU in one group, not in none
+    with pytest.raises(UsageError, match=r"^Prometheus http://127\.0\.0\.1:1: .*refused"):
+        await usage(Prometheus("http://127.0.0.1:1"), settings(30))
+
+
+@pytest.mark.skipif(prom.PROMTOOL is None, reason="promtool is not installed (Debian's prometheus package)")
+async def test_promtool_accepts_the_rules(tmp_path):
+    (tmp_path / "rules.yml").write_text(rules_file())
+    done = await asyncio.to_thread(subprocess.run, [prom.PROMTOOL, "check", "rules", str(tmp_path / "rules.yml")],
+                                   capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "SUCCESS: 11 rules found" in done.stdout  # six at 1 minute, five at 1 hour
