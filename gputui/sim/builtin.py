@@ -8,6 +8,9 @@
     "kueue-quota"                Kueue: a ClusterQueue's GPU quota used up, a gated pod and a suspended job waiting (kueue_quota.py)
     "restricted"                 namespaces with PodSecurity restricted, ResourceQuotas (GPU, cpu and memory) and a
                                  LimitRange; one being deleted (restricted.py)
+    "stuck"                      GPU plumbing stuck: a failed MIG change with its operands paused, one pending, a
+                                 driver upgrade waiting for jobs for hours, one failed, a node NVSentinel left
+                                 cordoned (stuck.py)
     "gpu-operator-healthy", ...  the GPU stack scenarios (stacks.SCENARIOS)
 
 This registry sits above the scenario modules and below scenarios.py, so that
@@ -17,10 +20,10 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from . import demo, fragmented, health, idle_gpus, kueue_quota, restricted, stacks
+from . import demo, fragmented, health, idle_gpus, kueue_quota, restricted, stacks, stuck
 
 Obj = dict[str, Any]
 
 BUILTIN: dict[str, Callable[[], list[Obj]]] = {"demo": demo.build, "fragmented": fragmented.build, "health": health.build, "idle-gpus": idle_gpus.build,
-                                              "kueue-quota": kueue_quota.build, "restricted": restricted.build,
+                                              "kueue-quota": kueue_quota.build, "restricted": restricted.build, "stuck": stuck.build,
                                               **stacks.SCENARIOS}

@@ -1,0 +1,51 @@
+"""The simulator's `stuck` scenario: every stuck state there from the start, as a single look (`gputui report`) reads
+it, and the config file's [stuck] thresholds honoured by the report."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import pytest_asyncio
+
+from gputui.kube.verdicts import Verdict
+from gputui.sim import SimCluster
+from tests.model.test_report import report_of
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def sim():
+    async with SimCluster("stuck") as cluster:
+        yield cluster
+
+
+def problems_of(data: dict, node: str) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for p in next(n for n in data["nodes"] if n["name"] == node)["problems"]:
+        out.setdefault(p["code"], []).append(p["message"])
+    return out
+
+
+async def test_every_stuck_state_is_there_at_the_start(sim):
+    rc, out, _ = await report_of("--kubeconfig", str(sim.kubeconfig_path), "-o", "json")
+    data = json.loads(out)
+    assert rc == 1
+    mig = problems_of(data, "mig-1")[Verdict.MIG_STUCK]
+    assert mig[0].startswith("the MIG manager failed to apply MIG config all-1g.10gb")
+    assert mig[1].startswith("operands paused for a MIG change with none under way (nvidia.com/mig.config.state=failed)")
+    assert Verdict.MIG_STUCK not in problems_of(data, "mig-2")  # pending since before this look: no age to judge
+    [waiting] = problems_of(data, "up-1")[Verdict.DRIVER_UPGRADE_STUCK]
+    assert "wait-for-jobs-required" in waiting and waiting.endswith("for 120m")  # the controller's own start time
+    assert problems_of(data, "up-1")[Verdict.CORDONED][0].startswith("node is cordoned by the GPU driver upgrade")
+    [failed] = problems_of(data, "up-2")[Verdict.DRIVER_UPGRADE_STUCK]
+    assert failed.startswith("the GPU driver upgrade failed")
+    [left] = problems_of(data, "nvs-1")[Verdict.LEFT_CORDONED]
+    assert left.startswith("cordoned by NVSentinel (GpuMemWatch)") and left.endswith("left cordoned for 120m")
+
+
+async def test_the_report_honours_the_config_files_thresholds(sim, tmp_path):
+    config = tmp_path / "config.toml"
+    config.write_text("[stuck]\nupgrade_after = 10800\n")  # 3 hours: waiting for jobs for 2 is not stuck yet
+    _, out, _ = await report_of("--kubeconfig", str(sim.kubeconfig_path), "--config", str(config), "-o", "json")
+    assert Verdict.DRIVER_UPGRADE_STUCK not in problems_of(json.loads(out), "up-1")
