@@ -100,13 +100,13 @@ def _write_config(workdir: Path, config: str, interval: str, rules: str | None, 
 
 @contextlib.asynccontextmanager
 async def running(workdir: Path, config: str, *, interval: str = "1s", rules: str | None = None,
-                  external_labels: dict[str, str] | None = None) -> AsyncIterator[Prometheus]:
+                  external_labels: dict[str, str] | None = None, port: int | None = None) -> AsyncIterator[Prometheus]:
     """A Prometheus scraping and evaluating every `interval`, with these scrape_configs (the YAML list's
     items) and, given, a rules file."""
     if BINARY is None:
         pytest.skip(MISSING)
     _write_config(workdir, config, interval, rules, external_labels)
-    port = free_port()
+    port = port or free_port()
     with (workdir / "prometheus.log").open("w") as log:
         process = subprocess.Popen(  # noqa: ASYNC220  (started once; it runs beside the test)
             [BINARY, f"--config.file={workdir}/prometheus.yml", f"--storage.tsdb.path={workdir}/data",

@@ -59,6 +59,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     verify.add_parser(sub)
 
+    from . import rules  # noqa: PLC0415
+
+    rules.add_parser(sub)
+
     from . import serve  # noqa: PLC0415
 
     serve.add_parser(sub, _parse_app_args)

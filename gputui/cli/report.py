@@ -58,6 +58,13 @@ def add_parser(subparsers: Any) -> None:
         "GPUs follow (default: $GPUTUI_CONFIG, then $XDG_CONFIG_HOME/gputui/config.toml or ~/.config/gputui/config.toml)",
     )
     add_idle_args(parser, subcommand=True)
+    usage = parser.add_argument_group("GPU-hours from Prometheus (--usage)")
+    usage.add_argument("--usage", action="store_true",
+                       help="print GPU-hours per group (allocated, used, idle, peak) over --since from the Prometheus that "
+                            "scrapes kube-state-metrics and the DCGM exporters (--prometheus), instead of the cluster's state")
+    usage.add_argument("--since", metavar="DURATION", default="7d", help="with --usage: the window, e.g. 30d, 12h (default 7d)")
+    usage.add_argument("--by", metavar="GROUP", default="namespace",
+                       help="with --usage: namespace, node, model or label:KEY (a pod label kube-state-metrics exports) (default namespace)")
     parser.set_defaults(run=run)
 
 
@@ -81,6 +88,8 @@ def _run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"gputui report: {exc}", file=sys.stderr)
         return 2
+    if getattr(args, "usage", False):
+        return run_usage(args, config)
     if args.dump:
         return run_dump(args, config)
     try:
@@ -102,6 +111,32 @@ def _run(args: argparse.Namespace) -> int:
         print(f"gputui report: {exc}", file=sys.stderr)
         return 2
     return write_report(args.output, data, created)
+
+
+def run_usage(args: argparse.Namespace, config: Any) -> int:
+    """--usage: GPU-hours per group from Prometheus; one line and exit 2 when it cannot give them."""
+    from gputui.kube.usage import UsageError, UsageSettings, parse_by, parse_since  # noqa: PLC0415
+    from gputui.report.usage import NO_PROMETHEUS, collect_usage, write_usage  # noqa: PLC0415
+
+    where = idle_settings(args, config).prometheus
+    try:
+        parse_by(args.by)
+        settings = UsageSettings(window=parse_since(args.since), by=args.by, threshold=config.idle.threshold)
+    except ValueError as exc:
+        print(f"gputui report: {exc}", file=sys.stderr)
+        return 2
+    if not where:
+        print(f"gputui report: {NO_PROMETHEUS}", file=sys.stderr)
+        return 2
+    try:
+        view = asyncio.run(collect_usage(where, settings, kubeconfig=args.kubeconfig, context=args.context,
+                                         exec_timeout=config.exec_timeout, impersonate=impersonation_flags(args)))
+    except (ConnectError, UsageError) as exc:
+        print(f"gputui report: {exc}", file=sys.stderr)
+        return 2
+    with writing_stdout():
+        write_usage(view, sys.stdout, args.output)
+    return 0
 
 
 def idle_settings(args: argparse.Namespace, config: Any) -> Any:

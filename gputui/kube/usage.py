@@ -62,8 +62,9 @@ class UsageError(Exception):
 
 
 def step_for(window: float, min_step: float = MIN_STEP) -> float:
-    """The subqueries' step: STEPS points over the window, a whole number of seconds, at least min_step."""
-    return float(max(min_step, math.ceil(window / STEPS) if window > STEPS else 0))
+    """The subqueries' step: STEPS points over the window, a whole number of seconds, at least min_step
+    (or a tenth of a short window)."""
+    return float(max(min(min_step, window / 10), math.ceil(window / STEPS) if window > STEPS else 0))
 
 
 def ksm_label(key: str) -> str:

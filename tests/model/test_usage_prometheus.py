@@ -9,7 +9,10 @@ request GPUs but ended long ago, so they count for nothing."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
+import io
+import json
 import subprocess
 import time
 
@@ -18,8 +21,11 @@ import pytest_asyncio
 
 from gputui.kube.usage import RAW, RULES, Prometheus, UsageError, UsageSettings, rules_file, usage
 from gputui.sim import SimCluster, dcgm, idle_gpus
+from gputui.sim import builders as b
 from gputui.sim.ksm import KubeStateMetrics
+from gputui.sim.proxy import BACKEND_ANNOTATION
 from tests import prometheus as prom
+from tests.model.test_report import report_of
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 TICK = 0.5  # scrape and rule evaluation interval, and the subqueries' step
@@ -59,11 +65,16 @@ async def setup(tmp_path_factory):
         pytest.skip(prom.MISSING)
     tmp = tmp_path_factory.mktemp("usage")
     objects = idle_gpus.build()
+    port = prom.free_port()
+    # The Prometheus also in the cluster, where gputui looks for it by default, behind the API server's service proxy.
+    objects.append(b.service("prometheus-k8s", "monitoring", {"app.kubernetes.io/name": "prometheus"}, [("web", 9090, 9090)],
+                             annotations={BACKEND_ANNOTATION: f"127.0.0.1:{port}"}))
+    objects.insert(0, b.namespace("monitoring"))
     async with SimCluster(objects, run_controllers=False) as sim, \
             KubeStateMetrics(sim, {"pods": ["app"], "nodes": ["nvidia.com/gpu.product"]}) as ksm:
         config = prom.exporter_jobs(sim, tmp) + prom.ksm_job("kube-state-metrics", ksm.url)
         rules = rules_file(fine=FINE, coarse=COARSE)
-        async with prom.running(tmp / "prometheus", config, interval=f"{int(TICK * 1000)}ms", rules=rules) as server:
+        async with prom.running(tmp / "prometheus", config, interval=f"{int(TICK * 1000)}ms", rules=rules, port=port) as server:
             await server.until(lambda: len(server.ask("count_over_time(kube_pod_info[2s])")) > 0
                                and len(server.ask("count_over_time(DCGM_FI_DEV_GPU_UTIL[2s]) >= 2")) >= 10
                                and len(server.ask("gputui:gpus_allocated:1m")) > 0, "two scrapes of everything")
@@ -199,3 +210,30 @@ async def test_promtool_accepts_the_rules(tmp_path):
                                    capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "SUCCESS: 11 rules found" in done.stdout  # six at 1 minute, five at 1 hour
+
+
+async def test_the_report_through_a_url_and_the_api_servers_service_proxy(setup):
+    window = round(time.time() - setup.timeline.t0)
+    rc, out, err = await report_of("--usage", "--since", f"{window}s", "-o", "json", "--prometheus", setup.server.url)
+    assert (rc, err) == (0, ""), err
+    direct = json.loads(out)["usage"]
+    assert (direct["by"], direct["window_s"], direct["method"], direct["missing"]) == ("namespace", window, RULES, [])
+    groups = {(g["group"], g["resource"]): g for g in direct["groups"]}
+    assert set(groups) == {("ml", "nvidia_com_gpu"), ("research", "nvidia_com_gpu"), ("research", "nvidia_com_mig_1g_10gb")}
+    assert groups[("ml", "nvidia_com_gpu")]["peak_gpus"] == 7 and groups[("ml", "nvidia_com_gpu")]["cluster"] is None
+    # The same Prometheus as the service monitoring/prometheus-k8s:9090 (the default), through the API server.
+    rc, out, err = await report_of("--usage", "--since", f"{window}s", "--by", "model", "--kubeconfig", str(setup.sim.kubeconfig_path))
+    assert (rc, err) == (0, ""), err
+    lines = out.splitlines()
+    assert lines[0].startswith(f"GPU-hours over {window}s (covered: {window}s), by model, from Prometheus monitoring/prometheus-k8s:9090: recording rules")
+    assert lines[1].split() == ["MODEL", "RESOURCE", "ALLOCATED", "USED", "RATIO", "IDLE", "SHARED", "PEAK"]
+    assert sorted(line.split()[0] for line in lines[2:5]) == sorted([idle_gpus.A100, idle_gpus.H100, idle_gpus.H100])
+
+
+async def test_prometheus_rules_prints_the_file_the_tests_load():
+    from gputui.cli.main import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = main(["prometheus-rules", "--threshold", "5"])
+    assert rc == 0 and out.getvalue() == rules_file()
