@@ -38,6 +38,7 @@ from .idle import IdleActions
 from .panes import node_columns, pod_columns, widths
 from .plugin_pane import DevicePluginPane
 from .queues import QueuesScreen
+from .usage import UsageScreen
 from .refresh import AGE_INTERVAL, CoalescedRefresh
 from gputui.sanitize import clean
 from .screens import HelpScreen, NodeDetails, NodeDetailsScreen, TextScreen
@@ -437,6 +438,9 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, HealthActions, Coalesc
 
     def action_capacity(self) -> None:
         self.push_screen(CapacityScreen())
+
+    def action_usage(self) -> None:
+        self.push_screen(UsageScreen(self.idle_settings.prometheus, self.conn.api if self.conn is not None else None))
 
     def action_queues(self) -> None:
         if self.model is not None and self.model.kueue_state() == kueue.NOT_INSTALLED:

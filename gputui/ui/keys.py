@@ -59,6 +59,8 @@ MAIN_KEYS: tuple[Key, ...] = (
         "with the pods on them", palette="Health (bad GPUs)"),
     Key("i", "app.idle", "Idle GPUs", "idle GPUs: pods holding GPUs, the idle longest first (mean use over the window, memory used)",
         palette="Idle GPUs"),
+    Key("U", "app.usage", "Usage", "usage: GPU-hours per namespace, node or model over days from Prometheus (allocated, used, idle, peak)",
+        palette="Usage (GPU-hours)"),
     Key("u", "app.queues", "Queues", "Kueue queues: each ClusterQueue's GPU quota, used, free, pending; why its Workloads wait",
         palette="Queues (Kueue)", offered=_kueue_installed),
     Key("space", "app.mark_node", "Mark", "Nodes: mark a node for v"),
