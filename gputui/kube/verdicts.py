@@ -21,7 +21,7 @@ class Verdict(str, Enum):
     severity: str
     cluster: bool
 
-    def __new__(cls, code: str, words: str, short: str = "", severity: str = PROBLEM, cluster: bool = False) -> Verdict:
+    def __new__(cls, code: str, words: str = "", short: str = "", severity: str = PROBLEM, cluster: bool = False) -> Verdict:
         member = str.__new__(cls, code)
         member._value_ = code
         member.words = words

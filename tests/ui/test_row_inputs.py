@@ -2,6 +2,7 @@
 one listed, follows that field's changes (ui/table.py's RowCache compares the builder's inputs)."""
 from __future__ import annotations
 
+import pytest
 from rich.text import Text
 
 from gputui.kube.gpu import GpuPod, NodeSummary
@@ -22,7 +23,12 @@ def with_column(columns, builder, title: str, read):
     return more_columns, more_cells
 
 
-async def test_a_new_column_reading_a_new_field_follows_it(monkeypatch):
+@pytest.fixture(scope="module")
+def cluster():
+    yield from start_cluster(gpu_cluster(crash_loop=False))
+
+
+async def test_a_new_column_reading_a_new_field_follows_it(monkeypatch, cluster):
     node_columns, node_row = with_column(panes.node_columns, panes.node_row, "RACK",
                                          lambda s: s.node.labels.get("rack", "-") if isinstance(s, NodeSummary) else "")
     pod_columns, pod_row = with_column(panes.pod_columns, panes.pod_row, "TEAM",
@@ -31,14 +37,13 @@ async def test_a_new_column_reading_a_new_field_follows_it(monkeypatch):
     monkeypatch.setattr(app_module, "pod_columns", pod_columns)
     monkeypatch.setattr(refresh, "node_row", node_row)
     monkeypatch.setattr(refresh, "pod_row", pod_row)
-    for cluster in start_cluster(gpu_cluster(crash_loop=False)):
-        app = app_on(cluster)
-        async with app.run_test(size=(160, 40)) as pilot:
-            await show_all_pods(pilot, 6)
-            pod, node = "ml-training/finetune-a100-0", "a100-1"
-            assert app.pods_table.get_row(pod)[-1].plain == "nlp" and app.nodes_table.get_row(node)[-1].plain == "-"
-            cluster.call(cluster.sim.store.mutate, "pods", "ml-training", "finetune-a100-0",
-                         lambda obj: obj["metadata"]["labels"].update(team="vision"))
-            cluster.call(cluster.sim.store.mutate, "nodes", "", node, lambda obj: obj["metadata"]["labels"].update(rack="r12"))
-            await wait_for(pilot, lambda: app.pods_table.get_row(pod)[-1].plain == "vision", what="the pod's new label")
-            await wait_for(pilot, lambda: app.nodes_table.get_row(node)[-1].plain == "r12", what="the node's new label")
+    app = app_on(cluster)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await show_all_pods(pilot, 6)
+        pod, node = "ml-training/finetune-a100-0", "a100-1"
+        assert app.pods_table.get_row(pod)[-1].plain == "nlp" and app.nodes_table.get_row(node)[-1].plain == "-"
+        cluster.call(cluster.sim.store.mutate, "pods", "ml-training", "finetune-a100-0",
+                     lambda obj: obj["metadata"]["labels"].update(team="vision"))
+        cluster.call(cluster.sim.store.mutate, "nodes", "", node, lambda obj: obj["metadata"]["labels"].update(rack="r12"))
+        await wait_for(pilot, lambda: app.pods_table.get_row(pod)[-1].plain == "vision", what="the pod's new label")
+        await wait_for(pilot, lambda: app.nodes_table.get_row(node)[-1].plain == "r12", what="the node's new label")

@@ -13,6 +13,7 @@ from gputui.kube.config import connect
 from gputui.kube.nvml import LocalSnapshot
 from gputui.ui.app import GpuTuiApp
 from gputui.ui.capacity import CapacityScreen
+from gputui.ui.health import HealthScreen
 from gputui.ui.idle import IdleScreen
 from gputui.ui.queues import QueuesScreen
 from gputui.ui.screens import TextScreen
@@ -85,6 +86,7 @@ MODEL_SCREENS = {  # the screen, and words it shows once the model is there
     "idle GPUs": (IdleScreen, "no samples yet"),
     "queues": (QueuesScreen, "Kueue is not installed"),
     "stack": (StackScreen, "standalone device plugin"),
+    "health": (HealthScreen, "device unhealthy (capacity 8, allocatable 7)"),
 }
 
 
