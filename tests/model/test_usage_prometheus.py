@@ -5,7 +5,7 @@ series and from the rules alike.
 
 The cluster (the idle-gpus scenario, static): while Prometheus watches, ml/notebook-alice is deleted,
 research/new-job (2 busy GPUs) starts, ml/batch-eval-0 ends (Succeeded); the GPU Operator's validator pods
-request GPUs but ended long ago, so they count for nothing."""
+request GPUs but ended long ago, so they count for nothing; shared/pair-a and pair-b share one time-sliced GPU."""
 from __future__ import annotations
 
 import asyncio
@@ -54,6 +54,33 @@ class Timeline:
         return out
 
 
+def time_sliced(objects: list[dict]) -> list[dict]:
+    """The scenario and ts-1: one A100 time-sliced four ways (GPU Feature Discovery's labels, nvidia.com/gpu: 4,
+    its exporter), held by shared/pair-a and shared/pair-b at once: one device, two pods, use not split."""
+    by_name = {o["metadata"]["name"]: o for o in objects if o["kind"] in ("Node", "Pod")}
+    node = copy.deepcopy(by_name["gpu-2"])
+    node["metadata"]["name"] = node["metadata"]["labels"]["kubernetes.io/hostname"] = "ts-1"
+    node["metadata"].pop("uid", None)
+    node["metadata"]["labels"].update({"nvidia.com/gpu.count": "1", "nvidia.com/gpu.replicas": "4",
+                                       "nvidia.com/gpu.sharing-strategy": "time-slicing",
+                                       "nvidia.com/gpu.product": f"{idle_gpus.A100}-SHARED"})
+    for resources in (node["status"]["capacity"], node["status"]["allocatable"]):
+        resources["nvidia.com/gpu"] = "4"
+    exporter = copy.deepcopy(next(o for name, o in by_name.items() if name.startswith("nvidia-dcgm-exporter-")
+                                  and o["spec"]["nodeName"] == "gpu-2"))
+    exporter["metadata"]["name"] = "nvidia-dcgm-exporter-ts001"
+    exporter["metadata"].pop("uid", None)
+    exporter["spec"]["nodeName"] = "ts-1"
+    pairs = []
+    for name in ("pair-a", "pair-b"):
+        pod = copy.deepcopy(by_name["sweep-0"])
+        pod["metadata"] = {"name": name, "namespace": "shared", "labels": {"app": "pair"},
+                           "annotations": {dcgm.UTIL_ANNOTATION: "busy"}, "creationTimestamp": pod["metadata"]["creationTimestamp"]}
+        pod["spec"]["nodeName"] = "ts-1"
+        pairs.append(pod)
+    return [*objects, b.namespace("shared"), node, exporter, *pairs]
+
+
 class Setup:
     def __init__(self, sim, server, timeline) -> None:
         self.sim, self.server, self.timeline = sim, server, timeline
@@ -64,7 +91,7 @@ async def setup(tmp_path_factory):
     if prom.BINARY is None:
         pytest.skip(prom.MISSING)
     tmp = tmp_path_factory.mktemp("usage")
-    objects = idle_gpus.build()
+    objects = time_sliced(idle_gpus.build())
     port = prom.free_port()
     # The Prometheus also in the cluster, where gputui looks for it by default, behind the API server's service proxy.
     objects.append(b.service("prometheus-k8s", "monitoring", {"app.kubernetes.io/name": "prometheus"}, [("web", 9090, 9090)],
@@ -142,6 +169,11 @@ def check(view, setup: Setup, tolerance: float) -> None:
     for key, row in rows.items():
         slack = tolerance * counts[key] * 3
         assert row.allocated_h * 3600 == pytest.approx(allocated[key], abs=slack), key
+        if key[0] == "shared":  # two pods on one device: its use is theirs together, not either's
+            assert (row.used_h, row.measured_h, row.idle_h, row.ratio) == (None, 0, None, None)
+            assert row.shared_h == pytest.approx(row.allocated_h, abs=slack / 3600)
+            assert row.notes[0].endswith("GPU-h on shared GPUs: their use cannot be split between pods")
+            continue
         assert row.measured_h == pytest.approx(row.allocated_h, abs=slack / 3600), key  # every GPU pod's devices report
         assert row.used_h * 3600 == pytest.approx(used.get(key, 0.0), abs=slack), key
         assert row.idle_h * 3600 == pytest.approx(idle.get(key, 0.0), abs=slack), key
@@ -183,12 +215,13 @@ async def test_by_label_node_and_model(setup):
     window = round(time.time() - setup.timeline.t0)
     by_app, _ = await figures(setup, settings(window, by="label:app", use_rules=False))
     assert by_app.missing == ()
-    assert {r.group for r in by_app.rows} == {"llm-train", "notebook", "batch-eval", "sweep", "new"}
+    assert {r.group for r in by_app.rows} == {"llm-train", "notebook", "batch-eval", "sweep", "new", "pair"}
     by_model, _ = await figures(setup, settings(window, by="model", use_rules=False))
     assert {(r.group, r.resource) for r in by_model.rows} == {
-        (idle_gpus.H100, "nvidia_com_gpu"), (idle_gpus.A100, "nvidia_com_gpu"), (idle_gpus.H100, "nvidia_com_mig_1g_10gb")}
+        (idle_gpus.H100, "nvidia_com_gpu"), (idle_gpus.A100, "nvidia_com_gpu"), (idle_gpus.H100, "nvidia_com_mig_1g_10gb"),
+        (f"{idle_gpus.A100}-SHARED", "nvidia_com_gpu")}
     by_node, _ = await figures(setup, settings(window, by="node"))
-    assert {r.group for r in by_node.rows} == {"gpu-1", "gpu-2", "mig-1"}
+    assert {r.group for r in by_node.rows} == {"gpu-1", "gpu-2", "mig-1", "ts-1"}
     totals = [sum(r.allocated_h for r in v.rows) for v in (by_app, by_model, by_node)]
     assert max(totals) - min(totals) < 3 * TICK * 10 / 3600
 
@@ -219,7 +252,8 @@ async def test_the_report_through_a_url_and_the_api_servers_service_proxy(setup)
     direct = json.loads(out)["usage"]
     assert (direct["by"], direct["window_s"], direct["method"], direct["missing"]) == ("namespace", window, RULES, [])
     groups = {(g["group"], g["resource"]): g for g in direct["groups"]}
-    assert set(groups) == {("ml", "nvidia_com_gpu"), ("research", "nvidia_com_gpu"), ("research", "nvidia_com_mig_1g_10gb")}
+    assert set(groups) == {("ml", "nvidia_com_gpu"), ("research", "nvidia_com_gpu"), ("research", "nvidia_com_mig_1g_10gb"),
+                           ("shared", "nvidia_com_gpu")}
     assert groups[("ml", "nvidia_com_gpu")]["peak_gpus"] == 7 and groups[("ml", "nvidia_com_gpu")]["cluster"] is None
     # The same Prometheus as the service monitoring/prometheus-k8s:9090 (the default), through the API server.
     rc, out, err = await report_of("--usage", "--since", f"{window}s", "--by", "model", "--kubeconfig", str(setup.sim.kubeconfig_path))
@@ -227,7 +261,8 @@ async def test_the_report_through_a_url_and_the_api_servers_service_proxy(setup)
     lines = out.splitlines()
     assert lines[0].startswith(f"GPU-hours over {window}s (covered: {window}s), by model, from Prometheus monitoring/prometheus-k8s:9090: recording rules")
     assert lines[1].split() == ["MODEL", "RESOURCE", "ALLOCATED", "USED", "RATIO", "IDLE", "SHARED", "PEAK"]
-    assert sorted(line.split()[0] for line in lines[2:5]) == sorted([idle_gpus.A100, idle_gpus.H100, idle_gpus.H100])
+    assert sorted(line.split()[0] for line in lines[2:6]) == sorted([idle_gpus.A100, f"{idle_gpus.A100}-SHARED", idle_gpus.H100, idle_gpus.H100])
+    assert lines[-1].startswith(f"note: {idle_gpus.A100}-SHARED nvidia_com_gpu: ") and lines[-1].endswith("cannot be split between pods")
 
 
 async def test_prometheus_rules_prints_the_file_the_tests_load():
