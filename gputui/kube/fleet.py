@@ -57,6 +57,7 @@ class ClusterRow:
     gpu_nodes: int | None = None
     problem_nodes: int | None = None
     worst: tuple[str, str] | None = None  # the worst problem's code and its node: ("not-ready", "h100-3")
+    worst_subject: str | None = None  # what the worst problem names: a stuck state's age ("over 42m"), a taint's key
     unknown_nodes: int | None = None  # GPU nodes with no problem but a verdict not known (XIDs not read)
     lacks: tuple[str, ...] = ()  # the verdicts not known on some node: ("XIDs",) on a summarised row
     pending: int | None = None
@@ -105,6 +106,7 @@ async def figures(context: str, model: ClusterModel, now: float) -> dict[str, An
         gpu_nodes=len(gpu_nodes),
         problem_nodes=len(with_problems),
         worst=(worst[0].code, worst[1]) if worst else None,
+        worst_subject=worst[0].subject if worst else None,
         unknown_nodes=sum(1 for s in not_known if not s.problems),
         lacks=tuple(sorted({u.what for s in not_known for u in s.unknown})),
         pending=len(waiting),

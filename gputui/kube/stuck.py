@@ -26,6 +26,7 @@ from .gpu import KUBELET_CONDITIONS, Problem, health_condition_problems
 from .records import Node
 from .verdicts import Verdict
 
+CODES = (Verdict.MIG_STUCK, Verdict.DRIVER_UPGRADE_STUCK, Verdict.LEFT_CORDONED)  # this module's verdicts, each with its age
 DEFAULT_MIG_AFTER = 30 * 60.0  # a MIG reconfiguration pending or rebooting this long is stuck
 DEFAULT_UPGRADE_AFTER = 60 * 60.0  # a driver upgrade in one state this long is stuck
 
@@ -91,9 +92,16 @@ class Finding:
     due: float | None = None  # when to look again: the state becomes stuck, or its age's words change
 
 
+FIRST_LOOK = "since before gputui's first look"
+
+
 def age_words(since: float, exact: bool, now: float) -> str:
-    """`for 42m`, or `for over 42m` when it began before gputui first saw it."""
-    return f"for {'over ' if not exact else ''}{human_duration(max(0.0, now - since))}"
+    """`for 42m`, or `for over 42m` when it began before gputui first saw it (a minute ago at least: `over 0s` would
+    say nothing; then `since before gputui's first look`)."""
+    age = max(0.0, now - since)
+    if not exact and age < 60:
+        return FIRST_LOOK
+    return f"for {'over ' if not exact else ''}{human_duration(age)}"
 
 
 def _timed(code: Verdict, what: str, since: float, exact: bool, now: float, after: float | None) -> Finding:
@@ -102,7 +110,8 @@ def _timed(code: Verdict, what: str, since: float, exact: bool, now: float, afte
     if after is not None and now - since <= after:
         return Finding(None, since + after + 1)
     words = age_words(since, exact, now)
-    return Finding(Problem(code, f"{what} {words}", words.removeprefix("for ")), now + 60)
+    subject = None if words == FIRST_LOOK else words.removeprefix("for ")  # the age in a short cell: `MIG stuck 42m`
+    return Finding(Problem(code, f"{what} {words}", subject), now + 60)
 
 
 def mig_findings(node: Node, memory: StateMemory, now: float, settings: StuckSettings) -> list[Finding]:

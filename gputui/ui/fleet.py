@@ -83,6 +83,9 @@ def detail_line(row: f.ClusterRow | None, now: float) -> Text:
         return Text(clean(f"{row.context}: {row.state}: {row.detail}{retry(row, now)}", 400),
                     style=render.BAD_STYLE if row.state in f.TROUBLE else render.WARN_STYLE, end="")
     words = f"{row.context}: {row.state}"
+    if row.worst is not None:  # in full, first: the row's cell may cut it
+        word, _ = render.verdict_word(Problem(row.worst[0], "", row.worst_subject))
+        words += f" · worst: {word} on {row.worst[1]}"
     if row.server_version:
         words += f" · server {row.server_version}"
     if row.stack:
@@ -123,8 +126,10 @@ def row_cells(row: f.ClusterRow, columns: list[Column], now: float, wall: float)
     else:
         worst = ""
         if row.worst is not None:
-            word, _ = render.verdict_word(Problem(row.worst[0], ""), short=True)
+            word, _ = render.verdict_word(Problem(row.worst[0], "", row.worst_subject), short=True)  # `MIG stuck 42m`
             worst = f" {word} {clean(row.worst[1], 63)}"
+            if row.worst_subject and len(f"✗ {row.problem_nodes}/{row.gpu_nodes}{worst}") > widths.get("problems", 0):
+                worst = f" {word}"  # the age rather than the node, which the detail line names
         values["problems"] = Text(f"✗ {row.problem_nodes}/{row.gpu_nodes}{worst}", style=render.BAD_STYLE, end="")
     if row.pending is None:
         values["pending"] = Text(unknown, end="")

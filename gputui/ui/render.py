@@ -91,8 +91,8 @@ def verdict_word(problem: Problem, short: bool = False) -> tuple[str, str]:
     elif known is Verdict.TAINTED and problem.subject:
         key = clean(problem.subject, 40)
         word = "taint " + (key.rsplit("/", 1)[-1] if short or len(key) > 18 else key)
-    elif known in _AGED and problem.subject:  # stuck plumbing, with how long: `MIG stuck 42m`
-        word = f"{word} {clean(problem.subject, 16)}"
+    elif known in _AGED and problem.subject:  # stuck plumbing, with how long: `MIG stuck 42m` (short: `>42m` for `over 42m`)
+        word = f"{word} {clean(problem.subject.replace('over ', '>') if short else problem.subject, 16)}"
     return word, style
 
 

@@ -17,7 +17,7 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from gputui.kube import nvml, stack
+from gputui.kube import nvml, stack, stuck
 from gputui.kube.gpu import NodeSummary
 from gputui.kube.logs import LogFollower, LogSource
 
@@ -89,7 +89,9 @@ class StackScreen(Screen[None]):
         wide = self._wide
         rows = []
         failing = []
+        stuck_plumbing = []
         for summary in model.node_summaries():
+            stuck_plumbing += [(summary.name, p) for p in summary.problems if p.code in stuck.CODES]
             if not summary.components:
                 continue
             cached = self._cells.get(summary.name)
@@ -102,7 +104,7 @@ class StackScreen(Screen[None]):
             for name in [n for n in self._cells if n not in shown]:
                 del self._cells[name]
         self.table.show(rows)
-        text = stack_summary(model.stack(), model.cluster_policy_state(), model.cluster_problems(), failing)
+        text = stack_summary(model.stack(), model.cluster_policy_state(), model.cluster_problems(), failing, stuck_plumbing)
         if not model.stack_known:
             text.append("\n")
             text.append_text(render.text(_unknown_reason(model), style=render.WARN_STYLE, limit=300))

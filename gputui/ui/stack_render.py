@@ -18,7 +18,7 @@ from gputui.kube.dra import DraDevice
 from gputui.kube.gpu import NodeSummary, Problem
 from gputui.kube.metrics import NodeMetrics
 from gputui.kube.nvml import LocalSnapshot
-from gputui.kube.verdicts import Verdict
+from gputui.kube.verdicts import PROBLEM, Verdict
 
 from . import render
 from gputui.sanitize import clean
@@ -54,6 +54,7 @@ STATE_WORDS = {
 DEPLOY_WORDS = {"pre-installed": ("host", "n/a on host"), "paused": ("paused", "n/a paused")}
 LEGEND = "✓ ok running · ! nrdy not ready · ✗CL n crashing, n restarts · ✗ miss missing"
 STACK_KINDS = {"gpu-operator": "GPU Operator", "device-plugin": "standalone device plugin", "none": "no NVIDIA GPU stack found"}
+STUCK_SHOWN = 8  # stuck plumbing lines above the matrix; the rest counted
 INSTALLS = {"static": "static manifest", "helm": "Helm chart", "gke": "GKE manifest", "other": "not one of NVIDIA's installs"}
 
 
@@ -135,9 +136,10 @@ def cell_detail(node: str, state: stack.ComponentState | None) -> Text:
     return out
 
 
-def stack_summary(summary: stack.Stack, policy_state: str, problems: Sequence[Problem], failing: Sequence[tuple[str, str]]) -> Text:
-    """The lines above the matrix: which stack, the ClusterPolicy, cluster verdicts, failing components.
-    failing: (node, component) pairs."""
+def stack_summary(summary: stack.Stack, policy_state: str, problems: Sequence[Problem], failing: Sequence[tuple[str, str]],
+                  stuck: Sequence[tuple[str, Problem]] = ()) -> Text:
+    """The lines above the matrix: which stack, the ClusterPolicy, cluster verdicts, failing components, stuck plumbing.
+    failing: (node, component) pairs; stuck: (node, problem) pairs, each problem's message ending with its age."""
     out = Text(STACK_KINDS.get(summary.kind, summary.kind), style="bold", end="")
     if summary.install in INSTALLS:
         out.append(" · ", style=render.DIM_STYLE)
@@ -174,6 +176,14 @@ def stack_summary(summary: stack.Stack, policy_state: str, problems: Sequence[Pr
             out.append(f" and {len(failing) - 6} more", style=render.DIM_STYLE)
     else:
         out.append("\n✓ no component failing", style=render.OK_STYLE)
+    for node, problem in stuck[:STUCK_SHOWN]:
+        severity = Verdict(problem.code).severity
+        out.append("\n✗ " if severity == PROBLEM else "\n! ", style=render.severity_style(severity))
+        out.append_text(render.text(node, style="bold", limit=63))
+        out.append(": ")
+        out.append_text(render.text(problem.message, limit=300))
+    if len(stuck) > STUCK_SHOWN:
+        out.append(f"\n… and {len(stuck) - STUCK_SHOWN} more stuck (the Nodes pane has each)", style=render.DIM_STYLE)
     return out
 
 

@@ -1,14 +1,19 @@
 """The simulator's `stuck` scenario: every stuck state there from the start, as a single look (`gputui report`) reads
-it, and the config file's [stuck] thresholds honoured by the report."""
+it, and the config file's [stuck] thresholds honoured by the report; the fleet row's worst problem with its age."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 import pytest_asyncio
 
+from gputui.kube import fleet
+from gputui.kube.config import connect
+from gputui.kube.model import ClusterModel
 from gputui.kube.verdicts import Verdict
 from gputui.sim import SimCluster
+from tests.model.scenario import FAST
 from tests.model.test_report import report_of
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -18,6 +23,25 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 async def sim():
     async with SimCluster("stuck") as cluster:
         yield cluster
+
+
+class Clock:
+    """The model's clock: wall time, plus what a test moves it by."""
+
+    def __init__(self) -> None:
+        self.ahead = 0.0
+
+    def __call__(self) -> float:
+        return time.time() + self.ahead
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def watched(sim):
+    clock = Clock()
+    async with await connect(str(sim.kubeconfig_path)) as conn:
+        async with ClusterModel(conn.api, clock=clock, **FAST) as model:
+            assert await model.wait_synced(10)
+            yield model, clock
 
 
 def problems_of(data: dict, node: str) -> dict[str, list[str]]:
@@ -49,3 +73,14 @@ async def test_the_report_honours_the_config_files_thresholds(sim, tmp_path):
     config.write_text("[stuck]\nupgrade_after = 10800\n")  # 3 hours: waiting for jobs for 2 is not stuck yet
     _, out, _ = await report_of("--kubeconfig", str(sim.kubeconfig_path), "--config", str(config), "-o", "json")
     assert Verdict.DRIVER_UPGRADE_STUCK not in problems_of(json.loads(out), "up-1")
+
+
+async def test_the_fleet_row_names_the_worst_stuck_state_with_its_age(watched):
+    model, clock = watched
+    row = await fleet.figures("stuck", model, clock())
+    assert row["worst"] == (Verdict.MIG_STUCK, "mig-1") and row["problem_nodes"] == 4
+    assert row["worst_subject"] is None  # failed before gputui's first look: no age yet ("over 0s" says nothing)
+    clock.ahead += 5 * 60
+    model.recheck_due()
+    row = await fleet.figures("stuck", model, clock())
+    assert (row["worst"], row["worst_subject"]) == ((Verdict.MIG_STUCK, "mig-1"), "over 5m")
