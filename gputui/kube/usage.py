@@ -13,10 +13,11 @@ MIG profile, shared GPUs), over a window ending now:
   use cannot be split between its pods, so it is in neither used nor measured;
 - peak concurrent GPUs: the highest allocation at any step.
 
-Sums over time are subqueries at a step fit to the window (`step_for`: 1 s up to 6 minutes, an hour at
-30 days), or, when present, the recording rules `gputui prometheus-rules` prints (`rules_file`): at 1-minute
-resolution per cluster, namespace, node and resource, and at 1-hour resolution per cluster, namespace and
-model. Every group is also split by the cluster label (`cluster` by default), absent on a Prometheus of one
+Sums over time are subqueries at a step fit to the window (`step_for`: 720 points, a minute's step up to
+12 hours, an hour's at 30 days; a tenth of a window under 10 minutes), over the raw series or, when present,
+the recording rules `gputui prometheus-rules` prints (`rules_file`): at 1-minute resolution per cluster,
+namespace, node and resource, and at 1-hour resolution per cluster, namespace and model (read whole for
+windows of a day and more). Every group is also split by the cluster label (`cluster` by default), absent on a Prometheus of one
 cluster.
 
     view = await usage(source, UsageSettings(window=7 * 86400, by="namespace"))
@@ -241,10 +242,11 @@ def figures_rules(s: UsageSettings, coarse: bool) -> str:
     w, step = _dur(s.window), _dur(s.step)
 
     def summed(record: str) -> str:
-        if coarse:  # per cluster, namespace and model already
+        if coarse:  # per cluster, namespace and model already, a sample an hour
             return f"sum by ({keys}) (sum_over_time({record}[{w}]))"
-        inner = f"sum_over_time({record}[{w}])"
-        return f"sum by ({keys}) ({grouped(inner, c, kind, label, 'node, namespace, resource')})"
+        # The 1-minute samples at the window's step: 720 points per group, not a sample a minute.
+        inner = grouped(record, c, kind, label, "node, namespace, resource")
+        return f"sum_over_time((sum by ({keys}) ({inner}))[{w}:{step}]) * {s.step:g} / {s.fine_interval:g}"
 
     table = R_HOURS_1H if coarse else R_HOURS
     peak_inner = grouped(R_ALLOCATED, c, kind, label, "node, namespace, resource")
