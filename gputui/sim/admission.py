@@ -320,10 +320,10 @@ def default_pod(pod: Obj) -> None:
     spec.setdefault("enableServiceLinks", True)
     spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
     spec.setdefault("priority", 0)
+    # DefaultTolerationSeconds: 300 s on a lost node, unless a toleration of the pod's own covers the taint
     tolerations = spec.setdefault("tolerations", [])
-    present = {(t.get("key"), t.get("effect")) for t in tolerations}
     for taint in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
-        if (taint, "NoExecute") not in present:
+        if not any(t.get("key") in (taint, None, "") and t.get("effect") in ("NoExecute", None, "") for t in tolerations):
             tolerations.append({"key": taint, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300})
     pod["status"] = {"phase": "Pending", "qosClass": qos_class(pod)}
     if spec.get("schedulingGates"):

@@ -128,6 +128,10 @@ class SimCluster:
         # How long a list or watch from a resourceVersion in the future waits for it before failing with
         # "Too large resource version" (kube-apiserver's watch cache waits 3 s).
         self.too_large_wait = 3.0
+        # kube-controller-manager's --node-monitor-grace-period and --node-monitor-period, in simulated seconds
+        # (node_lifecycle.py): how long a kubelet may be silent before its node is Unknown, how often nodes are looked at.
+        self.node_monitor_grace_period = 50.0
+        self.node_monitor_period = 5.0
         # Events in an etcd of their own (kube-apiserver's --etcd-servers-overrides), whose revision is this
         # far behind the main etcd's (ahead when negative): their resourceVersions are a sequence apart.
         self.events_lag = events_lag

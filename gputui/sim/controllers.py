@@ -1,4 +1,5 @@
-"""The simulated cluster's behaviour: the scheduler (scheduler.py) and one kubelet per node (kubelet.py).
+"""The simulated cluster's behaviour: the scheduler (scheduler.py), one kubelet per node (kubelet.py), and
+kube-controller-manager's controllers (DaemonSets, ResourceClaims, quotas, namespaces, node lifecycle).
 
 They react to store writes (Store.subscribe) and do their work in asyncio
 tasks; `stop()` ends them all. Time runs `cluster.speed` times faster than
@@ -18,6 +19,9 @@ Node annotation a scenario can set (comma-separated values):
     sim.gputui.io/fault: runtime-hook    containers given GPUs fail to start: the NVIDIA runtime
                                          hook's nvidia-container-cli error (RunContainerError,
                                          or StartError/Failed with restartPolicy Never)
+    sim.gputui.io/fault: kubelet-stopped the kubelet stops posting node status: the node lifecycle
+                                         controller marks the node Unknown, taints it and evicts
+                                         its pods (node_lifecycle.py)
 
 Pod annotations:
 
@@ -40,6 +44,7 @@ from . import builders as b
 from .deletion import NamespaceController
 from .dra import CLAIMS, DRA_KEYS, ClaimController
 from .kubelet import Kubelet
+from .node_lifecycle import NodeLifecycleController
 from .quota import QuotaController
 from .daemonsets import DS_KEY, daemonset_status_for, owned_by
 from .scheduler import Scheduler
@@ -171,6 +176,7 @@ class Controllers:
         self.claims = ClaimController(self.store)
         self.quotas = QuotaController(self.store)
         self.namespaces = NamespaceController(self.store, self.logs)
+        self.node_lifecycle = NodeLifecycleController(self)
         self.kubelets: dict[str, Kubelet] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._running = False
@@ -235,6 +241,7 @@ class Controllers:
         self.scheduler.start()
         for kubelet in self.kubelets.values():
             kubelet.sync_all(by_node.get(kubelet.name, []))
+        self.node_lifecycle.start()
 
     def _add_kubelet(self, node: Obj, index: int | None = None) -> Kubelet | None:
         """The node's kubelet; None (and a line in the log) when the node cannot be read."""
@@ -255,6 +262,8 @@ class Controllers:
         self.guarded("namespace-controller", event, self.namespaces.on_event)
         if key in ("nodes", "pods", DS_KEY):
             self.guarded("daemonset-controller", event, self.daemonsets.on_event)
+        if key in ("nodes", "pods"):
+            self.guarded("node-lifecycle-controller", event, self.node_lifecycle.on_event)
         if key == "nodes":
             self.guarded("kubelet", event, self._on_node)
             self.guarded("kube-scheduler", event, self.scheduler.on_event)
@@ -289,6 +298,7 @@ class Controllers:
         self.daemonsets.stop()
         self.quotas.stop()
         self.namespaces.stop()
+        await self.node_lifecycle.stop()
         await self.scheduler.stop()
         await asyncio.gather(*(k.stop() for k in self.kubelets.values()), return_exceptions=True)
         tasks = list(self._tasks)

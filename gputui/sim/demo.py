@@ -7,7 +7,8 @@ Nodes (fixed names, deterministic objects; timestamps are relative to start):
                 its DCGM exporter reports XID 48 on GPU 2 (sim.gputui.io/xid: "2:48")
   h100-2        8x H100, tainted nvidia.com/gpu=present:NoSchedule; inference, a two-container GPU pod
   h100-mig-1    8x H100, MIG mixed (all-balanced: 16x 1g.10gb, 8x 2g.20gb, 8x 3g.40gb, stale nvidia.com/gpu: 0)
-  h100-3        8x H100, NotReady (kubelet stopped posting status); its pods keep their stale state
+  h100-3        8x H100, NotReady (kubelet stopped posting status): its pods not ready, its job evicted
+                (Terminating: no kubelet to end it), the DaemonSets' pods kept (node_lifecycle.py)
   h100-4        8x H100, cordoned, still running a job; its DCGM exporter crash-loops
                 (sim.gputui.io/fault: dcgm-broken), so the ClusterPolicy is notReady [state-dcgm-exporter]
   t4-shared-1   4x Tesla T4, time-sliced x4, renamed: advertises nvidia.com/gpu.shared: 16 (standalone plugin)

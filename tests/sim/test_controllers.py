@@ -346,7 +346,9 @@ async def test_crashing_container_backs_off_with_growing_restarts(cluster_of: An
 
 async def test_not_ready_node_kubelet_does_nothing(cluster_of: Any) -> None:
     cluster = cluster_of([gpu_node("gpu-1", 0, ready="Unknown")])
-    created = cluster.store.create("pods", gpu_pod("stuck", 1, node="gpu-1"))
+    # Tolerating the lost node's NoExecute taint for good (as a DaemonSet's pod does): never evicted from it.
+    forever = [{"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"}]
+    created = cluster.store.create("pods", gpu_pod("stuck", 1, node="gpu-1", tolerations=forever))
     await asyncio.sleep(0.2)
     assert cluster.pod("stuck")["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
     assert cluster.pod("stuck")["status"] == {"phase": "Pending", "qosClass": "Burstable"}

@@ -126,7 +126,9 @@ def pod(
         "serviceAccount": service_account,
         "serviceAccountName": service_account,
         "terminationGracePeriodSeconds": 30,
-        "tolerations": list(tolerations or []) + default_tolerations,
+        # DefaultTolerationSeconds adds its two where the pod has no toleration of its own for the taint
+        "tolerations": list(tolerations or []) + [d for d in default_tolerations if not any(
+            t.get("key") in (d["key"], None, "") and t.get("effect") in (None, "", "NoExecute") for t in tolerations or [])],
         "volumes": volumes,
     }
     if init_containers:
