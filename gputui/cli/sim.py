@@ -37,6 +37,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="let requests without credentials in as system:anonymous (kube-apiserver's --anonymous-auth)")
     parser.add_argument("--token-auth-file", metavar="FILE", type=Path,
                         help='more bearer tokens, as kube-apiserver reads them: CSV lines token,user,uid[,"group1,group2"]')
+    parser.add_argument("--events-lag", type=int, metavar="N",
+                        help="keep events in an etcd of their own, N revisions behind the main one (ahead when negative), "
+                             "as kube-apiserver's --etcd-servers-overrides puts them: their resourceVersions compare only among themselves")
     parser.add_argument("--faults", action="store_true",
                         help="enable the fault hooks and serve their control endpoint on loopback (see `gputui sim fault`)")
     parser.set_defaults(run=run, parser=parser)
@@ -207,6 +210,7 @@ async def _serve(args: argparse.Namespace) -> int:
         anonymous=args.anonymous,
         tokens=tokens,
         all_credentials=args.all_credentials,
+        events_lag=args.events_lag,
     )
     try:
         await sim.start()

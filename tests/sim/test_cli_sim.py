@@ -88,3 +88,18 @@ def test_unparsable_scenario_is_refused(tmp_path):
     _, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 2
     assert stderr.startswith(f"gputui sim: {path}: ") and "Traceback" not in stderr
+
+
+def test_events_lag_puts_events_in_an_etcd_of_their_own(tmp_path, scenario_file, make_kubectl):
+    kubeconfig = tmp_path / "kubeconfig"
+    proc = gputui_sim("--scenario", str(scenario_file), "--events-lag", "1000", "--kubeconfig-out", str(kubeconfig))
+    try:
+        assert first_line(proc).startswith("serving https://")
+        kubectl = make_kubectl(kubeconfig)
+        versions = {kind: int(json.loads(kubectl("get", "--raw", f"/api/v1/{kind}"))["metadata"]["resourceVersion"])
+                    for kind in ("nodes", "events")}
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=15)
+    # Events' own sequence is 1000 revisions behind the main etcd's (one etcd: both lists carry the same revision).
+    assert versions["nodes"] - versions["events"] >= 1000, versions
