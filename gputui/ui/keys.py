@@ -41,13 +41,15 @@ def _kueue_installed(model: ClusterModel | None) -> bool:
     return model is not None and model.kueue_state() != kueue.NOT_INSTALLED
 
 
+BACK_HELP = "back (in a fleet's cluster: to the Fleet screen)"
+
 # The main screen's keys; they act on the app. Order: the footer's and the help's.
 MAIN_KEYS: tuple[Key, ...] = (
     Key("slash", "app.filter", "Filter", "filter the focused table (enter keeps it, esc clears)", show=True),
     Key("a", "app.toggle_all_pods", "Node/all", "GPU pods: all nodes / the selected node", show=True),
     Key("l", "app.logs_full", "Logs", "device-plugin logs full screen (esc back)", show=True),
-    Key("escape", "app.back_in_fleet", "Fleet", "back to the Fleet screen (in a fleet's cluster)", show=True),  # taken only there
-    Key("escape", "app.back", "Back", "back"),
+    Key("escape", "app.back_in_fleet", "Fleet", BACK_HELP, show=True),  # shown (and taken) only in a fleet's cluster
+    Key("escape", "app.back", "Back", BACK_HELP),
     Key("v", "app.verify", "Verify", "verify the selected node (or the marked ones): nvidia-smi in a pod, then deleted", show=True),
     Key("V", "app.verify_all", "Verify all", "verify every GPU node"),
     Key("s", "app.stack", "Stack", "GPU stack: components per node (← → a component, l or enter: its logs)", show=True,

@@ -135,7 +135,7 @@ async def test_empty_states(cluster):
 async def test_no_color_problem_words_keep_normal_contrast(cluster, monkeypatch):
     monkeypatch.setenv("NO_COLOR", "1")
     app = app_on(cluster)
-    assert any(isinstance(f, ReadableMonochrome) for f in app._filters)
+    assert any(isinstance(f, ReadableMonochrome) for f in app.get_line_filters())
     dark = Color.parse("#262626")
     normal = Style(color="#e0e0e0")
     [bad] = ReadableMonochrome("#e0e0e0").apply([Segment("✗ not ready", Style.parse("bold red"))], dark)
