@@ -32,6 +32,7 @@
     [stuck]                          # GPU plumbing stuck (problem codes mig-stuck, driver-upgrade-stuck)
     mig_after = 1800                 # seconds a MIG reconfiguration may stay pending or rebooting
     upgrade_after = 3600             # seconds the GPU driver upgrade may stay in one state
+    domain_after = 600               # seconds a ComputeDomain may stay NotReady (compute-domain-not-ready)
 
     [health]                         # bad GPUs (the Health view, the report's bad_gpus)
     xid_old_after = 86400            # seconds after which an XID whose value has not changed reads as old
@@ -69,7 +70,7 @@ QUANTITY = re.compile(r"([0-9]+(\.[0-9]*)?|\.[0-9]+)([numkMGTPE]|[KMGTPE]i|[eE][
 DEFAULT_IDLE_WINDOW, DEFAULT_IDLE_THRESHOLD, DEFAULT_PROMETHEUS = 3600.0, 5.0, "monitoring/prometheus-k8s:9090"
 MIN_IDLE_WINDOW, MAX_IDLE_WINDOW = 10.0, 7 * 86_400.0
 # kube/stuck.py's and kube/health.py's (not imported: they load the model; tests/test_config.py checks they agree)
-DEFAULT_MIG_AFTER, DEFAULT_UPGRADE_AFTER, DEFAULT_XID_OLD_AFTER = 1800.0, 3600.0, 86_400.0
+DEFAULT_MIG_AFTER, DEFAULT_UPGRADE_AFTER, DEFAULT_DOMAIN_AFTER, DEFAULT_XID_OLD_AFTER = 1800.0, 3600.0, 600.0, 86_400.0
 MAX_STUCK_AFTER = 30 * 86_400.0
 _DNS_LABEL = r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?"
 PROMETHEUS_SERVICE = re.compile(rf"{_DNS_LABEL}/(https?:)?{_DNS_LABEL}(:[a-z0-9]([-a-z0-9]*[a-z0-9])?)?")
@@ -132,11 +133,12 @@ class StuckConfig:
 
     mig_after: float = DEFAULT_MIG_AFTER
     upgrade_after: float = DEFAULT_UPGRADE_AFTER
+    domain_after: float = DEFAULT_DOMAIN_AFTER
 
     def settings(self) -> StuckSettings:
         from .kube.stuck import StuckSettings  # noqa: PLC0415  (only the model needs it)
 
-        return StuckSettings(mig_after=self.mig_after, upgrade_after=self.upgrade_after)
+        return StuckSettings(mig_after=self.mig_after, upgrade_after=self.upgrade_after, domain_after=self.domain_after)
 
 
 @dataclass(frozen=True)
@@ -273,7 +275,7 @@ NAMESPACE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")  # a DNS-1123
 _VERIFY_KEYS = ("image", "namespace", "runtime_class", "timeout", "resource", "cpu", "memory")
 _METRICS_KEYS = ("interval", "reads_per_minute", "concurrency")
 _IDLE_KEYS = ("window", "threshold", "prometheus", "history")
-_STUCK_KEYS = ("mig_after", "upgrade_after")
+_STUCK_KEYS = ("mig_after", "upgrade_after", "domain_after")
 _HEALTH_KEYS = ("xid_old_after",)
 MAX_READS_PER_MINUTE = 60_000
 MAX_CONCURRENCY = 64

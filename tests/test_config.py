@@ -266,9 +266,9 @@ def test_the_stuck_and_health_thresholds_reach_the_model(tmp_path):
     from gputui.kube.stuck import StuckSettings
 
     assert load_config(str(write(tmp_path, ""))).model_options()["stuck_settings"] == StuckSettings()
-    text = "[stuck]\nmig_after = 600\nupgrade_after = 7200.5\n[health]\nxid_old_after = 3600\n[metrics]\ninterval = 0\n"
+    text = "[stuck]\nmig_after = 600\nupgrade_after = 7200.5\ndomain_after = 120\n[health]\nxid_old_after = 3600\n[metrics]\ninterval = 0\n"
     options = load_config(str(write(tmp_path, text))).model_options()
-    assert options["stuck_settings"] == StuckSettings(mig_after=600.0, upgrade_after=7200.5)
+    assert options["stuck_settings"] == StuckSettings(mig_after=600.0, upgrade_after=7200.5, domain_after=120.0)
     assert options["xid_old_after"] == 3600.0 and options["metrics_background_interval"] == 0.0
     model = ClusterModel(None, **options)  # type: ignore[arg-type]  # never started: no client needed
     assert (model.stuck_settings.mig_after, model.xid_old_after) == (600.0, 3600.0)
@@ -278,7 +278,7 @@ def test_the_stuck_and_health_thresholds_reach_the_model(tmp_path):
     ("text", "message"),
     [
         ("stuck = 3", "stuck must be a table ([stuck]), not 3"),
-        ("[stuck]\nmig = 60", "unknown setting stuck.mig (known: stuck.mig_after, stuck.upgrade_after)"),
+        ("[stuck]\nmig = 60", "unknown setting stuck.mig (known: stuck.mig_after, stuck.upgrade_after, stuck.domain_after)"),
         ("[stuck]\nmig_after = 0", "stuck.mig_after must be a number of seconds between 1 and 2592000, not 0"),
         ("[stuck]\nupgrade_after = '1h'", "stuck.upgrade_after must be a number of seconds between 1 and 2592000, not '1h'"),
         ("[health]\nxid_old_after = true", "health.xid_old_after must be a number of seconds between 1 and 2592000, not True"),
@@ -296,5 +296,5 @@ def test_the_stuck_and_health_defaults_written_twice_agree():
     from gputui import config
     from gputui.kube import health, stuck
 
-    assert (config.DEFAULT_MIG_AFTER, config.DEFAULT_UPGRADE_AFTER, config.DEFAULT_XID_OLD_AFTER) == (
-        stuck.DEFAULT_MIG_AFTER, stuck.DEFAULT_UPGRADE_AFTER, health.DEFAULT_XID_OLD_AFTER)
+    assert (config.DEFAULT_MIG_AFTER, config.DEFAULT_UPGRADE_AFTER, config.DEFAULT_DOMAIN_AFTER, config.DEFAULT_XID_OLD_AFTER) == (
+        stuck.DEFAULT_MIG_AFTER, stuck.DEFAULT_UPGRADE_AFTER, stuck.DEFAULT_DOMAIN_AFTER, health.DEFAULT_XID_OLD_AFTER)

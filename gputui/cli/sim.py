@@ -111,6 +111,12 @@ def _add_fault_parser(subparsers: argparse._SubParsersAction) -> None:
     heal = actions.add_parser("heal", parents=[where], help="NVSentinel: CONDITION False again on NODE, left cordoned")
     heal.add_argument("node", metavar="NODE")
     heal.add_argument("condition", metavar="CONDITION")
+    domain = actions.add_parser("compute-domain", parents=[where],
+                                help="NVIDIA's DRA driver: the IMEX daemons of ComputeDomain NAMESPACE/NAME that started "
+                                     "(--joined), those not Ready (--not-ready); its status follows")
+    domain.add_argument("domain", metavar="NAMESPACE/NAME", type=_namespaced)
+    domain.add_argument("--joined", metavar="NODE,...", type=_names, default=[], help="the nodes whose daemon started")
+    domain.add_argument("--not-ready", metavar="NODE,...", type=_names, default=[], help="of those, the ones not Ready")
 
 
 def run_fault(args: argparse.Namespace) -> int:
@@ -143,6 +149,8 @@ def run_fault(args: argparse.Namespace) -> int:
         asked.update(node=args.node, condition=args.condition, message=args.message)
     elif args.action == "heal":
         asked.update(node=args.node, condition=args.condition)
+    elif args.action == "compute-domain":
+        asked.update(namespace=args.domain[0], name=args.domain[1], joined=args.joined, notReady=args.not_ready)
     request = None if args.action == "status" else asked
     try:
         url = control.find_url(getattr(args, "kubeconfig", None), getattr(args, "url", None))
@@ -161,6 +169,17 @@ def run_fault(args: argparse.Namespace) -> int:
     if request is None and not active and not answer.get("corruptNext"):
         print("no faults active")
     return 0
+
+
+def _namespaced(text: str) -> tuple[str, str]:
+    namespace, _, name = text.partition("/")
+    if not namespace or not name:
+        raise argparse.ArgumentTypeError(f"expected NAMESPACE/NAME, not {text!r}")
+    return namespace, name
+
+
+def _names(text: str) -> list[str]:
+    return [n for n in text.split(",") if n]
 
 
 _count = whole_number(0)

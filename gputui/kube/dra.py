@@ -63,6 +63,7 @@ class Allocation:
     device_class: str | None
     pods: tuple[str, ...]
     node: str | None  # from the claim's allocation node selector, when it names one node
+    domain: str | None = None  # the ComputeDomain (its uid) a compute-domain channel claim joins (compute_domains.py)
 
 
 _QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?$")
@@ -171,6 +172,7 @@ def parse_claims(claims: Iterable[dict]) -> list[Allocation]:
         )
         node = _single_node(allocation.get("nodeSelector") or {})
         classes = _request_classes(claim)
+        domain = _domain_of(claim)
         for result in (allocation.get("devices") or {}).get("results") or []:
             request = result.get("request") or ""
             allocations.append(Allocation(
@@ -180,8 +182,24 @@ def parse_claims(claims: Iterable[dict]) -> list[Allocation]:
                 device_class=classes.get(request, classes.get(request.split("/", 1)[0])),
                 pods=pods,
                 node=node,
+                domain=domain,
             ))
     return allocations
+
+
+COMPUTE_DOMAIN_DRIVER = "compute-domain.nvidia.com"
+
+
+def _domain_of(claim: dict) -> str | None:
+    """The ComputeDomain uid in a claim's opaque config for NVIDIA's compute-domain driver (the channel and daemon
+    claim templates the driver writes carry `domainID`), None for any other claim."""
+    for config in ((claim.get("spec") or {}).get("devices") or {}).get("config") or []:
+        opaque = config.get("opaque") if isinstance(config, dict) else None
+        if isinstance(opaque, dict) and opaque.get("driver") == COMPUTE_DOMAIN_DRIVER:
+            domain = (opaque.get("parameters") or {}).get("domainID")
+            if isinstance(domain, str) and domain:
+                return domain
+    return None
 
 
 def devices_by_node(slices: Iterable[dict], claims: Iterable[dict]) -> dict[str | None, list[DraDevice]]:

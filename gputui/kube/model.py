@@ -50,7 +50,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-from . import dcgm, dra, fit, gpu, health, kueue, stack, stuck
+from . import compute_domains, dcgm, dra, fit, gpu, health, kueue, stack, stuck
 from .metrics import (
     DEFAULT_BACKGROUND_INTERVAL, DEFAULT_CONCURRENCY, DEFAULT_INTERVAL, DEFAULT_READS_PER_MINUTE, Exporter, MetricsPoller,
     NodeMetrics,
@@ -71,6 +71,7 @@ log = logging.getLogger(__name__)
 NODES, PODS, EVENTS, DAEMONSETS = "nodes", "pods", "events", "daemonsets"
 CLUSTERPOLICIES, RESOURCESLICES, RESOURCECLAIMS, DEVICECLASSES = "clusterpolicies", "resourceslices", "resourceclaims", "deviceclasses"
 WORKLOADS, LOCALQUEUES, CLUSTERQUEUES = "workloads", "localqueues", "clusterqueues"
+COMPUTEDOMAINS = "computedomains"
 COLLECTIONS = {  # what each reflector lists and watches, cluster-wide
     NODES: "/api/v1/nodes",
     PODS: "/api/v1/pods",
@@ -83,10 +84,11 @@ COLLECTIONS = {  # what each reflector lists and watches, cluster-wide
     WORKLOADS: f"{kueue.API}/workloads",
     LOCALQUEUES: f"{kueue.API}/localqueues",
     CLUSTERQUEUES: f"{kueue.API}/clusterqueues",
+    COMPUTEDOMAINS: f"{compute_domains.API}/computedomains",
 }
 DRA_KINDS = (RESOURCESLICES, RESOURCECLAIMS, DEVICECLASSES)
 KUEUE_KINDS = (WORKLOADS, LOCALQUEUES, CLUSTERQUEUES)
-ALL_KINDS = (NODES, PODS, EVENTS, DAEMONSETS, CLUSTERPOLICIES, *DRA_KINDS, *KUEUE_KINDS)
+ALL_KINDS = (NODES, PODS, EVENTS, DAEMONSETS, CLUSTERPOLICIES, *DRA_KINDS, *KUEUE_KINDS, COMPUTEDOMAINS)
 STATE = "state"
 METRICS = "metrics"
 AGED = "aged"  # a node's summary made again because time passed: a state became stuck, or its age's words changed
@@ -172,6 +174,7 @@ class ClusterModel:
         self.cluster_policies: Table[Obj] = Table(CLUSTERPOLICIES, lambda obj: obj, self._notify)
         self.resource_slices = Table(RESOURCESLICES, lambda obj: _nonempty(tuple(dra.parse_slices([obj]))), self._notify)
         self.resource_claims = Table(RESOURCECLAIMS, lambda obj: _nonempty(tuple(dra.parse_claims([obj]))), self._notify)
+        self.compute_domains: Table[compute_domains.ComputeDomain] = Table(COMPUTEDOMAINS, compute_domains.domain_from, self._notify)
         self.device_classes = Table(DEVICECLASSES, lambda obj: (obj.get("spec") or {}).get("extendedResourceName") or None, self._notify)
         self.metrics = MetricsPoller(
             api, self._exporters, self._metrics_updated, interval=metrics_interval, timeout=metrics_timeout,
@@ -199,6 +202,7 @@ class ClusterModel:
             WORKLOADS: Table(WORKLOADS, lambda obj: kueue.workload_from(obj, resources), self._notify),
             LOCALQUEUES: Table(LOCALQUEUES, kueue.local_queue_from, self._notify),
             CLUSTERQUEUES: Table(CLUSTERQUEUES, lambda obj: kueue.cluster_queue_from(obj, resources), self._notify),
+            COMPUTEDOMAINS: self.compute_domains,
         }
         self.tables = tables
         wanted = set(kinds)
@@ -270,6 +274,9 @@ class ClusterModel:
             self._forget_summary()
         elif change.kind in KUEUE_KINDS:
             self._kueue = None  # node figures do not depend on Kueue
+        elif change.kind == COMPUTEDOMAINS:
+            for domain in self.compute_domains.records.values():  # a status that appears from now on began now
+                self.states_seen.seen("computedomain " + domain.key, "status", domain.status)
         elif change.kind == NODES:
             self._forget_summary(change.key if isinstance(change.key, str) else None)
             changed = [self.nodes.records.get(change.key)] if isinstance(change.key, str) else self.nodes.records.values()
@@ -581,8 +588,24 @@ class ClusterModel:
         return "none"  # listed (or no CRD): there is none
 
     def cluster_problems(self) -> list[gpu.Problem]:
-        """Cluster-wide verdicts: operator-not-ready."""
-        return stack.cluster_problems(self.stack())
+        """Cluster-wide verdicts: operator-not-ready, compute-domain-not-ready."""
+        domains = [v.finding.problem for v in self.domain_views() if v.finding.problem is not None]
+        return [*stack.cluster_problems(self.stack()), *domains]
+
+    def domain_views(self) -> list[compute_domains.DomainView]:
+        """Every ComputeDomain, with the nodes its channel claims are on that did not join and its verdict; a
+        domain on its way to stuck has the model look again when it comes due."""
+        on_nodes: dict[str, set[str]] = {}
+        for claim in self.resource_claims.records.values():
+            for allocation in claim:
+                if allocation.domain and allocation.node:
+                    on_nodes.setdefault(allocation.domain, set()).add(allocation.node)
+        now, after = self.clock(), self.stuck_settings.domain_after
+        views = [compute_domains.view(d, on_nodes.get(d.uid, ()), self.states_seen, now, after)
+                 for d in sorted(self.compute_domains.records.values(), key=lambda d: d.key)]
+        for v in views:
+            self._set_due("computedomain " + v.domain.key, v.finding.due)
+        return views
 
     def components(self, node: str) -> dict[str, ComponentState]:
         """The node's column of the component matrix ({} for a non-GPU node or while pods/DaemonSets are unknown)."""

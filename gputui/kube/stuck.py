@@ -29,6 +29,7 @@ from .verdicts import Verdict
 CODES = (Verdict.MIG_STUCK, Verdict.DRIVER_UPGRADE_STUCK, Verdict.LEFT_CORDONED)  # this module's verdicts, each with its age
 DEFAULT_MIG_AFTER = 30 * 60.0  # a MIG reconfiguration pending or rebooting this long is stuck
 DEFAULT_UPGRADE_AFTER = 60 * 60.0  # a driver upgrade in one state this long is stuck
+DEFAULT_DOMAIN_AFTER = 10 * 60.0  # a ComputeDomain NotReady this long is stuck (its daemons start in a minute or two)
 
 MIG_STATE = "nvidia.com/mig.config.state"
 MIG_CONFIG = "nvidia.com/mig.config"
@@ -57,6 +58,7 @@ class StuckSettings:
 
     mig_after: float = DEFAULT_MIG_AFTER
     upgrade_after: float = DEFAULT_UPGRADE_AFTER
+    domain_after: float = DEFAULT_DOMAIN_AFTER  # a ComputeDomain NotReady this long (compute_domains.py)
 
 
 class StateMemory:

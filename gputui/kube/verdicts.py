@@ -48,6 +48,7 @@ class Verdict(str, Enum):
     LEFT_CORDONED = "left-cordoned", "left cordoned", "", WARNING  # by NVSentinel, healthy again
     CORDONED = "cordoned", "cordoned", "", WARNING
     OPERATOR_NOT_READY = "operator-not-ready", "operator not ready", "", PROBLEM, True
+    COMPUTE_DOMAIN_NOT_READY = "compute-domain-not-ready", "ComputeDomain not ready", "domain not ready", PROBLEM, True
 
 
 NODE_VERDICTS = tuple(v for v in Verdict if not v.cluster)  # worst first

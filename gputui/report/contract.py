@@ -19,7 +19,7 @@ from gputui.kube.config import ConnectError, Forbidden, Impersonation, Unreachab
 from gputui.kube.idle import DEFAULT_PROMETHEUS, HistoryError, IdleSettings, IdleTracker, holders
 from gputui.kube.metrics import ReadBudget
 from gputui.kube.model import (
-    ALL_KINDS, CLUSTERPOLICIES, CLUSTERQUEUES, DAEMONSETS, DEVICECLASSES, EVENTS, LOCALQUEUES, NODES, PODS, RESOURCECLAIMS,
+    ALL_KINDS, CLUSTERPOLICIES, CLUSTERQUEUES, COMPUTEDOMAINS, DAEMONSETS, DEVICECLASSES, EVENTS, LOCALQUEUES, NODES, PODS, RESOURCECLAIMS,
     RESOURCESLICES, WORKLOADS, ClusterModel,
 )
 from gputui.kube.stack import RUNNING, ClusterPolicyStatus, components_json, policy_problems
@@ -47,6 +47,7 @@ CONSEQUENCES = {  # what the report lacks when a part is missing
     WORKLOADS: "why Kueue holds pending pods back is unknown",
     LOCALQUEUES: "Kueue's LocalQueues are unknown",
     CLUSTERQUEUES: "Kueue's ClusterQueues, their GPU quota and usage, are unknown",
+    COMPUTEDOMAINS: "NVIDIA's ComputeDomains are unknown",
     METRICS_PART: "those nodes have no DCGM readings",
 }
 PodTimes = dict[tuple[str, str], float | None]
@@ -58,9 +59,11 @@ def has_problems(data: Mapping[str, Any]) -> bool:
 
 
 def cluster_problems(data: Mapping[str, Any]) -> list[dict[str, str]]:
-    """operator-not-ready, from the contract's stack (the JSON has no cluster-level problem list)."""
+    """operator-not-ready, from the contract's stack, and each ComputeDomain's compute-domain-not-ready (the JSON has
+    no cluster-level problem list)."""
     policy = data["stack"]["cluster_policy"]
-    return [{"code": p.code, "message": p.message} for p in policy_problems(ClusterPolicyStatus(**policy) if policy else None)]
+    problems = [{"code": str(p.code), "message": p.message} for p in policy_problems(ClusterPolicyStatus(**policy) if policy else None)]
+    return problems + [d["problem"] for d in data.get("compute_domains") or [] if d.get("problem")]
 
 
 async def collect(
@@ -259,6 +262,7 @@ def as_contract(model: ClusterModel, context: str | None, namespaces: Iterable[s
         "context": context,
         "scope": {kind: model.scope(kind).to_json() for kind in (PODS, EVENTS, DAEMONSETS) if kind in model.reflectors},
         "stack": model.stack().to_json(),
+        "compute_domains": [v.to_json() for v in model.domain_views()],
         "nodes": [node_contract(model, s, partial) for s in summaries],
         "pods": [
             {

@@ -17,6 +17,8 @@
                   {"action": "upgrade-state", "node": "gpu-1", "state": "drain-required"}   the driver upgrade's
                   {"action": "quarantine", "node": "gpu-1", "condition": "GpuXidError", "message": "XID 79"}  NVSentinel
                   {"action": "heal", "node": "gpu-1", "condition": "GpuXidError"}   healthy again, left cordoned
+                  {"action": "compute-domain", "namespace": "ml", "name": "nvl-train", "joined": ["nvl-1"],
+                   "notReady": []}                                 which IMEX daemons of a ComputeDomain started
     GET  /faults                                                   what is active
     GET  /counts                what the API server has answered (features.ApiCounts: requests by verb, reads
                                 from the watch cache or etcd, bytes sent), its resourceVersion, and the
@@ -43,7 +45,7 @@ if TYPE_CHECKING:
     from .cluster import SimCluster
 
 ACTIONS = ("drop-watches", "compact", "fail", "slow", "restart", "silence", "corrupt", "clear", "xid", "gpu-health",
-           "taint-device", "untaint-device", "mig-state", "upgrade-state", "quarantine", "heal")
+           "taint-device", "untaint-device", "mig-state", "upgrade-state", "quarantine", "heal", "compute-domain")
 
 
 def address_file(kubeconfig: Path) -> Path:
@@ -142,6 +144,13 @@ async def apply(sim: "SimCluster", request: dict[str, Any]) -> str:
             node, condition = _text(request, "node"), _text(request, "condition")
             faults.heal(node, condition)
             return f"{node}: {condition} False, still cordoned"
+        if action == "compute-domain":
+            namespace, name = _text(request, "namespace"), _text(request, "name")
+            joined, not_ready = request.get("joined"), request.get("notReady") or []
+            if not isinstance(joined, list) or not isinstance(not_ready, list) or not all(isinstance(n, str) for n in joined + not_ready):
+                raise ControlError("compute-domain needs joined (and notReady): lists of node names")
+            status = faults.compute_domain(namespace, name, joined, not_ready)
+            return f"ComputeDomain {namespace}/{name}: {len(joined)} joined, {status}"
     except (ValueError, FaultsDisabled) as exc:
         raise ControlError(str(exc)) from None
     raise ControlError(f"unknown action {action!r}; one of: {', '.join(ACTIONS)}")

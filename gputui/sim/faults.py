@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import builders as b
 from . import plumbing
+from .builders import compute_domains
 from .dcgm import XID_ANNOTATION, parse_xid_annotation
 from .nvidia_smi import UNHEALTHY_ANNOTATION, NodeGpus, parse_unhealthy_annotation
 
@@ -240,6 +241,30 @@ class Faults:
         """The monitor finds the node healthy again (`condition` False); the cordon stays."""
         now = b.utcnow()
         self._change_node(node_name, lambda obj: plumbing.heal(obj, condition, now))
+
+    def compute_domain(self, namespace: str, name: str, joined: list[str], not_ready: list[str]) -> str:
+        """The ComputeDomain's IMEX daemons: those on `joined` started (Ready unless in `not_ready`), the others
+        did not; its status follows as the driver's controller sets it. Returns that status."""
+        key = f"computedomains.{compute_domains.GROUP}"
+        store = self._require().store
+        if key not in store.resources:
+            raise ValueError("no ComputeDomain CRD in this cluster")
+        domain = store.find(key, namespace, name)
+        if domain is None:
+            raise ValueError(f"no ComputeDomain {namespace}/{name}")
+        for node in joined:
+            self._node(node)
+        if set(not_ready) - set(joined):
+            raise ValueError(f"not Ready but not joined: {', '.join(sorted(set(not_ready) - set(joined)))}")
+        before = {e.get("name"): e for e in (domain.get("status") or {}).get("nodes") or []}
+
+        def change(obj: dict[str, Any]) -> None:
+            entries = [{**(before.get(node) or compute_domains.node_entry(node, i, "")),
+                        "status": compute_domains.NOT_READY if node in not_ready else compute_domains.READY}
+                       for i, node in enumerate(joined)]
+            compute_domains.set_nodes(obj, entries)
+
+        return str(store.mutate(key, namespace, name, change)["status"]["status"])
 
     def _slice_with(self, node_name: str, device: str) -> dict[str, Any]:
         self._node(node_name)

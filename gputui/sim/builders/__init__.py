@@ -17,6 +17,7 @@ the Python clients refuse objects without them).
     crds.py         CustomResourceDefinitions
     namespaces.py   Namespaces
     kueue.py        Kueue's CRDs, ResourceFlavors, ClusterQueues, LocalQueues and Workloads (imported as a module)
+    compute_domains.py  NVIDIA's ComputeDomains and their channel claims (imported as a module)
 
 Every name is re-exported here: `from gputui.sim import builders as b; b.node(...)`.
 """
