@@ -71,7 +71,7 @@ log = logging.getLogger(__name__)
 NODES, PODS, EVENTS, DAEMONSETS = "nodes", "pods", "events", "daemonsets"
 CLUSTERPOLICIES, RESOURCESLICES, RESOURCECLAIMS, DEVICECLASSES = "clusterpolicies", "resourceslices", "resourceclaims", "deviceclasses"
 WORKLOADS, LOCALQUEUES, CLUSTERQUEUES = "workloads", "localqueues", "clusterqueues"
-COMPUTEDOMAINS = "computedomains"
+COMPUTEDOMAINS, GPUCLUSTERS = "computedomains", "gpuclusters"
 COLLECTIONS = {  # what each reflector lists and watches, cluster-wide
     NODES: "/api/v1/nodes",
     PODS: "/api/v1/pods",
@@ -85,10 +85,11 @@ COLLECTIONS = {  # what each reflector lists and watches, cluster-wide
     LOCALQUEUES: f"{kueue.API}/localqueues",
     CLUSTERQUEUES: f"{kueue.API}/clusterqueues",
     COMPUTEDOMAINS: f"{compute_domains.API}/computedomains",
+    GPUCLUSTERS: "/apis/nvidia.com/v1alpha1/gpuclusters",  # the GPU Operator's DRA-based stack (v26.x), beside no ClusterPolicy
 }
 DRA_KINDS = (RESOURCESLICES, RESOURCECLAIMS, DEVICECLASSES)
 KUEUE_KINDS = (WORKLOADS, LOCALQUEUES, CLUSTERQUEUES)
-ALL_KINDS = (NODES, PODS, EVENTS, DAEMONSETS, CLUSTERPOLICIES, *DRA_KINDS, *KUEUE_KINDS, COMPUTEDOMAINS)
+ALL_KINDS = (NODES, PODS, EVENTS, DAEMONSETS, CLUSTERPOLICIES, GPUCLUSTERS, *DRA_KINDS, *KUEUE_KINDS, COMPUTEDOMAINS)
 STATE = "state"
 METRICS = "metrics"
 AGED = "aged"  # a node's summary made again because time passed: a state became stuck, or its age's words changed
@@ -172,6 +173,7 @@ class ClusterModel:
         # ClusterPolicies stay raw (a cluster has one or two); DRA objects become their parsed devices,
         # allocations, and the extended resource a DeviceClass stands for (classes without one are not kept).
         self.cluster_policies: Table[Obj] = Table(CLUSTERPOLICIES, lambda obj: obj, self._notify)
+        self.gpu_clusters: Table[Obj] = Table(GPUCLUSTERS, lambda obj: obj, self._notify)
         self.resource_slices = Table(RESOURCESLICES, lambda obj: _nonempty(tuple(dra.parse_slices([obj]))), self._notify)
         self.resource_claims = Table(RESOURCECLAIMS, lambda obj: _nonempty(tuple(dra.parse_claims([obj]))), self._notify)
         self.compute_domains: Table[compute_domains.ComputeDomain] = Table(COMPUTEDOMAINS, compute_domains.domain_from, self._notify)
@@ -196,6 +198,7 @@ class ClusterModel:
             EVENTS: self.events,
             DAEMONSETS: self.daemonsets,
             CLUSTERPOLICIES: self.cluster_policies,
+            GPUCLUSTERS: self.gpu_clusters,
             RESOURCESLICES: self.resource_slices,
             RESOURCECLAIMS: self.resource_claims,
             DEVICECLASSES: self.device_classes,
@@ -263,7 +266,7 @@ class ClusterModel:
         return lambda: self._listeners.remove(listener) if listener in self._listeners else None
 
     def _notify(self, change: Change) -> None:
-        if change.kind == CLUSTERPOLICIES or (change.kind == DAEMONSETS and (change.key is None or self.daemonsets.stack_changed)):
+        if change.kind in (CLUSTERPOLICIES, GPUCLUSTERS) or (change.kind == DAEMONSETS and (change.key is None or self.daemonsets.stack_changed)):
             self.daemonsets.stack_changed = False
             self._stack = None
             self._forget_summary()  # every node's component matrix depends on the stack
@@ -572,7 +575,8 @@ class ClusterModel:
     def stack(self) -> stack.Stack:
         """Which stack the cluster runs (from DaemonSets and ClusterPolicies); kind "none" until they are read."""
         if self._stack is None:
-            self._stack = stack.detect_stack(self.daemonsets.records.values(), self.cluster_policies.records.values(), self.resources)
+            policies = [*self.cluster_policies.records.values(), *self.gpu_clusters.records.values()]
+            self._stack = stack.detect_stack(self.daemonsets.records.values(), policies, self.resources)
         return self._stack
 
     def cluster_policy_state(self) -> str:
@@ -590,7 +594,7 @@ class ClusterModel:
     def cluster_problems(self) -> list[gpu.Problem]:
         """Cluster-wide verdicts: operator-not-ready, compute-domain-not-ready."""
         domains = [v.finding.problem for v in self.domain_views() if v.finding.problem is not None]
-        return [*stack.cluster_problems(self.stack()), *domains]
+        return [*stack.cluster_problems(self.stack(), self.clock()), *domains]
 
     def domain_views(self) -> list[compute_domains.DomainView]:
         """Every ComputeDomain, with the nodes its channel claims are on that did not join and its verdict; a

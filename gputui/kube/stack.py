@@ -29,7 +29,8 @@ from .gpu import (
     is_operator_driver_app,
     is_plugin_pod,
 )
-from .quantities import parse_count
+from .duration import human_duration
+from .quantities import parse_count, parse_time
 from .placement import daemonset_targets
 from .records import ContainerStatus, DaemonSet, Node, Pod
 from .verdicts import Verdict
@@ -162,12 +163,17 @@ class StackDaemonSet:
 
 @dataclass(frozen=True)
 class ClusterPolicyStatus:
+    """The GPU Operator's custom resource: a ClusterPolicy, or the DRA-based GPUCluster (operator v26.x,
+    `nvidia.com/v1alpha1`, a singleton, never beside a ClusterPolicy); both report `status.state` and conditions."""
+
     name: str
     state: str  # ready, notReady, ignored, disabled, or "unknown" before the operator reports
     message: str | None
+    kind: str = "ClusterPolicy"  # or "GPUCluster"
+    since: float | None = None  # when its Ready condition last changed (how long it has been notReady)
 
     def to_json(self) -> dict:
-        return {"name": self.name, "state": self.state, "message": self.message}
+        return {"name": self.name, "state": self.state, "message": self.message, "kind": self.kind, "since": self.since}
 
 
 def cluster_policy_status(policy: dict) -> ClusterPolicyStatus:
@@ -182,7 +188,9 @@ def cluster_policy_status(policy: dict) -> ClusterPolicyStatus:
             for cond in conditions:
                 if cond.get("type") == ctype and cond.get("status") == wanted and cond.get("message"):
                     message = message or cond["message"]
-    return ClusterPolicyStatus(_meta(policy).get("name", ""), state, message)
+    ready = next((c for c in status.get("conditions") or [] if isinstance(c, dict) and c.get("type") == "Ready"), {})
+    return ClusterPolicyStatus(_meta(policy).get("name", ""), state, message, policy.get("kind") or "ClusterPolicy",
+                               parse_time(ready.get("lastTransitionTime")))
 
 
 @dataclass(frozen=True)
@@ -229,8 +237,9 @@ def detect_stack(daemonsets: Iterable[DaemonSet], cluster_policies: Iterable[dic
         found.append(StackDaemonSet(ds.namespace, ds.name, *classified, daemonset=ds, resources=named, gpu=gpu))
     # NVIDIA's installs before other device plugins, then by namespace and name.
     found.sort(key=lambda d: (COMPONENTS.index(d.component), d.install == "other", d.namespace, d.name))
-    policies = sorted(cluster_policies, key=lambda p: _meta(p).get("name", ""))
-    # Several ClusterPolicies: the operator reconciles one and marks the others "ignored".
+    # A ClusterPolicy before a GPUCluster (the two are not meant to be together), then by name.
+    policies = sorted(cluster_policies, key=lambda p: (p.get("kind") == "GPUCluster", _meta(p).get("name", "")))
+    # Several ClusterPolicies (or GPUClusters): the operator reconciles one and marks the others "ignored".
     active = next((p for p in policies if (p.get("status") or {}).get("state") != "ignored"), policies[0] if policies else None)
     operator_sets = [d for d in found if d.install == "operator"]
     if active is not None or operator_sets:
@@ -584,18 +593,20 @@ def components_json(components: dict[str, ComponentState]) -> dict[str, str]:
 # -- verdicts --------------------------------------------------------------
 
 
-def cluster_problems(stack: Stack) -> list[Problem]:
-    """`operator-not-ready` when the active ClusterPolicy is notReady."""
-    return policy_problems(stack.cluster_policy)
+def cluster_problems(stack: Stack, now: float | None = None) -> list[Problem]:
+    """`operator-not-ready` when the active ClusterPolicy (or GPUCluster) is notReady."""
+    return policy_problems(stack.cluster_policy, now)
 
 
-def policy_problems(policy: ClusterPolicyStatus | None) -> list[Problem]:
+def policy_problems(policy: ClusterPolicyStatus | None, now: float | None = None) -> list[Problem]:
+    """`operator-not-ready`, with how long when its Ready condition says since when (and `now` is given)."""
     if policy is None or policy.state != "notReady":
         return []
-    message = f"ClusterPolicy {policy.name} is notReady"
+    age = human_duration(max(0.0, now - policy.since)) if now is not None and policy.since is not None else None
+    message = f"{policy.kind} {policy.name} is notReady" + (f" for {age}" if age else "")
     if policy.message:
         message += f": {policy.message}"
-    return [Problem(Verdict.OPERATOR_NOT_READY, message)]
+    return [Problem(Verdict.OPERATOR_NOT_READY, message, age)]
 
 
 def node_problems(node: Node, components: dict[str, ComponentState], skip: Iterable[str] = ("device-plugin",)) -> list[Problem]:

@@ -19,7 +19,7 @@ from gputui.kube.config import ConnectError, Forbidden, Impersonation, Unreachab
 from gputui.kube.idle import DEFAULT_PROMETHEUS, HistoryError, IdleSettings, IdleTracker, holders
 from gputui.kube.metrics import ReadBudget
 from gputui.kube.model import (
-    ALL_KINDS, CLUSTERPOLICIES, CLUSTERQUEUES, COMPUTEDOMAINS, DAEMONSETS, DEVICECLASSES, EVENTS, LOCALQUEUES, NODES, PODS, RESOURCECLAIMS,
+    ALL_KINDS, CLUSTERPOLICIES, CLUSTERQUEUES, COMPUTEDOMAINS, DAEMONSETS, GPUCLUSTERS, DEVICECLASSES, EVENTS, LOCALQUEUES, NODES, PODS, RESOURCECLAIMS,
     RESOURCESLICES, WORKLOADS, ClusterModel,
 )
 from gputui.kube.stack import RUNNING, ClusterPolicyStatus, components_json, policy_problems
@@ -41,6 +41,7 @@ CONSEQUENCES = {  # what the report lacks when a part is missing
     EVENTS: "pending pods' reasons come from their conditions only",
     DAEMONSETS: "the GPU stack and its components are unknown",
     CLUSTERPOLICIES: "the GPU Operator's ClusterPolicy state is unknown",
+    GPUCLUSTERS: "the GPU Operator's GPUCluster state is unknown",
     RESOURCESLICES: "GPUs handed out by Dynamic Resource Allocation are not counted",
     RESOURCECLAIMS: "GPUs held through Dynamic Resource Allocation are not counted as allocated",
     DEVICECLASSES: "GPUs handed out by Dynamic Resource Allocation are not counted",
@@ -62,7 +63,8 @@ def cluster_problems(data: Mapping[str, Any]) -> list[dict[str, str]]:
     """operator-not-ready, from the contract's stack, and each ComputeDomain's compute-domain-not-ready (the JSON has
     no cluster-level problem list)."""
     policy = data["stack"]["cluster_policy"]
-    problems = [{"code": str(p.code), "message": p.message} for p in policy_problems(ClusterPolicyStatus(**policy) if policy else None)]
+    status = ClusterPolicyStatus(**policy) if policy else None
+    problems = [{"code": str(p.code), "message": p.message} for p in policy_problems(status, time.time())]
     return problems + [d["problem"] for d in data.get("compute_domains") or [] if d.get("problem")]
 
 

@@ -127,7 +127,7 @@ def stack_line(stack: dict[str, Any]) -> str:
         text += f" in {printable(stack['namespace'])}"
     policy = stack["cluster_policy"]
     if policy:
-        text += f"; ClusterPolicy {printable(policy['name'])}: {printable(policy['state'])}"
+        text += f"; {printable(policy.get('kind') or 'ClusterPolicy')} {printable(policy['name'])}: {printable(policy['state'])}"
     elif stack["kind"] == "gpu-operator":
         text += "; ClusterPolicy: unknown"
     return text

@@ -2,6 +2,8 @@
 
     "demo"                       the demo cluster (demo.py)
     "fragmented"                 free GPUs spread thin and stranded, a pending 4-GPU pod, a gated pod (fragmented.py)
+    "gpu-cluster"                the GPU Operator's DRA-based stack: a GPUCluster (no ClusterPolicy) not ready for 2 hours
+                                 (gpu_cluster.py)
     "health"                     bad GPUs and the work on them: an XID, a plugin-unhealthy shared GPU, a MIG GPU's XID,
                                  a tainted DRA device, a health condition (health.py)
     "idle-gpus"                  pods holding GPUs: a busy trainer, idle notebooks, a job that stopped (idle_gpus.py)
@@ -20,10 +22,10 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from . import demo, fragmented, health, idle_gpus, kueue_quota, restricted, stacks, stuck
+from . import demo, fragmented, gpu_cluster, health, idle_gpus, kueue_quota, restricted, stacks, stuck
 
 Obj = dict[str, Any]
 
-BUILTIN: dict[str, Callable[[], list[Obj]]] = {"demo": demo.build, "fragmented": fragmented.build, "health": health.build, "idle-gpus": idle_gpus.build,
+BUILTIN: dict[str, Callable[[], list[Obj]]] = {"demo": demo.build, "fragmented": fragmented.build, "gpu-cluster": gpu_cluster.build, "health": health.build, "idle-gpus": idle_gpus.build,
                                               "kueue-quota": kueue_quota.build, "restricted": restricted.build, "stuck": stuck.build,
                                               **stacks.SCENARIOS}

@@ -104,7 +104,8 @@ class StackScreen(Screen[None]):
             for name in [n for n in self._cells if n not in shown]:
                 del self._cells[name]
         self.table.show(rows)
-        text = stack_summary(model.stack(), model.cluster_policy_state(), model.cluster_problems(), failing, stuck_plumbing)
+        text = stack_summary(model.stack(), model.cluster_policy_state(), model.cluster_problems(), failing, stuck_plumbing,
+                             self.app.clock())  # type: ignore[attr-defined]  # GpuTuiApp's clock (issue 21's seam)
         if not model.stack_known:
             text.append("\n")
             text.append_text(render.text(_unknown_reason(model), style=render.WARN_STYLE, limit=300))

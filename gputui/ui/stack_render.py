@@ -137,9 +137,10 @@ def cell_detail(node: str, state: stack.ComponentState | None) -> Text:
 
 
 def stack_summary(summary: stack.Stack, policy_state: str, problems: Sequence[Problem], failing: Sequence[tuple[str, str]],
-                  stuck: Sequence[tuple[str, Problem]] = ()) -> Text:
+                  stuck: Sequence[tuple[str, Problem]] = (), now: float | None = None) -> Text:
     """The lines above the matrix: which stack, the ClusterPolicy, cluster verdicts, failing components, stuck plumbing.
-    failing: (node, component) pairs; stuck: (node, problem) pairs, each problem's message ending with its age."""
+    failing: (node, component) pairs; stuck: (node, problem) pairs, each problem's message ending with its age;
+    now: the app's clock, for how long a ClusterPolicy (GPUCluster) has been notReady."""
     out = Text(STACK_KINDS.get(summary.kind, summary.kind), style="bold", end="")
     if summary.install in INSTALLS:
         out.append(" · ", style=render.DIM_STYLE)
@@ -152,8 +153,8 @@ def stack_summary(summary: stack.Stack, policy_state: str, problems: Sequence[Pr
         out.append("\ndevice plugins: ", style=render.DIM_STYLE)
         out.append_text(render.text(", ".join(f"{p.ref} ({plugin_words(p)})" for p in plugins), limit=600))
     if summary.kind == "gpu-operator" or summary.cluster_policy is not None:
-        out.append("\nClusterPolicy ", style=render.DIM_STYLE)
         policy = summary.cluster_policy
+        out.append(f"\n{policy.kind if policy else 'ClusterPolicy'} ", style=render.DIM_STYLE)  # or the DRA-based GPUCluster
         if policy is None:
             out.append_text(render.text(policy_state, style=render.WARN_STYLE, limit=200))
         else:
@@ -161,12 +162,14 @@ def stack_summary(summary: stack.Stack, policy_state: str, problems: Sequence[Pr
             out.append(" ")
             ready = policy.state == "ready"
             out.append(("✓ " if ready else "✗ ") + policy.state, style=render.OK_STYLE if ready else render.BAD_STYLE)
+            if not ready and policy.since is not None and now is not None:
+                out.append(f" for {render.age(policy.since, now)}", style=render.BAD_STYLE)
             if policy.message:
                 out.append(": ")
                 out.append_text(render.text(policy.message, limit=300))
     for problem in problems:
         if problem.code == Verdict.OPERATOR_NOT_READY:
-            continue  # the ClusterPolicy line says it
+            continue  # the ClusterPolicy (GPUCluster) line says it
         out.append("\n✗ ", style=render.BAD_STYLE)
         out.append_text(render.text(problem.message, limit=300))
     if failing:

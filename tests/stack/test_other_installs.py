@@ -215,7 +215,7 @@ async def test_operator_1x_namespace_state_only_policy_and_validation_pods(make_
     async with cluster(stacks.operator_1x()) as (sim, model):
         found = model.stack()
         assert (found.kind, found.namespace) == ("gpu-operator", "gpu-operator-resources")  # from its DaemonSets
-        assert found.cluster_policy.to_json() == {"name": "cluster-policy", "state": "ready", "message": None}
+        assert found.cluster_policy.to_json() == {"name": "cluster-policy", "state": "ready", "message": None, "kind": "ClusterPolicy", "since": None}
         assert model.cluster_problems() == []
         kubectl = make_kubectl(sim.kubeconfig_path)
         assert re.split(r"\s{2,}", (await asyncio.to_thread(kubectl, "get", "clusterpolicies")).splitlines()[1])[1] == "ready"

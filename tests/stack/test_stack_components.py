@@ -188,7 +188,8 @@ def test_healthy_operator_from_real_listing_everything_runs():
     pods = pods_from_kubectl((REAL / "gpu-operator/get-pods-gpu-operator-healthy-with-mig-manager.txt").read_text(), "s4124-0073", sets)
     stack, matrix = run(sets, [n], pods, [cluster_policy()])
     assert stack.to_json() == {"kind": "gpu-operator", "install": "operator", "namespace": OPERATOR_NS,
-                               "cluster_policy": {"name": "cluster-policy", "state": "ready", "message": None}}
+                               "cluster_policy": {"name": "cluster-policy", "state": "ready", "message": None,
+                                                  "kind": "ClusterPolicy", "since": None}}
     assert components_json(matrix["s4124-0073"]) == {c: RUNNING for c in COMPONENTS}
     plugin = matrix["s4124-0073"]["device-plugin"]
     assert plugin.pod == "gpu-operator/nvidia-device-plugin-daemonset-924x6"

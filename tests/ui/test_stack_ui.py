@@ -82,7 +82,7 @@ async def test_matrix_shows_the_crash_looping_exporter_and_the_policy_message(de
         assert row(screen, "t4-shared-1")[1] == "n/a"  # operands switched off by gpu.deploy.operands=false
         text = screen.text
         assert "GPU Operator · namespace gpu-operator" in text
-        assert "ClusterPolicy cluster-policy ✗ notReady: ClusterPolicy is not ready; states not ready: [state-dcgm-exporter]" in text
+        assert "ClusterPolicy cluster-policy ✗ notReady for 120m: ClusterPolicy is not ready; states not ready: [state-dcgm-exporter]" in text
         assert "2 failing: device-plugin on a100-2, dcgm-exporter on h100-4" in text
         await choose(pilot, screen, "h100-4", 5)
         assert "h100-4 · dcgm-exporter ✗ crash-looping" in screen.text

@@ -32,3 +32,10 @@ def test_the_stack_screen_lists_stuck_plumbing_with_its_age_and_counts_the_rest(
     many = [(f"n-{i}", Problem(Verdict.MIG_STUCK, f"stuck {i}", None)) for i in range(STUCK_SHOWN + 3)]
     lines = stack_summary(operator, "ready", [], [], many).plain.splitlines()
     assert lines[-1] == "… and 3 more stuck (the Nodes pane has each)" and f"✗ n-{STUCK_SHOWN - 1}: stuck {STUCK_SHOWN - 1}" in lines
+
+
+def test_the_stack_screen_names_a_gpu_cluster_and_how_long_it_is_not_ready():
+    policy = stack.ClusterPolicyStatus("gpu-cluster", "notReady", "states not ready: [state-dra-driver]", "GPUCluster", 0.0)
+    problems = stack.policy_problems(policy, 7200.0)
+    lines = stack_summary(stack.Stack("gpu-operator", "operator", "gpu-operator", policy), "notReady", problems, [], now=7200.0).plain.splitlines()
+    assert "GPUCluster gpu-cluster ✗ notReady for 120m: states not ready: [state-dra-driver]" in lines  # kubectl's age
