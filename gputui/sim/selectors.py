@@ -24,13 +24,13 @@ def _always(_: Obj) -> bool:
 
 # -- label selectors -----------------------------------------------------
 _KEY = r"[A-Za-z0-9]([-A-Za-z0-9_./]*[A-Za-z0-9])?"
-_VALUE = r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?"
 _SET_RE = re.compile(rf"^\s*({_KEY})\s+(in|notin)\s*\(([^)]*)\)\s*$")
 _CMP_RE = re.compile(rf"^\s*(!?)\s*({_KEY})\s*(?:(==|!=|=|>|<)\s*(.*?))?\s*$")
 
 
 def _split_terms(selector: str) -> list[str]:
-    """Split on commas that are not inside a set's parentheses."""
+    """Split on commas that are not inside a set's parentheses; a comma followed by nothing is refused as the
+    parser refuses it."""
     terms, depth, start = [], 0, 0
     for i, ch in enumerate(selector):
         if ch == "(":
@@ -41,17 +41,65 @@ def _split_terms(selector: str) -> list[str]:
             terms.append(selector[start:i])
             start = i + 1
     terms.append(selector[start:])
+    if len(terms) > 1 and not terms[-1].strip():
+        raise SelectorError("found '', expected: identifier after ','")
     return [t for t in terms if t.strip()]
+
+
+_QUALIFIED_NAME = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
+_QUALIFIED_HELP = ("must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character "
+                   f"(e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '{_QUALIFIED_NAME}')")
+_SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+_SUBDOMAIN_HELP = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start "
+                   f"and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '{_SUBDOMAIN}')")
+_LABEL_VALUE_HELP = ("a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start "
+                     f"and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation "
+                     f"is '({_QUALIFIED_NAME})?')")
+
+
+def _key_errors(key: str) -> list[str]:
+    """apimachinery's IsQualifiedName: an optional DNS subdomain prefix and '/', then a name of at most 63 characters."""
+    parts = key.split("/")
+    if len(parts) > 2:
+        return [f"a qualified name {_QUALIFIED_HELP} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"]
+    errors = []
+    if len(parts) == 2:
+        prefix = parts[0]
+        if not prefix:
+            errors.append("prefix part must be non-empty")
+        elif len(prefix) > 253:
+            errors.append("prefix part must be no more than 253 characters")
+        elif not re.fullmatch(_SUBDOMAIN, prefix):
+            errors.append(f"prefix part {_SUBDOMAIN_HELP}")
+    name = parts[-1]
+    if not name:
+        errors.append("name part must be non-empty")
+    elif len(name) > 63:
+        errors.append("name part must be no more than 63 characters")
+    if not re.fullmatch(_QUALIFIED_NAME, name):
+        errors.append(f"name part {_QUALIFIED_HELP}")
+    return errors
+
+
+def _check_requirement(key: str, values: list[str]) -> None:
+    """NewRequirement's validation of the key and each value, worded as labels.Parse reports it."""
+    errors = _key_errors(key)
+    if errors:
+        raise SelectorError(f'unable to parse requirement: key: Invalid value: "{key}": {"; ".join(errors)}')
+    for i, value in enumerate(values):
+        problems = (["must be no more than 63 characters"] if len(value) > 63 else []) + \
+            ([_LABEL_VALUE_HELP] if value and not re.fullmatch(_QUALIFIED_NAME, value) else [])
+        if problems:
+            raise SelectorError(f'unable to parse requirement: values[{i}][{key}]: Invalid value: "{value}": {"; ".join(problems)}')
 
 
 def _label_term(term: str) -> Callable[[dict[str, str]], bool]:
     m = _SET_RE.match(term)
     if m:
         key, op = m.group(1), m.group(3)
-        values = {v.strip() for v in m.group(4).split(",")}
-        for v in values:
-            if not re.fullmatch(_VALUE, v):
-                raise SelectorError(f"unable to parse requirement: invalid label value: {v!r}")
+        listed = [v.strip() for v in m.group(4).split(",")]
+        _check_requirement(key, listed)
+        values = set(listed)
         if op == "in":
             return lambda labels: labels.get(key) in values
         return lambda labels: labels.get(key) not in values
@@ -62,11 +110,12 @@ def _label_term(term: str) -> Callable[[dict[str, str]], bool]:
     if negated:
         if op:
             raise SelectorError(f"unable to parse requirement: found '{op}', expected: identifier after '!'")
+        _check_requirement(key, [])
         return lambda labels: key not in labels
     if op is None:
+        _check_requirement(key, [])
         return lambda labels: key in labels
-    if not re.fullmatch(_VALUE, value):
-        raise SelectorError(f"unable to parse requirement: values[0][{key}]: Invalid value: {value!r}")
+    _check_requirement(key, [value] if op not in (">", "<") else [])
     if op in ("=", "=="):
         return lambda labels: labels.get(key) == value
     if op == "!=":
@@ -116,14 +165,22 @@ def _path(*keys: str) -> Callable[[Obj], str]:
     return get
 
 
-_COMMON_FIELDS = {
-    "metadata.name": _path("metadata", "name"),
-    "metadata.namespace": _path("metadata", "namespace"),
+_NAME = {"metadata.name": _path("metadata", "name")}
+_NAME_AND_NAMESPACE = {**_NAME, "metadata.namespace": _path("metadata", "namespace")}
+_CORE_EVENT_FIELDS = {
+    **_NAME_AND_NAMESPACE,
+    **{f"involvedObject.{f}": _path("involvedObject", f) for f in ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath")},
+    "reason": _path("reason"),
+    "reportingComponent": _path("reportingComponent"),
+    "source": _path("source", "component"),
+    "type": _path("type"),
 }
 
-# Fields each kind accepts in fieldSelector, beyond metadata.name/namespace.
-FIELDS_BY_KIND: dict[str, dict[str, Callable[[Obj], str]]] = {
-    "Pod": {
+# The field labels each resource's conversion function accepts (kube-apiserver's AddFieldLabelConversionFunc; a
+# kind without one takes metadata.name and metadata.namespace, DefaultMetaV1FieldSelectorConversion), by resource key.
+FIELDS: dict[str, dict[str, Callable[[Obj], str]]] = {
+    "pods": {
+        **_NAME_AND_NAMESPACE,
         "spec.nodeName": _path("spec", "nodeName"),
         "spec.restartPolicy": _path("spec", "restartPolicy"),
         "spec.schedulerName": _path("spec", "schedulerName"),
@@ -133,29 +190,36 @@ FIELDS_BY_KIND: dict[str, dict[str, Callable[[Obj], str]]] = {
         "status.podIP": _path("status", "podIP"),
         "status.nominatedNodeName": _path("status", "nominatedNodeName"),
     },
-    "Node": {"spec.unschedulable": lambda o: "true" if (o.get("spec") or {}).get("unschedulable") else "false"},
-    "Namespace": {"status.phase": _path("status", "phase")},
-    "Event": {
-        "involvedObject.kind": _path("involvedObject", "kind"),
-        "involvedObject.namespace": _path("involvedObject", "namespace"),
-        "involvedObject.name": _path("involvedObject", "name"),
-        "involvedObject.uid": _path("involvedObject", "uid"),
-        "involvedObject.apiVersion": _path("involvedObject", "apiVersion"),
-        "involvedObject.resourceVersion": _path("involvedObject", "resourceVersion"),
-        "involvedObject.fieldPath": _path("involvedObject", "fieldPath"),
+    "nodes": {**_NAME, "spec.unschedulable": lambda o: "true" if (o.get("spec") or {}).get("unschedulable") else "false"},
+    "namespaces": {**_NAME, "status.phase": _path("status", "phase")},
+    "events": _CORE_EVENT_FIELDS,
+    # events.k8s.io's labels, each mapped onto the stored core event's
+    "events.events.k8s.io": {
+        **_NAME_AND_NAMESPACE,
+        **{f"regarding.{f}": _path("regarding", f) for f in ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath")},
         "reason": _path("reason"),
-        "reportingComponent": _path("reportingComponent"),
-        "source": _path("source", "component"),
+        "reportingController": _path("reportingController"),
+        "source": _path("deprecatedSource", "component"),
         "type": _path("type"),
     },
-    "Service": {"spec.clusterIP": _path("spec", "clusterIP"), "spec.type": _path("spec", "type")},
+    "services": {**_NAME_AND_NAMESPACE, "spec.clusterIP": _path("spec", "clusterIP"), "spec.type": _path("spec", "type")},
+    "secrets": {**_NAME_AND_NAMESPACE, "type": _path("type")},
+    "replicationcontrollers": {**_NAME_AND_NAMESPACE, "status.replicas": _path("status", "replicas")},
     # The fields the real server indexes for ResourceSlices (drivers and monitors select their node's slices).
-    "ResourceSlice": {
-        "spec.nodeName": _path("spec", "nodeName"),
-        "spec.driver": _path("spec", "driver"),
-        "spec.pool.name": _path("spec", "pool", "name"),
-    },
+    "resourceslices.resource.k8s.io": {**_NAME, "spec.nodeName": _path("spec", "nodeName"), "spec.driver": _path("spec", "driver")},
 }
+_CORE_WORDING = {"pods", "nodes", "namespaces", "events", "events.events.k8s.io", "services", "secrets", "replicationcontrollers"}
+
+
+def _unsupported(key: str, api_version: str, kind: str, label: str) -> SelectorError:
+    """The resource's conversion function's words for a label it does not take."""
+    if key in _CORE_WORDING:
+        return SelectorError(f"field label not supported: {label}")
+    if key in FIELDS:
+        group_version = api_version if "/" in api_version else f"/{api_version}"
+        return SelectorError(f"field label not supported for {group_version}, Kind={kind}: {label}")
+    return SelectorError(f'"{label}" is not a known field selector: only "metadata.name", "metadata.namespace"')
+
 
 _FIELD_TERM = re.compile(r"^\s*([^=!\s]+)\s*(==|!=|=)(.*)$")
 
@@ -183,11 +247,11 @@ def _unescape(value: str) -> str:
     return re.sub(r"\\(.)", r"\1", value)
 
 
-def field_selector(selector: str | None, kind: str) -> Predicate:
-    """A predicate for a fieldSelector string; SelectorError for an unsupported field."""
+def field_selector(selector: str | None, key: str, api_version: str = "v1", kind: str = "") -> Predicate:
+    """A predicate for a fieldSelector string on the resource `key`; SelectorError for a label it does not take."""
     if not selector or not selector.strip():
         return _always
-    fields = {**_COMMON_FIELDS, **FIELDS_BY_KIND.get(kind, {})}
+    fields = FIELDS.get(key, _NAME_AND_NAMESPACE)
     checks: list[tuple[Callable[[Obj], str], bool, str]] = []
     for term in _split_field_terms(selector):
         m = _FIELD_TERM.match(term)
@@ -196,7 +260,7 @@ def field_selector(selector: str | None, kind: str) -> Predicate:
         name, op, value = m.group(1), m.group(2), _unescape(m.group(3).strip())
         getter = fields.get(name)
         if getter is None:
-            raise SelectorError(f'field label not supported: {name}')
+            raise _unsupported(key, api_version, kind, name)
         checks.append((getter, op != "!=", value))
 
     def matches(obj: Obj) -> bool:

@@ -38,7 +38,7 @@ class ApiBase:
         labels = request.query.get("labelSelector", "")
         fields = request.query.get("fieldSelector", "")
         try:
-            return both(label_selector(labels), field_selector(fields, r.kind))
+            return both(label_selector(labels), field_selector(fields, r.key, r.api_version, r.kind))
         except SelectorError as e:
             # kubectl itself prefixes 'Unable to find "/v1, Resource=pods" that match ...'.
             raise bad_request(str(e)) from None
