@@ -109,6 +109,44 @@ class EventRecorder:
         index[key] = (created["metadata"]["namespace"], created["metadata"]["name"])
 
 
+SCHEDULER_INSTANCE = "default-scheduler-gputui-sim-control-plane"  # kube-scheduler's reportingInstance: its name and host
+
+
+class SeriesRecorder:
+    """Writes events.k8s.io/v1 Events as client-go's tools/events broadcaster does (kube-scheduler's): a repeat of
+    an isomorphic event (same regarding object, reason, action and reporter: not its note) becomes a `series`
+    (count from 2, lastObservedTime), keeping the first note; core v1 readers see the same objects (event_views.py)."""
+
+    KEY = "events.events.k8s.io"
+
+    def __init__(self, store: Any, controller: str, instance: str) -> None:
+        self.store, self.controller, self.instance = store, controller, instance
+        self._known: dict[tuple[str, ...], tuple[str, str]] = {}
+
+    def record(self, regarding: Obj, reason: str, note: str, *, action: str, kind: str = "Normal") -> None:
+        meta = regarding["metadata"]
+        ref = {"apiVersion": regarding.get("apiVersion", "v1"), "kind": regarding.get("kind", "Pod"), "name": meta["name"],
+               "namespace": meta.get("namespace", ""), "uid": meta.get("uid", ""), "resourceVersion": meta.get("resourceVersion", "")}
+        key = (ref["namespace"], ref["kind"], ref["name"], ref["uid"], reason, action, kind)
+        now = b.utcnow()
+        stamp = now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")  # a MicroTime
+        known = self._known.get(key)
+        if known is not None and self.store.find(self.KEY, *known) is not None:
+            def repeat(event: Obj) -> None:
+                series = event.get("series") or {"count": 1}
+                event["series"] = {"count": int(series.get("count") or 1) + 1, "lastObservedTime": stamp}
+
+            self.store.mutate(self.KEY, *known, repeat)
+            return
+        namespace = ref["namespace"] or "default"
+        event = {"apiVersion": "events.k8s.io/v1", "kind": "Event",
+                 "metadata": {"name": f"{meta['name']}.{int(now.timestamp() * 1e9):x}", "namespace": namespace},
+                 "eventTime": stamp, "reportingController": self.controller, "reportingInstance": self.instance,
+                 "action": action, "reason": reason, "regarding": ref, "note": note, "type": kind}
+        created = self.store.create(self.KEY, event)
+        self._known[key] = (namespace, created["metadata"]["name"])
+
+
 class DaemonSetController:
     """Keeps each DaemonSet's status true to its pods and the nodes, as they change. A status given in a scenario
     stays until something it depends on changes (one of its pods, a node, its spec)."""
@@ -171,6 +209,7 @@ class Controllers:
         self.store = cluster.store
         self.logs = cluster.logs
         self.events = EventRecorder(self.store)
+        self.scheduler_events = SeriesRecorder(self.store, "default-scheduler", SCHEDULER_INSTANCE)
         self.scheduler = Scheduler(self)
         self.daemonsets = DaemonSetController(self.store)
         self.claims = ClaimController(self.store)

@@ -99,7 +99,7 @@ RESOURCES: list[ResourceType] = [
     _kept("certificates.k8s.io/v1", "certificatesigningrequests", "CertificateSigningRequest", False, "csr"),
     _kept("coordination.k8s.io/v1", "leases", "Lease", True),
     _kept("discovery.k8s.io/v1", "endpointslices", "EndpointSlice", True),
-    _kept("events.k8s.io/v1", "events", "Event", True, "ev"),
+    ResourceType("events.k8s.io", "v1", "events", "Event", True, ("ev",)),  # a view of the core Events (event_views.py)
     _kept("flowcontrol.apiserver.k8s.io/v1", "flowschemas", "FlowSchema", False),
     _kept("flowcontrol.apiserver.k8s.io/v1", "prioritylevelconfigurations", "PriorityLevelConfiguration", False),
     _kept("networking.k8s.io/v1", "ingressclasses", "IngressClass", False),

@@ -394,6 +394,9 @@ def populate(store: Store, objects: Iterable[Obj]) -> None:
     order = _ORDER + [key for key in store.resources if key not in _ORDER]
     for key in order:
         for obj in by_key.get(key, []):
+            meta = obj["metadata"]
+            if store.is_view(key) and store.find(key, meta.get("namespace") or "default", meta["name"]) is not None:
+                continue  # a dump holding both views of one event (events.k8s.io/v1 and core v1): one object
             store.create(key, obj)
 
 

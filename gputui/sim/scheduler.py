@@ -315,8 +315,7 @@ class Scheduler:
             bound = self.store.mutate("pods", ns, name, assign)
         except NotFound:
             return
-        self.controllers.events.record(bound, "Scheduled", f"Successfully assigned {ns}/{name} to {node}",
-                                       component="default-scheduler")
+        self.controllers.scheduler_events.record(bound, "Scheduled", f"Successfully assigned {ns}/{name} to {node}", action="Binding")
 
     def _mark_unschedulable(self, pod: Obj, message: str) -> None:
         ns, name = self._key(pod)
@@ -335,8 +334,7 @@ class Scheduler:
                 pod = self.store.mutate("pods", ns, name, mark)
             except NotFound:
                 return
-        self.controllers.events.record(pod, "FailedScheduling", message, kind="Warning", component="default-scheduler",
-                                       same_message=False)
+        self.controllers.scheduler_events.record(pod, "FailedScheduling", message, action="Scheduling", kind="Warning")
 
 
 def _name(obj: Obj) -> str:

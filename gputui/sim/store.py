@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 import orjson
 
+from .event_views import CORE_KEY, EVENTS_KEY, to_core, to_events_v1
 from .resources import RESOURCES, ResourceType
 
 Obj = dict[str, Any]
@@ -118,8 +119,23 @@ class Store:
         self._listeners: list[Listener] = []
         # (namespace, name) of each resource's objects in list order; rebuilt lazily after a create or delete.
         self._sorted: dict[str, list[tuple[str, str]] | None] = {}
+        # A resource served as a view of another's objects (events.k8s.io/v1 of core v1 Events): key -> (the
+        # stored resource's key, stored -> view, view -> stored). Its objects are the stored ones converted, with
+        # their resourceVersions; writes through it are stored converted back.
+        self._views: dict[str, tuple[str, Callable[[Obj], Obj], Callable[[Obj], Obj]]] = {}
+        self._view_of: dict[str, str] = {}  # stored resource key -> its view's key
         for r in resources:
             self.add_resource(r)
+        if EVENTS_KEY in self.resources:
+            self.add_view(EVENTS_KEY, CORE_KEY, to_events_v1, to_core)
+
+    def add_view(self, key: str, stored: str, to_view: Callable[[Obj], Obj], from_view: Callable[[Obj], Obj]) -> None:
+        self._views[key] = (stored, to_view, from_view)
+        self._view_of[stored] = key
+        self._revisions[key] = self._revisions[stored]  # one etcd, one sequence
+
+    def is_view(self, key: str) -> bool:
+        return key in self._views
 
     def add_resource(self, r: ResourceType) -> None:
         """Serve one more kind (a scenario's custom resource); a kind already known stays as it is."""
@@ -195,6 +211,9 @@ class Store:
 
     def create(self, key: str, obj: Obj) -> Obj:
         """Store a new object as given (status included); fills uid, creationTimestamp, resourceVersion."""
+        if key in self._views:
+            stored, to_view, from_view = self._views[key]
+            return to_view(self.create(stored, from_view(obj)))
         r = self.resources[key]
         meta = obj.setdefault("metadata", {})
         obj.setdefault("apiVersion", r.api_version)
@@ -216,10 +235,14 @@ class Store:
         self._objects[key][ident] = entry
         self._sorted[key] = None
         self._emit(Event("ADDED", rv, r, entry, None))
+        self._mirror(key, "ADDED", rv, ident, entry, None)
         return orjson.loads(entry.raw)
 
     def replace(self, key: str, obj: Obj) -> Obj:
         """Store a new state of an existing object (MODIFIED)."""
+        if key in self._views:
+            stored, to_view, from_view = self._views[key]
+            return to_view(self.replace(stored, from_view(obj)))
         r = self.resources[key]
         meta = obj["metadata"]
         ident = ((meta.get("namespace") or "") if r.namespaced else "", meta["name"])
@@ -235,6 +258,7 @@ class Store:
         entry = Entry(obj, orjson.dumps(obj))
         self._objects[key][ident] = entry
         self._emit(Event("MODIFIED", rv, r, entry, old.obj))
+        self._mirror(key, "MODIFIED", rv, ident, entry, old.obj)
         return orjson.loads(entry.raw)
 
     def mutate(self, key: str, namespace: str, name: str, change: Callable[[Obj], None]) -> Obj:
@@ -244,6 +268,9 @@ class Store:
         return self.replace(key, obj)
 
     def delete(self, key: str, namespace: str, name: str) -> Obj:
+        if key in self._views:
+            stored, to_view, _ = self._views[key]
+            return to_view(self.delete(stored, namespace, name))
         r = self.resources[key]
         ident = ((namespace or "") if r.namespaced else "", name)
         old = self._objects[key].pop(ident, None)
@@ -255,7 +282,25 @@ class Store:
         obj["metadata"]["resourceVersion"] = str(rv)
         entry = Entry(obj, orjson.dumps(obj))
         self._emit(Event("DELETED", rv, r, entry, old.obj))
+        self._mirror(key, "DELETED", rv, ident, entry, old.obj)
         return orjson.loads(entry.raw)
+
+    def _mirror(self, key: str, kind: str, rv: int, ident: tuple[str, str], entry: Entry, old: Obj | None) -> None:
+        """A write to a stored resource, seen through its view: the view's objects, history and watches (not
+        the listeners: the components hear of each write once)."""
+        view = self._view_of.get(key)
+        if view is None:
+            return
+        to_view = self._views[view][1]
+        shown = Entry(to_view(entry.obj), b"")
+        shown.raw = orjson.dumps(shown.obj)
+        if kind == "DELETED":
+            self._objects[view].pop(ident, None)
+        else:
+            self._objects[view][ident] = shown
+        if kind != "MODIFIED":
+            self._sorted[view] = None
+        self._emit(Event(kind, rv, self.resources[view], shown, to_view(old) if old is not None else None), listeners=False)
 
     # -- watching --------------------------------------------------------
     def watch(self, key: str, since: int | None) -> tuple[Watch, list[Event]]:
@@ -287,7 +332,7 @@ class Store:
         """Call listener(event) synchronously after every write."""
         self._listeners.append(listener)
 
-    def _emit(self, event: Event) -> None:
+    def _emit(self, event: Event, listeners: bool = True) -> None:
         key = event.resource.key
         history = self._history[key]
         if history.maxlen is not None and len(history) == history.maxlen:
@@ -295,7 +340,7 @@ class Store:
         history.append(event)
         for w in tuple(self._watches[key]):
             w.queue.put_nowait(event)
-        for listener in tuple(self._listeners):
+        for listener in tuple(self._listeners) if listeners else ():
             listener(event)
 
     # -- faults ----------------------------------------------------------

@@ -95,7 +95,8 @@ async def test_binds_to_a_node_with_free_gpus_and_records_scheduled(cluster_of: 
     assert scheduled_condition(cluster.pod("train"))["status"] == "True"
     scheduled = [e for e in cluster.events("train") if e["reason"] == "Scheduled"]
     assert scheduled[0]["message"] == "Successfully assigned default/train to gpu-2"
-    assert scheduled[0]["source"]["component"] == "default-scheduler"
+    # written through events.k8s.io/v1, as kube-scheduler writes: its reporter, no legacy source
+    assert (scheduled[0]["reportingComponent"], scheduled[0]["action"], scheduled[0]["source"]) == ("default-scheduler", "Binding", {})
 
 
 async def test_unschedulable_message_counts_reasons_like_the_real_scheduler(cluster_of: Any) -> None:
@@ -114,13 +115,14 @@ async def test_unschedulable_message_counts_reasons_like_the_real_scheduler(clus
     condition = scheduled_condition(cluster.pod("waiting"))
     assert (condition["status"], condition["reason"], condition["message"]) == ("False", "Unschedulable", expected)
     event = cluster.events("waiting")[0]
-    assert (event["type"], event["reason"], event["message"], event["count"]) == ("Warning", "FailedScheduling", expected, 1)
-    assert event["source"]["component"] == "default-scheduler"
+    assert (event["type"], event["reason"], event["message"], event.get("count"), event.get("series")) == (
+        "Warning", "FailedScheduling", expected, None, None)
+    assert (event["reportingComponent"], event["source"]) == ("default-scheduler", {})
     assert phase(cluster, "waiting") == "Pending"
 
-    # A retry that fails again updates the one event; a freed GPU lets the pod in.
+    # A retry that fails again makes the one event a series; a freed GPU lets the pod in.
     cluster.store.mutate("nodes", "", "gpu-0", lambda n: n["metadata"]["labels"].update({"touched": "yes"}))
-    await cluster.until(lambda: cluster.events("waiting")[0]["count"] == 2)
+    await cluster.until(lambda: (cluster.events("waiting")[0].get("series") or {}).get("count") == 2)
     assert len([e for e in cluster.events("waiting") if e["reason"] == "FailedScheduling"]) == 1
     cluster.store.delete("pods", "default", "holder-3")
     assert await cluster.until(lambda: cluster.pod("waiting")["spec"].get("nodeName")) == "gpu-3"

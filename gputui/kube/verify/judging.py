@@ -40,12 +40,15 @@ class PodEvent:
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any]) -> "PodEvent":
-        source = (obj.get("source") or {}).get("component") or obj.get("reportingController") or ""
+        """A core v1 Event (`count`, or `series` for one written through events.k8s.io/v1 as kube-scheduler writes;
+        `source`, else `reportingComponent`), or the events.k8s.io/v1 view (`note`, `reportingController`)."""
+        source = (obj.get("source") or {}).get("component") or obj.get("reportingComponent") or obj.get("reportingController") or ""
+        series = obj.get("series") or {}
         return cls(
             type=str(obj.get("type") or ""),
             reason=str(obj.get("reason") or ""),
             message=str(obj.get("message") or obj.get("note") or ""),
-            count=int(obj.get("count") or 1),
+            count=int(obj.get("count") or obj.get("deprecatedCount") or series.get("count") or 1),
             source=str(source),
         )
 
