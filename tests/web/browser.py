@@ -40,9 +40,10 @@ def new_context(browser, width: int = 1200, height: int = 800):
     return context
 
 
-def serve_demo(stderr: IO[str] | int, env: dict[str, str] | None = None, flags: tuple[str, ...] = ()) -> tuple[subprocess.Popen, str]:
-    """`gputui serve --port 0 FLAGS -- --demo` through the real entry point; the process and the address it printed."""
-    process = subprocess.Popen([sys.executable, "-m", "gputui", "serve", "--port", "0", *flags, "--", "--demo"],
+def serve_demo(stderr: IO[str] | int, env: dict[str, str] | None = None, flags: tuple[str, ...] = (),
+               app_args: tuple[str, ...] = ("--demo",)) -> tuple[subprocess.Popen, str]:
+    """`gputui serve --port 0 FLAGS -- APP_ARGS` through the real entry point; the process and the address it printed."""
+    process = subprocess.Popen([sys.executable, "-m", "gputui", "serve", "--port", "0", *flags, "--", *app_args],
                                stdout=subprocess.PIPE, stderr=stderr, env={**os.environ, **(env or {})})
     assert process.stdout is not None
     printed, deadline = b"", time.monotonic() + 30

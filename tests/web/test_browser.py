@@ -7,7 +7,9 @@ its parent is counted too.
 """
 from __future__ import annotations
 
+import json
 import re
+import secrets
 import subprocess
 import time
 import uuid
@@ -16,6 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from gputui.sim import demo
+from gputui.sim.cluster import kubeconfig_for
+from gputui.ui.demo import BackgroundCluster
 from tests.web.browser import CHROMIUM, FLAGS, new_context, serve_demo
 
 MARK = "GPUTUI_SERVE_TEST"
@@ -174,3 +179,33 @@ def test_a_request_without_the_token_is_refused(browser, served):
     finally:
         page.close()
     assert "refused GET from 127.0.0.1: the access token is missing or wrong" in served.log.read_text()
+
+
+def test_the_kubeconfigs_credentials_never_reach_the_browser(browser, tmp_path):
+    """A cluster reached with a secret token: every response and websocket frame the page gets, while
+    the app draws, details and help open, is free of the token (the page's title names the kubeconfig's path)."""
+    secret = secrets.token_hex(24)
+    cluster = BackgroundCluster(scenario=demo.build(), tokens={secret: ("viewer", ["system:masters"])})
+    cluster.start()
+    kubeconfig = tmp_path / "secret-kubeconfig"
+    kubeconfig.write_text(json.dumps(kubeconfig_for(cluster.sim.url, token=secret)))
+    process, url = serve_demo(subprocess.DEVNULL, app_args=("--kubeconfig", str(kubeconfig)))
+    seen: list[bytes] = []
+    page = browser.new_page()
+    try:
+        page.on("response", lambda response: seen.append(response.body()) if response.ok else None)
+        page.on("websocket", lambda ws: (ws.on("framereceived", lambda frame: seen.append(frame if isinstance(frame, bytes) else frame.encode())),
+                                          ws.on("framesent", lambda frame: seen.append(frame if isinstance(frame, bytes) else frame.encode()))))
+        page.goto(url)
+        wait_for_screen(page, "arg.every(name => screen.includes(name))", list(DEMO_NODES))
+        page.focus(".xterm-helper-textarea")
+        for key in ("Enter", "Escape", "?", "Escape"):
+            page.keyboard.press(key)
+            page.wait_for_timeout(300)
+        assert len(seen) > 10, "no traffic seen"
+        assert not [chunk for chunk in seen if secret.encode() in chunk]
+    finally:
+        page.close()
+        process.terminate()
+        process.wait(30)
+        cluster.stop()
