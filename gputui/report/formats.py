@@ -70,14 +70,11 @@ def short_product(product: str | None) -> str:
     return (product or "").removeprefix("NVIDIA-")
 
 
-def _fit(text: str, width: int, middle: bool = False) -> str:
-    """Cut to width with '…': at the end, or in the middle for names (their ends tell them apart)."""
+def _fit(text: str, width: int) -> str:
+    """Cut to width with '…' at the end (never a name: see _columns)."""
     text = printable(text)
     if len(text) <= width:
         return text
-    if middle and width >= 9:
-        head = (width - 1) // 2
-        return text[:head] + "…" + text[len(text) - (width - 1 - head):]
     return text[: width - 1] + "…"
 
 
@@ -86,31 +83,31 @@ def age(created: float | None, now: float) -> str:
     return duration.age(created, now)
 
 
-NAME_FLOOR = 16  # a name column gives way down to this before the last column is cut
+NAME_FLOOR = 16  # of a name, what counts against the lines' width; the rest widens them
 
 
 def _columns(
     rows: list[list[str]], widths: list[int], numeric: AbstractSet[int] = frozenset(), names: AbstractSet[int] = frozenset(),
     total: int | None = None, tight: AbstractSet[int] = frozenset(),
 ) -> list[str]:
-    """Align rows; widths are maxima, shrunk to the widest cell; longer cells are cut.
-    total: the lines' width at most; beyond it the first column gives way (to NAME_FLOOR), then the last.
+    """Align rows; widths are maxima, shrunk to the widest cell; longer cells are cut, but never a name
+    (its column widens the line: a name is for pasting into kubectl). total: the lines' width at most,
+    names within their widths; beyond it the last column gives way down to its title.
     tight: columns one space after the one before (right-aligned numbers), not two."""
-    actual = [min(w, max(len(printable(r[i])) for r in rows)) for i, w in enumerate(widths)]
+    widest = [max(len(printable(r[i])) for r in rows) for i in range(len(widths))]
+    capped = [min(w, widest[i]) for i, w in enumerate(widths)]
     seps = ["" if i == 0 else (" " if i in tight else "  ") for i in range(len(widths))]
-    if total is not None:
-        over = sum(actual) + sum(map(len, seps)) - total
-        if over > 0 and actual[0] > NAME_FLOOR:
-            given = min(over, actual[0] - NAME_FLOOR)
-            actual[0] -= given
-            over -= given
+    if total is not None and len(widths) - 1 not in names:  # what a name takes beyond NAME_FLOOR widens the line instead
+        budget = [min(NAME_FLOOR, c) if i in names else c for i, c in enumerate(capped)]
+        over = sum(budget) + sum(map(len, seps)) - total
         if over > 0:
-            actual[-1] = max(len(printable(rows[0][-1])), actual[-1] - over)
+            capped[-1] = max(len(printable(rows[0][-1])), capped[-1] - over)
+    actual = [widest[i] if i in names else capped[i] for i in range(len(widths))]
     lines = []
     for row in rows:
         cells = []
         for i, cell in enumerate(row):
-            cell = _fit(cell, actual[i], middle=i in names)
+            cell = _fit(cell, actual[i])
             cells.append(seps[i] + (cell.rjust(actual[i]) if i in numeric else cell.ljust(actual[i])))
         lines.append("".join(cells).rstrip())
     return lines
@@ -171,7 +168,7 @@ def write_table(data: dict[str, Any], out: TextIO, created: PodTimes | None = No
                 codes[i] if i < len(codes) else "",
             ])
     for line in _columns(rows, [24, 14, 12, 8, 11, 9, 4, 21], numeric={3, 4, 5, 6}, names={0}, total=WIDTH, tight={4, 5, 6}):
-        out.write(_fit(line, WIDTH) + "\n")
+        out.write(line + "\n")
 
     problems = [("cluster", p) for p in cluster_problems(data)] + [(n["name"], p) for n in nodes for p in n["problems"]]
     if problems:
@@ -192,7 +189,7 @@ def write_table(data: dict[str, Any], out: TextIO, created: PodTimes | None = No
             rows.append([f"{p['namespace']}/{p['name']}", p["node"] or "<none>", p["phase"], gpus, age(created.get((p["namespace"], p["name"])), now)])
         reasons = {i + 1: p["reason"] for i, p in enumerate(data["pods"]) if p["reason"]}
         for i, line in enumerate(_columns(rows, [42, 20, 9, 14, 9], names={0, 1}, total=WIDTH - 2)):
-            out.write(_fit("  " + line, WIDTH) + "\n")
+            out.write("  " + line + "\n")
             if i in reasons:
                 out.write(textwrap.fill(printable(reasons[i]), WIDTH, initial_indent="      why: ", subsequent_indent="           ") + "\n")
 
@@ -221,7 +218,7 @@ def _write_bad_gpus(bad_gpus: list[dict[str, Any]] | None, out: TextIO) -> None:
         return
     for bad in bad_gpus:
         where = f"{bad['node']} {bad['device'] or 'a GPU (which one unknown)'}"
-        out.write(_fit("  " + printable(where) + (f"  {bad['uuid']}" if bad["uuid"] and bad["uuid"] not in where else ""), WIDTH) + "\n")
+        out.write("  " + printable(where) + (f"  {printable(bad['uuid'])}" if bad["uuid"] and bad["uuid"] not in where else "") + "\n")
         for signal in bad["signals"]:
             when = age_words(signal["age_s"], signal["age_at_least_s"], signal["old"])
             line = f"{signal['text']}" + (f", {when}" if when else "") + f" [{signal['source']}]"
@@ -257,7 +254,7 @@ def _write_idle(idle: dict[str, Any] | None, out: TextIO) -> None:
             "" if p["fb_used_mib"] is None else f"{p['fb_used_mib']} MiB",
         ])
     for line in _columns(rows, [42, 20, 4, 10, 5, 5, 11], numeric={2, 4, 5, 6}, names={0, 1}, total=WIDTH - 2):
-        out.write(_fit("  " + line, WIDTH) + "\n")
+        out.write("  " + line + "\n")
 
 
 def _percent(value: float | None) -> str:
@@ -297,13 +294,13 @@ def _write_queues(queues: dict[str, Any] | None, out: TextIO) -> None:
                 figures = [_count(g[k]) for k in ("quota", "used", "free")] if g else ["-", "-", "-"]
                 rows.append([q["name"] if i == 0 else "", (q["cohort"] or "-") if i == 0 else "", short_resource(name) or "no GPU quota",
                              *figures, _count(q["pending"]) if i == 0 else "", _count(q["admitted"]) if i == 0 else ""])
-        for line in _columns(rows, [24, 16, 14, 5, 4, 4, 7, 8], numeric={3, 4, 5, 6, 7}, names={0}, total=WIDTH - 2):
-            out.write(_fit("  " + line, WIDTH) + "\n")
+        for line in _columns(rows, [24, 16, 14, 5, 4, 4, 7, 8], numeric={3, 4, 5, 6, 7}, names={0, 1}, total=WIDTH - 2):
+            out.write("  " + line + "\n")
     pending = queues["pending_workloads"]
     if pending is None:
         out.write("  pending Workloads unknown (workloads could not be read)\n")
         return
     for w in pending:
         gpus = ",".join(f"{short_resource(r)}={n}" for r, n in w["gpu"].items())
-        out.write(_fit(f"  pending {w['namespace']}/{w['name']} ({gpus})", WIDTH) + "\n")
+        out.write(printable(f"  pending {w['namespace']}/{w['name']} ({gpus})") + "\n")  # whole: names are for pasting
         out.write(textwrap.fill(printable(w["reason"]), WIDTH, initial_indent="      why: ", subsequent_indent="           ") + "\n")

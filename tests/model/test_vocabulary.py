@@ -113,15 +113,23 @@ def test_report_table_counts_a_pods_dra_only_devices():
     assert pod.split()[1:4] == ["gpu-1", "Running", "dra=1"]  # not an empty GPU cell
 
 
-def test_report_table_stays_within_100_columns_with_long_names():
-    long = "ip-10-0-123-234.us-west-2.compute.internal"
+def test_report_table_never_cuts_a_name_it_widens_instead():
+    """Names are for pasting into kubectl: a long one widens its lines, whole; the rest stay as they were."""
+    long_node = "ip-10-0-123-234.us-west-2.compute.internal"
+    long_pod = "llm-pretrain-70b-with-a-very-long-descriptive-suffix-worker-0"
+    report = _report([_node_row_data(long_node), _node_row_data()])
+    report["pods"].append({"namespace": "research-vision-team", "name": long_pod, "node": long_node, "phase": "Running",
+                           "gpu": {"nvidia.com/gpu": 1}, "reason": None, "claims": []})
     out = io.StringIO()
-    formats.write_table(_report([_node_row_data(long)]), out, {}, now=0.0)
+    formats.write_table(report, out, {}, now=0.0)
     lines = out.getvalue().splitlines()
-    assert max(len(line) for line in lines) <= 100
-    assert any(line.startswith("ip-10-0") and "…" in line.split()[0] for line in lines)  # the name gives way, in the middle
+    assert next(line for line in lines if line.startswith("ip-10-0")).split()[0] == long_node
+    pod = next(line for line in lines if long_pod in line)
+    assert pod.split()[:2] == [f"research-vision-team/{long_pod}", long_node]
+    assert "…" not in out.getvalue()
+    assert next(line for line in lines if line.startswith("gpu-1")).split()[-1] == "unhealthy-gpus"  # the codes stay whole
     header = next(line for line in lines if line.startswith("NODE"))
-    assert header.rstrip().endswith("PROBLEMS") and "CAPACITY ALLOCATABLE ALLOCATED FREE" in header  # the long words fit too
+    assert header.rstrip().endswith("PROBLEMS") and "CAPACITY ALLOCATABLE ALLOCATED FREE" in header
 
 
 # -- "not expected" names what the node or the ClusterPolicy actually says ---------------------
