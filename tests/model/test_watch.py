@@ -40,6 +40,7 @@ async def test_initial_sync_keeps_only_pods_that_matter(sim, model):
         "clusterpolicies": "absent",  # no ClusterPolicy CRD in this cluster
         "resourceslices": "live", "resourceclaims": "live", "deviceclasses": "live",
         "workloads": "absent", "localqueues": "absent", "clusterqueues": "absent",  # no Kueue
+        "computedomains": "absent", "gpuclusters": "absent",  # no NVIDIA DRA driver CRDs, no DRA-based GPU Operator
     }
     kept = set(model.pods.records)
     assert ("ml", "train-0") in kept and ("kube-system", "plugin-static-gpu-1") in kept
