@@ -60,10 +60,27 @@ def add_namespace_arg(parser: argparse.ArgumentParser, *, subcommand: bool = Fal
     )
 
 
-def add_fleet_args(parser: argparse.ArgumentParser) -> None:
-    """--all-contexts / --contexts: several clusters at once (the Fleet screen, or a report per cluster)."""
-    parser.add_argument("--all-contexts", action="store_true", help="every context of the kubeconfig, as a fleet")
-    parser.add_argument("--contexts", metavar="A,B,...", help="these contexts as a fleet (names or globs such as 'prod-*')")
+SUBCOMMAND_DEFAULTS = {"all_contexts": False, "contexts": None, "dump": None}  # of the flags below, for a subcommand's copy
+
+
+def add_fleet_args(parser: argparse.ArgumentParser, *, subcommand: bool = False) -> None:
+    """--all-contexts / --contexts: several clusters at once (the Fleet screen, or a report per cluster).
+    subcommand: as kube.config.add_connection_args (`gputui --all-contexts report` reports every context)."""
+    parser.add_argument("--all-contexts", action="store_true", default=argparse.SUPPRESS if subcommand else False,
+                        help="every context of the kubeconfig, as a fleet")
+    parser.add_argument("--contexts", metavar="A,B,...", default=argparse.SUPPRESS if subcommand else None,
+                        help="these contexts as a fleet (names or globs such as 'prod-*')")
+
+
+def with_subcommand_defaults(args: argparse.Namespace) -> argparse.Namespace:
+    """args with the shared flags that neither the main parser nor the subcommand's set (a subcommand's parser
+    used alone) at their defaults: the connection's, the fleet's and --from."""
+    from gputui.kube.config import with_connection_defaults  # noqa: PLC0415
+
+    for name, value in SUBCOMMAND_DEFAULTS.items():
+        if not hasattr(args, name):
+            setattr(args, name, value)
+    return with_connection_defaults(args)
 
 
 def fleet_contexts(args: argparse.Namespace, configured: list[str] | tuple[str, ...] = ()) -> list[str] | None:
@@ -90,10 +107,10 @@ def fleet_contexts(args: argparse.Namespace, configured: list[str] | tuple[str, 
         raise ConnectError(str(error)) from None
 
 
-def add_dump_args(parser: argparse.ArgumentParser) -> None:
+def add_dump_args(parser: argparse.ArgumentParser, *, subcommand: bool = False) -> None:
     """--from: a dump of a cluster instead of a live one (gputui.sim.dump serves it as it was)."""
     parser.add_argument(
-        "--from", dest="dump", metavar="PATH", nargs="+", action="extend", default=None,
+        "--from", dest="dump", metavar="PATH", nargs="+", action="extend", default=argparse.SUPPRESS if subcommand else None,
         help="diagnose a dump instead of a cluster, offline and read-only: a YAML or JSON List as `kubectl get ... -A "
              "-o yaml` prints it, several files, or a directory of them such as the GPU Operator's must-gather writes "
              "(repeatable; a dump has no DCGM metrics)",

@@ -21,6 +21,7 @@ from gputui.cli.arguments import (
     plugins_end_with_us,
     read_dump,
     whole_number,
+    with_subcommand_defaults,
 )
 from gputui.cli.output import writing_stdout
 from gputui.config import ConfigError, add_idle_args, load_config
@@ -39,9 +40,9 @@ def add_parser(subparsers: Any) -> None:
         "Exit 0: no problem; 1: some node (or the GPU Operator) has one; 2: usage or connection error.",
     )
     parser.add_argument("-o", "--output", choices=("table", "json", "tsv"), default="table", help="output format (default: table)")
-    add_connection_args(parser)
-    add_fleet_args(parser)
-    add_dump_args(parser)
+    add_connection_args(parser, subcommand=True)
+    add_fleet_args(parser, subcommand=True)
+    add_dump_args(parser, subcommand=True)
     parser.add_argument("--cluster-timeout", metavar="SECONDS", type=whole_number(1), default=30,
                         help="with --contexts/--all-contexts: give up on a cluster not read within this (default 30)")
     parser.add_argument("--wait", metavar="SECONDS", type=whole_number(0), default=DEFAULT_WAIT,
@@ -79,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    args = with_subcommand_defaults(args)
     for name in args.resource:
         if "/" not in name:
             print(f"gputui report: --resource {name}: expected a domain-prefixed resource name such as amd.com/gpu", file=sys.stderr)

@@ -18,7 +18,16 @@ from typing import TYPE_CHECKING, TextIO
 
 from gputui.cli.arguments import plugins_end_with_us, whole_number
 from gputui.config import DEFAULT_VERIFY_IMAGE, ConfigError, add_config_args, load_config
-from gputui.kube.config import ConnectError, Connection, add_connection_args, check, connect, describe_network_error, impersonation_flags
+from gputui.kube.config import (
+    ConnectError,
+    Connection,
+    add_connection_args,
+    check,
+    connect,
+    describe_network_error,
+    impersonation_flags,
+    with_connection_defaults,
+)
 from gputui.sanitize import clean, log_line
 
 if TYPE_CHECKING:
@@ -69,12 +78,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--concurrency", type=_positive_int, default=DEFAULT_CONCURRENCY, help=f"nodes verified at once (default: {DEFAULT_CONCURRENCY})")
     p.add_argument("--clean-leftovers", action="store_true", help="delete verification pods left over from earlier runs without asking")
     p.add_argument("-o", "--output", choices=("text", "json"), default="text", help="verdict format (default: text)")
-    add_connection_args(p)
+    add_connection_args(p, subcommand=True)
     add_config_args(p, subcommand=True)
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    args = with_connection_defaults(args)
     err = sys.stderr
     try:
         try:

@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import orjson
 
@@ -94,13 +94,15 @@ def _header_key(key: str) -> str:
     return "".join(chr(b) if b in _TOKEN else f"%{b:02X}" for b in key.encode())
 
 
-def add_impersonation_args(parser: argparse.ArgumentParser) -> None:
-    """kubectl's --as, --as-group and --as-uid: they replace the kubeconfig user's as, as-groups and as-uid."""
-    parser.add_argument("--as", dest="as_user", metavar="USER", default=None,
+def add_impersonation_args(parser: argparse.ArgumentParser, *, subcommand: bool = False) -> None:
+    """kubectl's --as, --as-group and --as-uid: they replace the kubeconfig user's as, as-groups and as-uid.
+    subcommand: see add_connection_args."""
+    default = argparse.SUPPRESS if subcommand else None
+    parser.add_argument("--as", dest="as_user", metavar="USER", default=default,
                         help="act as this user (or system:serviceaccount:NS:NAME), as kubectl --as; the credentials must be allowed to")
-    parser.add_argument("--as-group", dest="as_groups", metavar="GROUP", action="append", default=None,
+    parser.add_argument("--as-group", dest="as_groups", metavar="GROUP", action="append", default=default,
                         help="act as a member of this group (repeatable), as kubectl --as-group")
-    parser.add_argument("--as-uid", dest="as_uid", metavar="UID", default=None, help="act as this UID, as kubectl --as-uid")
+    parser.add_argument("--as-uid", dest="as_uid", metavar="UID", default=default, help="act as this UID, as kubectl --as-uid")
 
 
 def impersonation_flags(args: argparse.Namespace) -> Impersonation:
@@ -126,11 +128,23 @@ class Connection:
         """What to tell the user once about this connection (one line each, no credential): that
         insecure-skip-tls-verify leaves the server's certificate unchecked, that an OIDC id-token was refreshed."""
         creds = getattr(self.api, "credentials", None)
-        where = f'context "{self.context}"' if self.context else "this connection"
+        where = self._where
         said = [f"{where}: {notice}" for notice in getattr(creds, "notices", [])]  # an OIDC id-token refreshed
         if creds is not None and getattr(creds, "insecure", False):
             return [f"the server's TLS certificate is not checked (insecure-skip-tls-verify in {where})", *said]
         return said
+
+    @property
+    def _where(self) -> str:
+        return f'context "{self.context}"' if self.context else "this connection"
+
+    def on_later_warning(self, say: Callable[[str], None]) -> None:
+        """say(line) for what is to be told once that happens after connecting: an OIDC id-token refreshed in the
+        session (told by `warnings` instead when that was on connecting; either way once)."""
+        oidc = getattr(getattr(self.api, "credentials", None), "oidc", None)
+        if oidc is not None:
+            where = self._where
+            oidc.on_notice = lambda notice: say(f"{where}: {notice}")
 
     async def close(self) -> None:
         await self.api.close()
@@ -142,11 +156,26 @@ class Connection:
         await self.close()
 
 
-def add_connection_args(parser: argparse.ArgumentParser) -> None:
-    """The connection flags shared by every command that talks to a cluster."""
-    parser.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
-    parser.add_argument("--context", metavar="NAME", help="kubeconfig context (default: the current context)")
-    add_impersonation_args(parser)
+CONNECTION_DEFAULTS = {"kubeconfig": None, "context": None, "as_user": None, "as_groups": None, "as_uid": None}
+
+
+def add_connection_args(parser: argparse.ArgumentParser, *, subcommand: bool = False) -> None:
+    """The connection flags shared by every command that talks to a cluster. A subcommand's copy leaves the
+    main parser's values alone when not given (`gputui --as auditor report` acts as auditor): argparse lets
+    a subcommand's defaults replace them otherwise; `with_connection_defaults` fills in those never given."""
+    default = argparse.SUPPRESS if subcommand else None
+    parser.add_argument("--kubeconfig", metavar="PATH", default=default, help="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
+    parser.add_argument("--context", metavar="NAME", default=default, help="kubeconfig context (default: the current context)")
+    add_impersonation_args(parser, subcommand=subcommand)
+
+
+def with_connection_defaults(args: argparse.Namespace) -> argparse.Namespace:
+    """args with the connection flags that neither the main parser nor the subcommand's set (a subcommand's
+    parser used alone) at their defaults."""
+    for name, value in CONNECTION_DEFAULTS.items():
+        if not hasattr(args, name):
+            setattr(args, name, value)
+    return args
 
 
 def _kubeconfig_paths(explicit: str | None) -> list[str]:

@@ -60,6 +60,7 @@ class OidcProvider:
         self.describe = describe
         self.clock = clock
         self.notice: str | None = None  # set by the first refresh: what to tell the user once
+        self.on_notice: Callable[[str], None] | None = None  # told the notice when it is set (a refresh in the session)
         self._lock = asyncio.Lock()
         if not self.issuer or not self.client_id:
             raise OidcError("needs idp-issuer-url and client-id")
@@ -119,6 +120,8 @@ class OidcProvider:
         if self.notice is None:
             self.notice = (f"the OIDC id-token had expired and was refreshed at {self.issuer}; the new one is kept in memory "
                            "only (the kubeconfig is not written)")
+            if self.on_notice is not None:
+                self.on_notice(self.notice)
 
     def _basic(self) -> str:
         """client_id:client_secret as HTTP Basic credentials, each form-encoded first (RFC 6749, 2.3.1), base64."""

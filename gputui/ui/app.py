@@ -247,6 +247,8 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, HealthActions, Coalesc
         self.context = self.conn.context
         for warning in self.conn.warnings:  # e.g. insecure-skip-tls-verify: said once, on connecting
             self.notify(clean(warning, 300), title="connection", severity="warning", timeout=15, markup=False)
+        self.conn.on_later_warning(  # an OIDC id-token refreshed later in the session: said once too
+            lambda warning: self.notify(clean(warning, 300), title="connection", severity="warning", timeout=15, markup=False))
         given, configured = self._namespaces_given
         self.model = ClusterModel(self.conn.api, resources=self.resources, namespaces=namespaces_to_try(given, self.conn.namespace, configured),
                                   **self.model_options)

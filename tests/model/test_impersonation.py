@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
+import io
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,7 @@ import pytest_asyncio
 import yaml
 from aiohttp import web
 
+from gputui.cli.main import _parse_all
 from gputui.kube.client import ApiError, path
 from gputui.kube.config import ConnectError, Impersonation, check, connect
 from gputui.sim.cluster import SimCluster
@@ -55,6 +58,18 @@ def write_kubeconfig(directory: Path, server: str, user: dict[str, Any], name: s
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def capture():
     """An HTTPS server on loopback that records each request's headers and answers 404."""
+    async for served in _capture(tls=True):
+        yield served
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def plain_capture():
+    """capture, over plain HTTP."""
+    async for served in _capture(tls=False):
+        yield served
+
+
+async def _capture(tls: bool):
     seen: list[list[tuple[str, str]]] = []
 
     async def record(request: web.Request) -> web.Response:
@@ -66,10 +81,10 @@ async def capture():
     app.router.add_route("*", "/{tail:.*}", record)
     runner = web.AppRunner(app)
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=server_context())
+    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=server_context() if tls else None)
     await site.start()
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]  # started: it has its sockets
-    yield f"https://127.0.0.1:{port}", seen
+    yield f"{'https' if tls else 'http'}://127.0.0.1:{port}", seen
     await runner.cleanup()
 
 
@@ -114,6 +129,16 @@ async def test_the_headers_are_kubectls(capture, make_kubectl, tmp_path, user, k
         assert ours["impersonate-extra-scopes"] == ["view", "edit"]
 
 
+async def test_over_plain_http_the_impersonation_headers_are_kubectls_too(plain_capture, make_kubectl, tmp_path):
+    """client-go sets the impersonation before it leaves out the credentials over plain HTTP: kubectl 1.32 sends
+    Impersonate-* to an http:// server (captured here), so gputui does too."""
+    url, seen = plain_capture
+    kubeconfig = write_kubeconfig(tmp_path, url, {"as": "readonly-auditor", "as-groups": ["g1"]})
+    theirs = await kubectl_headers(make_kubectl, kubeconfig, seen)
+    ours = await gputui_headers(kubeconfig, seen)
+    assert ours == theirs == {"impersonate-user": ["readonly-auditor"], "impersonate-group": ["g1"]}
+
+
 async def test_groups_without_a_user_are_refused_before_connecting_as_kubectl_does(capture, make_kubectl, tmp_path):
     url, seen = capture
     kubeconfig = write_kubeconfig(tmp_path, url, {"token": "tok", "as-groups": ["g1"]})
@@ -155,6 +180,22 @@ async def test_the_simulator_acts_as_the_impersonated_user_when_allowed(sim, mak
     assert 'User "readonly-auditor" cannot create resource "pods"' in refused.value.message
     kubectl = make_kubectl(auditor)
     assert (await asyncio.to_thread(kubectl, "get", "nodes", "-o", "name")).split() == ["node/gpu-1"]
+
+
+async def test_the_flags_before_the_subcommand_are_kept(sim, tmp_path):
+    """`gputui --as USER --kubeconfig PATH report`: the main parser's flags reach the report (a subcommand's own
+    copies, not given, used to put their defaults over them)."""
+    alice = write_kubeconfig(tmp_path, sim.url, {"token": ALICE}, "alice")
+    args = _parse_all(["--as", "readonly-auditor", "--kubeconfig", str(alice), "report", "-o", "json"])
+    assert (args.as_user, args.kubeconfig) == ("readonly-auditor", str(alice))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        rc = await asyncio.to_thread(args.run, args)
+    assert rc in (0, 1) and '"gpu-1"' in out.getvalue()
+    args = _parse_all(["--as", "readonly-auditor", "--kubeconfig", "top", "report", "--as", "admin", "--kubeconfig", "mine"])
+    assert (args.as_user, args.kubeconfig) == ("admin", "mine")  # given after it, the subcommand's win
+    args = _parse_all(["--as", "readonly-auditor", "--as-group", "g", "--context", "c", "verify", "gpu-1"])
+    assert (args.as_user, args.as_groups, args.context) == ("readonly-auditor", ["g"], "c")
 
 
 @pytest.mark.parametrize(("flags", "words"), [

@@ -126,3 +126,20 @@ async def test_a_token_that_cannot_be_refreshed_is_one_line(sim, issuer, tmp_pat
         await connect(str(kubeconfig))
     message = str(caught.value)
     assert words in message and "\n" not in message and "stale" not in message and EXPIRED not in message
+
+
+async def test_a_refresh_later_in_the_session_is_said_once(sim, issuer, tmp_path):
+    """The id-token expires while gputui runs: the next request refreshes it, and the app is told once (as on connecting)."""
+    kubeconfig = oidc_kubeconfig(tmp_path, sim, issuer, "later", **{"id-token": STILL_GOOD, "refresh-token": "R1"})
+    said: list[str] = []
+    async with await connect(str(kubeconfig)) as conn:
+        assert conn.warnings == []
+        conn.on_later_warning(said.append)
+        provider = conn.api.credentials.oidc
+        provider.clock = lambda: time.time() + 3600  # an hour on: the id-token has expired
+        asked = len(issuer.requests)
+        await conn.api.json("GET", "/api/v1/nodes")
+        assert len(said) == 1 and "refreshed" in said[0] and "kept in memory" in said[0] and FRESH not in said[0]
+        provider.refresh_token = "R1"  # the issuer refreshes R1 again: a second refresh is not said again
+        await conn.api.json("GET", "/api/v1/nodes")
+        assert len(said) == 1 and provider.id_token == FRESH and len(issuer.requests) == asked + 2
