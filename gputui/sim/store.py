@@ -183,6 +183,9 @@ class Store:
     def entry_at(self, key: str, ident: tuple[str, str]) -> Entry:
         return self._objects[key][ident]
 
+    def holds(self, key: str, ident: tuple[str, str]) -> bool:
+        return ident in self._objects[key]
+
     def get_entry(self, key: str, namespace: str, name: str) -> Entry:
         try:
             return self._objects[key][(namespace or "", name)]
@@ -317,6 +320,21 @@ class Store:
         w = Watch(self, r)
         self._watches[key].add(w)
         return w, replay
+
+    def undo_since(self, key: str, rv: int) -> dict[tuple[str, str], Entry | None]:
+        """The resource as it was at rv, as the changes from now: each object written since, with its entry at rv
+        (None: there was none). Raises Gone when rv is compacted away (before the kept history)."""
+        if rv < self._floor[key]:
+            raise Gone(f"too old resource version: {rv} ({self._floor[key]})")
+        namespaced = self.resources[key].namespaced
+        undo: dict[tuple[str, str], Entry | None] = {}
+        for event in reversed(self._history[key]):  # newest first: what an older write left wins
+            if event.rv <= rv:
+                break
+            meta = event.obj["metadata"]
+            ident = (meta.get("namespace", "") if namespaced else "", meta["name"])
+            undo[ident] = None if event.old is None else Entry(event.old, orjson.dumps(event.old))
+        return undo
 
     def compacted_below(self, key: str) -> int:
         """resourceVersions below this one are compacted away for this resource (lists from them are gone too)."""

@@ -36,7 +36,7 @@ class Api(Discovery, Reading, Writing, Subresources):
         try:
             response = await self._dispatch(request)
         except ApiError as e:
-            response = json_response(status_body(e.code, e.reason, e.message, e.details), status=e.code)
+            response = json_response(status_body(e.code, e.reason, e.message, e.details, e.metadata), status=e.code)
             response.headers.update(e.headers)
         except Exception as e:  # noqa: BLE001  (a request the simulator cannot serve is a 500 Status and a log line, never its end)
             cause = f"{type(e).__name__}: {e}"

@@ -17,7 +17,7 @@ from .base import ApiBase
 from .request import Target, _decode_continue, _encode_continue, _flag, _int_param, _sort_key, _wants_table
 from ..features import ApiCounts
 from .responses import (
-    JSON, ApiError, bad_request, expired_continue, invalid_list_options, raw_response, send_large, status_body, too_large_status,
+    JSON, LIST_TOO_OLD, ApiError, bad_request, expired_continue, invalid_list_options, raw_response, send_large, status_body, too_large_status,
 )
 
 Obj = dict[str, Any]
@@ -28,6 +28,8 @@ WATCH_CHUNK = 256 * 1024  # bytes of a watch's backlog sent in one write
 
 
 NOT_OLDER_THAN = "NotOlderThan"
+
+Entries = list[Entry]  # (`list` is a method's name in Reading)
 
 
 def _option_errors(query: Any, watching: bool, watch_list_enabled: bool) -> list[tuple[str, str, str]]:
@@ -127,38 +129,37 @@ class Reading(ApiBase):
                 if too_large is not None:
                     raise ApiError(504, "Timeout", too_large["message"], too_large["details"])
         token = request.query.get("continue")
+        match = request.query.get("resourceVersionMatch", "")
         # resourceVersion=0: any data, from the watch cache, which ignores limit (one answer, no pages).
         limit = 0 if rv_param == "0" and not token else (_int_param(request.query, "limit") or 0)
-        from_etcd = self._from_etcd(rv_param, token, request.query.get("resourceVersionMatch", ""))
-        rv = self.store.resource_version_of(r.key)
-        idents = self.store.sorted_idents(r.key)
+        from_etcd = self._from_etcd(rv_param, token, match)
+        # The revision the list is cut from: the latest (None), or an exact one (etcd's WithRev): the one asked for
+        # with Exact (or, with a limit, without resourceVersionMatch), or the first page's for a continue token.
+        at: int | None = None
         start_after = None
         if token:
+            if rv_param not in ("", "0"):
+                raise bad_request("specifying resource version is not allowed when using continue")
             token_rv, start_after = _decode_continue(token)
-            if token_rv < self.store.compacted_below(r.key):
-                self.counts.expired_continues += 1
-                raise expired_continue()
-        # Pages continue after the last key served, so each page costs its own size, not the list's.
-        lo = bisect.bisect_right(idents, start_after) if start_after is not None else 0
-        hi = len(idents)
-        if t.namespace is not None:
-            lo = max(lo, bisect.bisect_left(idents, (t.namespace, "")))
-            hi = bisect.bisect_left(idents, (t.namespace + "\x00", ""))
-        selected: list[Entry] = []
-        more = False
-        index = lo
-        for index in range(lo, hi):
-            e = self.store.entry_at(r.key, idents[index])
-            if matches(e.obj):
-                if limit and len(selected) == limit:
-                    more = True
-                    break
-                selected.append(e)
+            at = token_rv if token_rv > 0 else None
+        elif rv_param not in ("", "0") and (match == "Exact" or (not match and limit)):
+            at = int(rv_param)
+        undo: dict[tuple[str, str], Entry | None] = {}
+        if at is not None:
+            try:
+                undo = self.store.undo_since(r.key, at)
+            except Gone:
+                if token:
+                    self.counts.expired_continues += 1
+                    raise expired_continue(_encode_continue(-1, start_after or ("", ""))) from None
+                raise ApiError(410, "Expired", LIST_TOO_OLD) from None
+        rv = self.store.resource_version_of(r.key) if at is None else at
+        selected, remaining = self._page(r.key, t.namespace, start_after, undo, matches, limit)
         meta: Obj = {"resourceVersion": str(rv)}
-        if more:
+        if remaining is not None:
             meta["continue"] = _encode_continue(rv, _sort_key(selected[-1]))
             if not request.query.get("labelSelector") and not request.query.get("fieldSelector"):
-                meta["remainingItemCount"] = hi - index
+                meta["remainingItemCount"] = remaining
         if _wants_table(request):
             body = self._table(r, selected, request, meta)
         else:
@@ -174,6 +175,45 @@ class Reading(ApiBase):
             body = b"".join(parts)
         self.counts.list(r.key, from_etcd, len(body))
         return await send_large(request, body)
+
+    def _page(self, key: str, namespace: str | None, start_after: tuple[str, str] | None, undo: dict[tuple[str, str], Entry | None],
+              matches: Callable[[Obj], bool], limit: int) -> tuple[Entries, int | None]:
+        """The objects of one list page, in key order after start_after, as they were where `undo` takes the store
+        back to: (the page, how many objects follow it when there are more, else None). A page costs its own size
+        and the changes since, not the list's."""
+        idents = self.store.sorted_idents(key)
+        lo, hi = 0, len(idents)
+        low, high = ("", ""), None
+        if namespace is not None:
+            low, high = (namespace, ""), (namespace + "\x00", "")
+            lo, hi = bisect.bisect_left(idents, low), bisect.bisect_left(idents, high)
+        if start_after is not None:
+            lo = max(lo, bisect.bisect_right(idents, start_after))
+        # Objects changed since the revision listed, merged into the current keys in order.
+        changed = sorted(k for k in undo if k >= low and (high is None or k < high) and (start_after is None or k > start_after))
+        selected: Entries = []
+        i, j = lo, 0
+        while i < hi or j < len(changed):
+            if j == len(changed) or (i < hi and idents[i] < changed[j]):
+                ident, i = idents[i], i + 1
+                entry: Entry | None = self.store.entry_at(key, ident)
+            else:
+                ident, j = changed[j], j + 1
+                if i < hi and idents[i] == ident:
+                    i += 1
+                entry = undo[ident]
+            if entry is None or not matches(entry.obj):
+                continue
+            if limit and len(selected) == limit:
+                # What follows the page at that revision: the current keys after it, as they were then.
+                last = _sort_key(selected[-1])
+                after = hi - bisect.bisect_right(idents, last, lo=0, hi=hi)
+                for k in changed:
+                    if k > last:
+                        after += (undo[k] is not None) - self.store.holds(key, k)
+                return selected, after
+            selected.append(entry)
+        return selected, None
 
     def _from_etcd(self, rv: str, token: str | None, match: str) -> bool:
         """Would kube-apiserver (of the release played) read this list from etcd rather than its watch cache?"""

@@ -10,7 +10,7 @@ from aiohttp import web
 
 from ..resources import ResourceType, find
 from ..store import Entry
-from .responses import PATH_NOT_FOUND, bad_request
+from .responses import PATH_NOT_FOUND, ApiError, bad_request
 
 Obj = dict[str, Any]
 
@@ -76,17 +76,30 @@ def _sort_key(entry: Entry) -> tuple[str, str]:
 
 
 def _encode_continue(rv: int, key: tuple[str, str]) -> str:
-    return base64.urlsafe_b64encode(orjson.dumps({"rv": rv, "start": list(key)})).decode()
+    """A continue token as kube-apiserver writes one (storage.EncodeContinue): the list's resourceVersion (-1: the
+    latest) and the key to start from, just after the last one served."""
+    ns, name = key
+    start = f"{ns}/{name}\x00" if ns else f"{name}\x00"
+    return base64.urlsafe_b64encode(orjson.dumps({"v": "meta.k8s.io/v1", "rv": rv, "start": start})).decode().rstrip("=")
 
 
 def _decode_continue(token: str) -> tuple[int, tuple[str, str]]:
-    """(the resourceVersion of the list it continues, the last key served)."""
+    """(the resourceVersion of the list it continues, -1 for the latest; the last key served)."""
     try:
         data = orjson.loads(base64.urlsafe_b64decode(token.encode() + b"=" * (-len(token) % 4)))
-        ns, name = data["start"]
-        return int(data["rv"]), (str(ns), str(name))
-    except Exception:  # noqa: BLE001  (any malformed token is the client's error)
-        raise bad_request("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)") from None
+        if data["v"] != "meta.k8s.io/v1":
+            raise bad_request("continue key is not valid: server does not recognize this encoded version")
+        rv, start = int(data["rv"]), str(data["start"])
+    except ApiError:
+        raise
+    except Exception as e:  # noqa: BLE001  (any malformed token is the client's error)
+        raise bad_request(f"continue key is not valid: {e}") from None
+    if rv == 0:
+        raise bad_request("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)")
+    if not start:
+        raise bad_request("continue key is not valid: encoded start key empty (version meta.k8s.io/v1)")
+    ns, _, name = start.rstrip("\x00").rpartition("/")
+    return rv, (ns, name)
 
 
 def _verb(method: str, t: Target, watching: bool) -> str:

@@ -19,14 +19,17 @@ JSON = "application/json"
 class ApiError(Exception):
     """Answered as a `Status` object."""
 
-    def __init__(self, code: int, reason: str, message: str, details: Obj | None = None, headers: dict[str, str] | None = None) -> None:
+    def __init__(self, code: int, reason: str, message: str, details: Obj | None = None, headers: dict[str, str] | None = None,
+                 metadata: Obj | None = None) -> None:
         super().__init__(message)
         self.code, self.reason, self.message, self.details = code, reason, message, details
         self.headers = headers or {}
+        self.metadata = metadata or {}  # the Status's ListMeta (a continue token)
 
 
-def status_body(code: int, reason: str, message: str, details: Obj | None = None) -> Obj:
-    body: Obj = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message, "reason": reason}
+def status_body(code: int, reason: str, message: str, details: Obj | None = None, metadata: Obj | None = None) -> Obj:
+    body: Obj = {"kind": "Status", "apiVersion": "v1", "metadata": metadata or {}, "status": "Failure", "message": message,
+                 "reason": reason}
     if details:
         body["details"] = details
     body["code"] = code
@@ -147,9 +150,14 @@ def invalid_list_options(causes: list[tuple[str, str, str]]) -> ApiError:
     return ApiError(422, "Invalid", message, details)
 
 
-def expired_continue() -> ApiError:
-    """The continue token of a list whose resourceVersion was compacted (etcd's ErrCompacted)."""
+LIST_TOO_OLD = "The resourceVersion for the provided list is too old."
+
+
+def expired_continue(token: str) -> ApiError:
+    """The continue token of a list whose resourceVersion was compacted (etcd's ErrCompacted while paging): 410 with
+    a new token that continues after the same key at the latest resourceVersion (etcd3's handleCompactedErrorForPaging)."""
     return ApiError(410, "Expired", "The provided continue parameter is too old to display a consistent list result. You can start a "
                     "new list without the continue parameter, or use the continue token in this response to retrieve the remainder of "
                     "the results. Continuing with the provided token results in an inconsistent list - objects that were created, "
-                    "modified, or deleted between the time the first chunk was returned and now may show up in the list.", {})
+                    "modified, or deleted between the time the first chunk was returned and now may show up in the list.", {},
+                    metadata={"continue": token})
