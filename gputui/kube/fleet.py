@@ -37,6 +37,7 @@ FIGURES_INTERVAL = 0.5  # seconds: a watched cluster's row figures are taken at 
 BACKOFF = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
 
 CONNECTING, SYNCING, LIVE, SUMMARY = "connecting", "syncing", "live", "summary"
+PROMETHEUS = "prometheus"  # the row's figures from Prometheus (kube/fleet_prometheus.py), `updated` the data's time
 UNREACHABLE, UNAUTHORIZED, FORBIDDEN = "unreachable", "unauthorized", "forbidden"
 TROUBLE = (UNREACHABLE, UNAUTHORIZED, FORBIDDEN)
 
@@ -66,6 +67,7 @@ class ClusterRow:
     policy: str | None = None  # the ClusterPolicy's state, when there is one
     updated: float | None = None  # clock() when the figures were taken
     partial: str = ""  # pods readable in some namespaces only: "pods, events in namespace ml; cluster-wide forbidden"
+    without: tuple[str, ...] = ()  # from Prometheus: what a live watch would show and the row cannot
 
     @property
     def known(self) -> bool:

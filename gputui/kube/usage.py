@@ -26,7 +26,6 @@ No Textual here.
 """
 from __future__ import annotations
 
-import asyncio
 import math
 import re
 import time
@@ -35,8 +34,7 @@ from typing import Any
 
 import orjson
 
-from .client import Client, HttpError, Timeout
-from .config import describe_network_error, status_message
+from .prometheus import STAT, Prometheus, PrometheusError, tagged, value_of
 
 DEFAULT_WINDOW = 7 * 86400.0
 DEFAULT_THRESHOLD = 5.0  # percent, as kube/idle.py's
@@ -44,7 +42,6 @@ STEPS = 720  # subquery points over the window: an hour's step at 30 days
 MIN_STEP = 60.0
 FINE_INTERVAL, COARSE_INTERVAL = 60.0, 3600.0  # the recording rules' evaluation intervals (1m, 1h)
 COARSE_AFTER = 86400.0  # windows at least this long read the 1-hour rules
-TIMEOUT = 60.0
 GPU_RESOURCES = "nvidia_com_.+"
 SHARED_RESOURCES = ".+_shared"
 MODEL_LABEL = "label_nvidia_com_gpu_product"  # kube_node_labels' name for GPU Feature Discovery's nvidia.com/gpu.product
@@ -55,11 +52,7 @@ RULES, RAW = "rules", "raw"
 R_ALLOCATED = "gputui:gpus_allocated:1m"
 R_HOURS = {name: f"gputui:gpu_hours_{name}:1m" for name in ("allocated", "used", "measured", "idle", "shared")}
 R_HOURS_1H = {name: f"gputui:gpu_hours_{name}:1h" for name in R_HOURS}
-STAT = "gputui_stat"
-
-
-class UsageError(Exception):
-    """Prometheus cannot give the figures; the message is one line saying why."""
+UsageError = PrometheusError  # Prometheus cannot give the figures; the message is one line saying why
 
 
 def step_for(window: float, min_step: float = MIN_STEP) -> float:
@@ -186,11 +179,7 @@ def figures_raw(s: UsageSettings) -> str:
         "shared": f"sum_over_time((count by ({keys}) ({shared_on_device}))[{w}:{step}]) * {hours}"
                   f" or sum_over_time((sum by ({keys}) ({shared_resource}))[{w}:{step}]) * {hours}",
     }
-    return _tagged(stats)
-
-
-def _tagged(stats: dict[str, str]) -> str:
-    return " or ".join(f'label_replace(({expr}), "{STAT}", "{name}", "", "")' for name, expr in stats.items())
+    return tagged(stats)
 
 
 def rule_groups(c: str = "cluster", fine: float = FINE_INTERVAL, coarse: float = COARSE_INTERVAL,
@@ -252,7 +241,7 @@ def figures_rules(s: UsageSettings, coarse: bool) -> str:
     peak_inner = grouped(R_ALLOCATED, c, kind, label, "node, namespace, resource")
     stats = {name: summed(table[name]) for name in table}
     stats["peak"] = f"max_over_time((sum by ({keys}) ({peak_inner}))[{w}:{step}])"
-    return _tagged(stats)
+    return tagged(stats)
 
 
 def coverage(s: UsageSettings) -> str:
@@ -273,7 +262,7 @@ def coverage(s: UsageSettings) -> str:
     if label not in ("namespace", "node"):
         source = "kube_node_labels" if label == MODEL_LABEL else "kube_pod_labels"
         stats["group_label"] = f'count by ({c}) ({source}{{{label}!=""}})'
-    return _tagged(stats)
+    return tagged(stats)
 
 
 def hours_text(hours: float) -> str:
@@ -344,70 +333,6 @@ class UsageView:
                 "missing": list(self.missing), "groups": [row.to_json() for row in self.rows]}
 
 
-def _results(body: bytes) -> list[dict[str, Any]]:
-    try:
-        answer = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        raise UsageError("the answer is not JSON") from None
-    if not isinstance(answer, dict) or answer.get("status") != "success":
-        raise UsageError(str(answer.get("error") or "the answer is not a success") if isinstance(answer, dict) else "not a Prometheus answer")
-    result = (answer.get("data") or {}).get("result") or []
-    return result if isinstance(result, list) else []
-
-
-def _value(item: dict[str, Any]) -> float | None:
-    try:
-        value = float(item["value"][1])
-    except (KeyError, IndexError, TypeError, ValueError):
-        return None
-    return None if math.isnan(value) else value
-
-
-class Prometheus:
-    """Prometheus' query API: at an http(s):// URL, or a service NAMESPACE/NAME[:PORT] through the API server."""
-
-    def __init__(self, where: str, api: Client | None = None) -> None:
-        self.where = where
-        if where.startswith(("http://", "https://")):
-            self.client, self.path, self.own_client = Client(where), "/api/v1/query", True
-        else:
-            namespace, _, service = where.partition("/")
-            if not namespace or not service or api is None:
-                raise UsageError(f"prometheus {where!r}: expected an http(s):// URL, or NAMESPACE/SERVICE[:PORT] with a cluster")
-            self.client, self.own_client = api, False
-            self.path = f"/api/v1/namespaces/{namespace}/services/{service}/proxy/api/v1/query"
-        self.requests = 0
-
-    async def query(self, expr: str, at: float, timeout: float = TIMEOUT) -> list[dict[str, Any]]:
-        """The instant query's result items; UsageError with one line saying why there are none."""
-        self.requests += 1
-        where = f"Prometheus {self.where}"
-        try:
-            resp = await self.client.request("GET", self.path, params={"query": expr, "time": f"{at:.3f}", "timeout": f"{timeout:g}s"},
-                                             timeout=Timeout(total=timeout + 5))
-            async with resp:
-                body = await resp.read()
-        except asyncio.TimeoutError:
-            raise UsageError(f"{where} did not answer within {timeout + 5:g} s") from None
-        except (HttpError, OSError) as exc:
-            raise UsageError(f"{where}: {describe_network_error(exc)}") from None
-        if resp.status != 200:
-            try:
-                answer = orjson.loads(body)
-            except orjson.JSONDecodeError:
-                answer = None
-            error = answer.get("error") if isinstance(answer, dict) else None
-            raise UsageError(f"{where}: {str(error or status_message(body))[:300]} ({resp.status})")
-        try:
-            return _results(body)
-        except UsageError as exc:
-            raise UsageError(f"{where}: {exc}") from None
-
-    async def close(self) -> None:
-        if self.own_client:
-            await self.client.close()
-
-
 async def usage(prometheus: Prometheus, settings: UsageSettings, now: float | None = None) -> UsageView:
     """Every group's figures over the window ending now; UsageError when Prometheus cannot give them."""
     now = time.time() if now is None else now
@@ -417,7 +342,7 @@ async def usage(prometheus: Prometheus, settings: UsageSettings, now: float | No
     found: dict[str, dict[str, float]] = {}
     for item in cover:
         labels = item.get("metric") or {}
-        value = _value(item)
+        value = value_of(item)
         if value is not None:
             found.setdefault(labels.get(STAT, ""), {})[labels.get(c, "")] = value
 
@@ -434,7 +359,7 @@ async def usage(prometheus: Prometheus, settings: UsageSettings, now: float | No
     table: dict[tuple[str, str, str], dict[str, float]] = {}
     for item in items:
         labels = item.get("metric") or {}
-        value = _value(item)
+        value = value_of(item)
         if value is None:
             continue
         key = (labels.get(c, ""), labels.get(label, ""), labels.get("resource", ""))

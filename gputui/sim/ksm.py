@@ -12,10 +12,11 @@ node.go and utils.go):
   the resource name sanitised (`nvidia.com/gpu` -> `nvidia_com_gpu`, `nvidia.com/mig-1g.10gb` ->
   `nvidia_com_mig_1g_10gb`), unit `core` for cpu, `byte` for memory, storage and hugepages, `integer` for
   extended resources; `node` empty for an unscheduled pod;
-- `kube_pod_info`, `kube_pod_status_phase` (one series per phase, 1 for the pod's: none while it has no
+- `kube_pod_info`, `kube_pod_created` (the creation time, Unix seconds), `kube_pod_status_phase` (one series per phase, 1 for the pod's: none while it has no
   phase), `kube_pod_labels` (namespace, pod, uid and only the allow-listed labels, as `label_` and the key
   sanitised and snake-cased, colliding names suffixed `_conflictN`);
-- `kube_node_info`, `kube_node_labels`, `kube_node_status_capacity`, `kube_node_status_allocatable`,
+- `kube_node_info`, `kube_node_labels`, `kube_node_spec_unschedulable` (0 or 1), `kube_node_spec_taint`
+  (key, value, effect: one per taint), `kube_node_status_capacity`, `kube_node_status_allocatable`,
   `kube_node_status_condition` (true, false and unknown per condition).
 
 The allow-list is KSM's `--metric-labels-allowlist` (`parse_allowlist("pods=[team],nodes=[*]")`): a kind's
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import math
 import re
+from datetime import datetime
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
@@ -108,6 +110,16 @@ def _value(resource: str, quantity: object) -> float:
     return float(value) if resource == "cpu" else float(math.ceil(value))
 
 
+def _timestamp(text: object) -> float | None:
+    """An RFC 3339 time as Unix seconds; None when absent or not one."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
 def _text(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
@@ -138,10 +150,13 @@ def exposition(nodes: Iterable[Obj], pods: Iterable[Obj], allowlist: Mapping[str
     allowlist = allowlist or {}
     requests = _Family("kube_pod_container_resource_requests", "The number of requested request resource by a container.")
     info = _Family("kube_pod_info", "Information about pod.")
+    created = _Family("kube_pod_created", "Unix creation timestamp")
     phase = _Family("kube_pod_status_phase", "The pods current phase.")
     pod_labels = _Family("kube_pod_labels", "Kubernetes labels converted to Prometheus labels.")
     node_info = _Family("kube_node_info", "Information about a cluster node.")
     node_labels = _Family("kube_node_labels", "Kubernetes labels converted to Prometheus labels.")
+    unschedulable = _Family("kube_node_spec_unschedulable", "Whether a node can schedule new pods.")
+    taint = _Family("kube_node_spec_taint", "The taint of a cluster node.")
     capacity = _Family("kube_node_status_capacity", "The capacity for different resources of a node.")
     allocatable = _Family("kube_node_status_allocatable", "The allocatable for different resources of a node that are available for scheduling.")
     condition = _Family("kube_node_status_condition", "The condition of a cluster node.")
@@ -160,6 +175,9 @@ def exposition(nodes: Iterable[Obj], pods: Iterable[Obj], allowlist: Mapping[str
         info.add([*base, ("host_ip", status.get("hostIP", "")), ("pod_ip", status.get("podIP", "")), ("node", node),
                   ("created_by_kind", kind), ("created_by_name", name), ("priority_class", spec.get("priorityClassName", "")),
                   ("host_network", "true" if spec.get("hostNetwork") else "false")], 1)
+        born = _timestamp(meta.get("creationTimestamp"))
+        if born is not None:
+            created.add(base, born)
         current = status.get("phase", "")
         if meta.get("deletionTimestamp") and status.get("reason") == "NodeLost":
             current = "Unknown"
@@ -179,6 +197,9 @@ def exposition(nodes: Iterable[Obj], pods: Iterable[Obj], allowlist: Mapping[str
                        ("provider_id", spec.get("providerID", "")), ("pod_cidr", spec.get("podCIDR", "")),
                        ("system_uuid", ni.get("systemUUID", "")), ("internal_ip", internal)], 1)
         node_labels.add([("node", name), *prometheus_labels("label", meta.get("labels") or {}, allowlist.get("nodes", []))], 1)
+        unschedulable.add([("node", name)], 1 if spec.get("unschedulable") else 0)
+        for t in spec.get("taints") or []:
+            taint.add([("node", name), ("key", t.get("key", "")), ("value", t.get("value", "")), ("effect", t.get("effect", ""))], 1)
         for family, resources in ((capacity, status.get("capacity")), (allocatable, status.get("allocatable"))):
             for resource, quantity in sorted((resources or {}).items()):
                 unit = _unit(resource)
@@ -189,7 +210,7 @@ def exposition(nodes: Iterable[Obj], pods: Iterable[Obj], allowlist: Mapping[str
                 condition.add([("node", name), ("condition", cond.get("type", "")), ("status", value)],
                               1 if str(cond.get("status", "")).lower() == value else 0)
 
-    families = (requests, info, phase, pod_labels, node_info, node_labels, capacity, allocatable, condition)
+    families = (requests, info, created, phase, pod_labels, node_info, node_labels, unschedulable, taint, capacity, allocatable, condition)
     return "".join(f.render() for f in families)
 
 

@@ -52,6 +52,21 @@ def test_phase_one_series_per_phase_none_without_a_phase():
     assert (info["node"], info["created_by_kind"], info["host_network"]) == ("gpu-1", "<none>", "false")
 
 
+def test_creation_time_cordon_and_taints():
+    nodes, pods = scenario()
+    nodes[0]["spec"]["unschedulable"] = True
+    nodes[0]["spec"]["taints"] = [{"key": "nvidia.com/gpu-xid", "value": "79", "effect": "NoExecute"},
+                                  {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}]
+    pods[0]["metadata"]["creationTimestamp"] = "2026-01-02T03:04:05Z"
+    found = samples(exposition(nodes, pods))
+    assert ({"namespace": pods[0]["metadata"]["namespace"], "pod": pods[0]["metadata"]["name"], "uid": pods[0]["metadata"]["uid"]},
+            1767323045.0) in found["kube_pod_created"]
+    cordoned = {s["node"]: v for s, v in found["kube_node_spec_unschedulable"]}
+    assert cordoned[nodes[0]["metadata"]["name"]] == 1 and sum(cordoned.values()) == 1 and len(cordoned) == len(nodes)
+    assert sorted((s["key"], s["value"], s["effect"], v) for s, v in found["kube_node_spec_taint"]) == [
+        ("node.kubernetes.io/unschedulable", "", "NoSchedule", 1), ("nvidia.com/gpu-xid", "79", "NoExecute", 1)]
+
+
 def test_labels_only_the_allow_listed_sanitised_as_ksm_does():
     nodes, pods = scenario()
     bare = samples(exposition(nodes, pods))

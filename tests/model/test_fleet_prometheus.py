@@ -1,0 +1,165 @@
+"""The fleet's rows from Prometheus (kube/fleet_prometheus.py) in the topology users run: a Prometheus per
+simulated cluster scraping its kube-state-metrics (sim/ksm.py) and DCGM exporters with
+`external_labels: {cluster: NAME}`, and a global one federating them through /federate (honor_labels,
+match[] on the series the queries read; honor_timestamps false, so that a series gone from a cluster, a pod
+bound since, is marked stale in the global one too, not counted for the 5 minutes of Prometheus' look-back). Each row from the global Prometheus equals the row a live watch of
+the same cluster gives (kube/fleet.py): GPUs per resource and model, GPU nodes, nodes with problems and the
+worst's code, pending GPU pods and the longest wait.
+
+alpha: the idle-gpus scenario (GPU Operator, DCGM exporters, MIG), with an XID on gpu-2, mig-1 cordoned and a
+GPU pod pending; beta: two nodes of the device plugin alone (no exporter), one NotReady, one with a health
+monitor's condition, a taint on neither but a GPU pod pending on each side."""
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+import pytest_asyncio
+import yaml
+
+from gputui.kube import fleet as f
+from gputui.kube.config import connect
+from gputui.kube.fleet_prometheus import FleetQueries, PrometheusFleet, resource_name
+from gputui.kube.prometheus import Prometheus
+from gputui.sim import SimCluster, idle_gpus
+from gputui.sim import builders as b
+from gputui.sim.cluster import kubeconfig_for, merged_kubeconfig
+from gputui.sim.dcgm import XID_ANNOTATION
+from gputui.sim.ksm import KubeStateMetrics
+from tests import prometheus as prom
+from tests.model.objects import node, plugin_pod, pod
+from tests.model.scenario import until
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+TICK = "500ms"
+FEDERATED = '{__name__=~"kube_node_.+|kube_pod_info|kube_pod_created|kube_pod_status_phase|kube_pod_container_resource_requests|DCGM_FI_DEV_XID_ERRORS"}'
+ALLOWLIST = {"nodes": ["nvidia.com/gpu.product", "nvidia.com/gpu.present"]}
+
+
+def alpha() -> list[dict]:
+    objects = idle_gpus.build()
+    for o in objects:
+        if o["kind"] == "Node" and o["metadata"]["name"] == "gpu-2":
+            o["metadata"].setdefault("annotations", {})[XID_ANNOTATION] = "79"
+        if o["kind"] == "Node" and o["metadata"]["name"] == "mig-1":
+            o["spec"]["unschedulable"] = True
+    waiting = b.pod("waiting", "ml", [b.container("main", "img", limits={"nvidia.com/gpu": 2})], age_s=600)
+    return [*objects, waiting]
+
+
+def beta() -> list[dict]:
+    product = {"nvidia.com/gpu.product": "NVIDIA-A10", "nvidia.com/gpu.present": "true"}
+    sick = node("b-2", capacity={"nvidia.com/gpu": 4}, labels=product)
+    sick["status"]["conditions"].append({"type": "GpuHealthy", "status": "True", "reason": "XidSeen", "message": "xid 48"})
+    return [node("b-1", capacity={"nvidia.com/gpu": 4}, labels=product, ready="False"), sick, plugin_pod("b-1"), plugin_pod("b-2"),
+            pod("ml", "a", node="b-2", gpu={"nvidia.com/gpu": 3}), pod("ml", "wants-two", gpu={"nvidia.com/gpu": 2})]
+
+
+class Topology:
+    def __init__(self, sims: dict[str, SimCluster], server: prom.Prometheus, kubeconfig: str) -> None:
+        self.sims, self.server, self.kubeconfig = sims, server, kubeconfig
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def topology(tmp_path_factory):
+    if prom.BINARY is None:
+        pytest.skip(prom.MISSING)
+    tmp = tmp_path_factory.mktemp("fleet-prometheus")
+    async with SimCluster(alpha(), run_controllers=False) as a, SimCluster(beta(), run_controllers=False) as b_, \
+            KubeStateMetrics(a, ALLOWLIST) as ksm_a, KubeStateMetrics(b_, ALLOWLIST) as ksm_b:
+        sims = {"alpha": a, "beta": b_}
+        ksms = {"alpha": ksm_a, "beta": ksm_b}
+        ports = {name: prom.free_port() for name in sims}
+        federation = "".join(f"""  - job_name: federate-{name}
+    honor_labels: true
+    honor_timestamps: false
+    metrics_path: /federate
+    params: {{'match[]': ['{FEDERATED}']}}
+    static_configs: [{{targets: ["127.0.0.1:{port}"]}}]
+""" for name, port in ports.items())
+        async with prom.running(tmp / "alpha", prom.exporter_jobs(a, tmp) + prom.ksm_job("ksm", ksm_a.url), interval=TICK,
+                                external_labels={"cluster": "alpha"}, port=ports["alpha"]), \
+                prom.running(tmp / "beta", prom.ksm_job("ksm", ksms["beta"].url), interval=TICK,
+                             external_labels={"cluster": "beta"}, port=ports["beta"]), \
+                prom.running(tmp / "global", federation, interval=TICK) as server:
+            await server.until(lambda: {s["metric"].get("cluster") for s in server.ask("kube_node_info")} == {"alpha", "beta"}
+                               and len(server.ask("DCGM_FI_DEV_XID_ERRORS")) > 0, "both clusters federated")
+            path = tmp / "kubeconfig"
+            path.write_text(yaml.safe_dump(merged_kubeconfig({name: kubeconfig_for(sim.url) for name, sim in sims.items()})))
+            yield Topology(sims, server, str(path))
+
+
+async def live_rows(topology: Topology) -> dict[str, f.ClusterRow]:
+    fleet = f.Fleet(list(topology.sims), lambda context: connect(topology.kubeconfig, context))
+    await fleet.start()
+    try:
+        return await until(lambda: all(r.known and r.unknown_nodes == 0 for r in fleet.rows()) and {r.context: r for r in fleet.rows()},
+                           what="every live row known, XIDs read")
+    finally:
+        await fleet.stop()
+
+
+async def prometheus_rows(topology: Topology) -> tuple[dict[str, f.ClusterRow], Prometheus]:
+    source = Prometheus(topology.server.url)
+    fleet = PrometheusFleet(source, FleetQueries())
+    try:
+        return await fleet.refresh(), source
+    finally:
+        await fleet.close()
+
+
+async def test_the_rows_from_prometheus_equal_the_live_watches(topology):
+    live = await live_rows(topology)
+    rows, source = await prometheus_rows(topology)
+    assert set(rows) == {"alpha", "beta"} and source.requests == 2  # two queries for the whole fleet
+    for name in ("alpha", "beta"):
+        mine, theirs = rows[name], live[name]
+        assert {k: v.as_dict() for k, v in mine.totals.items()} == {k: v.as_dict() for k, v in theirs.totals.items()}, name
+        assert {k: v.as_dict() for k, v in mine.by_model.items()} == {k: v.as_dict() for k, v in theirs.by_model.items()}, name
+        assert (mine.gpu_nodes, mine.problem_nodes, mine.pending) == (theirs.gpu_nodes, theirs.problem_nodes, theirs.pending), name
+        assert mine.worst[0] == theirs.worst[0], name
+        assert mine.longest_wait == pytest.approx(theirs.longest_wait, abs=5), name
+        assert mine.state == f.PROMETHEUS and time.time() - mine.updated < 10
+    assert live["alpha"].worst[0] == "xid-errors" and rows["alpha"].worst[1] == "gpu-2"
+    assert rows["alpha"].totals["nvidia.com/mig-1g.10gb"].allocatable == 7
+    assert rows["beta"].worst == ("not-ready", "b-1") and rows["beta"].problem_nodes == 2
+    assert any("XIDs" in words for words in rows["beta"].without) and not any("XIDs" in words for words in rows["alpha"].without)
+
+
+async def test_a_change_reaches_the_rows_through_the_federation(topology):
+    sim = topology.sims["beta"]
+    sim.store.mutate("pods", "ml", "wants-two", lambda p: (p["spec"].__setitem__("nodeName", "b-1"), p["status"].__setitem__("phase", "Running")))
+    try:
+        row = None
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            rows, _ = await prometheus_rows(topology)
+            row = rows["beta"]
+            if row.pending == 0:
+                break
+            await asyncio.sleep(0.5)
+        assert row is not None and row.pending == 0 and row.longest_wait is None
+        assert row.totals["nvidia.com/gpu"].allocated == 5
+    finally:
+        sim.store.mutate("pods", "ml", "wants-two", lambda p: (p["spec"].pop("nodeName"), p["status"].__setitem__("phase", "Pending")))
+
+
+async def test_an_unreachable_prometheus_keeps_the_rows_and_says_why(topology):
+    fleet = PrometheusFleet(Prometheus(topology.server.url), FleetQueries())
+    try:
+        await fleet.refresh()
+        before = fleet.rows
+        await fleet.source.close()
+        fleet.source = Prometheus("http://127.0.0.1:1")
+        await fleet.refresh()
+        assert fleet.rows == before and fleet.error is not None and "refused" in fleet.error
+    finally:
+        await fleet.close()
+
+
+async def test_resource_names_back_from_kube_state_metrics():
+    assert [resource_name(n) for n in ("nvidia_com_gpu", "nvidia_com_gpu_shared", "nvidia_com_mig_1g_10gb", "nvidia_com_mig_1c_3g_20gb",
+                                       "nvidia_com_mig_1g_5gb_me")] == [
+        "nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-1g.10gb", "nvidia.com/mig-1c.3g.20gb", "nvidia.com/mig-1g.5gb+me"]
+    assert resource_name("example_com_gpu", {"example_com_gpu": "example.com/gpu"}) == "example.com/gpu"
