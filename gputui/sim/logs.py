@@ -3,7 +3,8 @@
 Lines are kept per container instance: `previous` reads the instance before
 the current one, as `kubectl logs --previous` does. A follower waits for new
 lines until the instance ends (the container exited or restarted, or the pod
-was deleted).
+was deleted). Each line keeps the time it was written, as the CRI log file
+does, for `sinceSeconds`, `sinceTime` and `timestamps`.
 """
 from __future__ import annotations
 
@@ -15,10 +16,34 @@ from typing import AsyncIterator
 
 MAX_LINES = 5_000  # per container instance
 
+Line = tuple[datetime, bytes]  # when it was written, the line with its newline
+
+
+@dataclass(frozen=True)
+class LogOptions:
+    """What of an instance's lines a read returns (PodLogOptions as the kubelet applies them): the last `tail`,
+    then those written at or after `since`, each after its time when `timestamps`."""
+
+    tail: int | None = None
+    since: datetime | None = None
+    timestamps: bool = False
+
+    def shown(self, lines: list[Line]) -> list[bytes]:
+        if self.tail is not None:
+            lines = lines[-self.tail:] if self.tail > 0 else []
+        return [self.line(line) for line in lines if self.since is None or line[0] >= self.since]
+
+    def line(self, line: Line) -> bytes:
+        """One line as read: after its RFC 3339 time with nine fraction digits (the kubelet's RFC3339NanoFixed)."""
+        at, text = line
+        if not self.timestamps:
+            return text
+        return at.strftime("%Y-%m-%dT%H:%M:%S.%f").encode() + b"000Z " + text
+
 
 @dataclass
 class _Instance:
-    lines: deque[bytes] = field(default_factory=lambda: deque(maxlen=MAX_LINES))
+    lines: deque[Line] = field(default_factory=lambda: deque(maxlen=MAX_LINES))
     ended: bool = False
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     total: int = 0  # lines ever appended, so followers survive the deque rolling over
@@ -36,15 +61,13 @@ class LogBook:
             del instances[:-2]  # the current and the previous are all anyone can read
         return instances[-1]
 
-    def append(self, ns: str, pod: str, container: str, text: str | bytes, *, timestamp: bool = False) -> None:
-        """Append one or more lines to the container's current instance."""
+    def append(self, ns: str, pod: str, container: str, text: str | bytes, *, at: datetime | None = None) -> None:
+        """Append one or more lines to the container's current instance, written now (or at `at`)."""
         inst = self._current(ns, pod, container)
         data = text.encode() if isinstance(text, str) else text
+        written = at or datetime.now(timezone.utc)
         for line in data.splitlines():
-            if timestamp:
-                stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ").encode()
-                line = stamp + b" " + line
-            inst.lines.append(line + b"\n")
+            inst.lines.append((written, line + b"\n"))
             inst.total += 1
         inst.changed.set()
         inst.changed = asyncio.Event()
@@ -69,31 +92,26 @@ class LogBook:
             return instances[-2] if len(instances) >= 2 else None
         return instances[-1] if instances else None
 
-    def read(self, ns: str, pod: str, container: str, *, previous: bool = False, tail: int | None = None) -> list[bytes] | None:
-        """The instance's lines (each ending in a newline); None when there is no such instance."""
+    def read(self, ns: str, pod: str, container: str, *, previous: bool = False, options: LogOptions = LogOptions()) -> list[bytes] | None:
+        """The instance's lines (each ending in a newline) as options show them; None when there is no such instance."""
         inst = self._instance(ns, pod, container, previous)
         if inst is None:
             return None
-        lines = list(inst.lines)
-        if tail is not None:
-            lines = lines[-tail:] if tail > 0 else []
-        return lines
+        return options.shown(list(inst.lines))
 
-    async def follow(self, ns: str, pod: str, container: str, *, tail: int | None = None) -> AsyncIterator[bytes]:
-        """Yield the last `tail` lines, then new ones, until the instance ends or the pod is forgotten."""
+    async def follow(self, ns: str, pod: str, container: str, *, options: LogOptions = LogOptions()) -> AsyncIterator[bytes]:
+        """Yield the lines options show, then new ones, until the instance ends or the pod is forgotten."""
         # A running container that has not logged yet still has a current instance to wait on.
         inst = self._current_or_none(ns, pod, container) or self._current(ns, pod, container)
-        lines = list(inst.lines)
-        if tail is not None:
-            lines = lines[-tail:] if tail > 0 else []
-        for line in lines:
+        for line in options.shown(list(inst.lines)):
             yield line
         seen = inst.total
         while True:
             if inst.total > seen:
                 fresh = min(inst.total - seen, len(inst.lines))
-                for line in list(inst.lines)[-fresh:]:
-                    yield line
+                for written in list(inst.lines)[-fresh:]:
+                    if options.since is None or written[0] >= options.since:
+                        yield options.line(written)
                 seen = inst.total
                 continue
             if inst.ended:

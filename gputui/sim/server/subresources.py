@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from aiohttp import web
 
+from ..logs import LogOptions
 from ..proxy import ProxyError, split_name_port
 from ..store import now_rfc3339
 from .base import ApiBase
@@ -60,19 +62,18 @@ class Subresources(ApiBase):
 
     # -- logs ------------------------------------------------------------
     async def logs(self, request: web.Request, t: Target) -> web.StreamResponse:
+        options, limit = _log_options(request.query, t.name or "")
         pod = self._entry(t).obj
         query = request.query
         container = self._log_container(pod, query.get("container", ""))
         previous = _flag(query.get("previous"))
         follow = _flag(query.get("follow"))
-        tail = _int_param(query, "tailLines")
-        limit = _int_param(query, "limitBytes")
         if not (pod.get("spec") or {}).get("nodeName"):
             return web.Response(body=b"", content_type="text/plain")
         self._check_log_state(pod, container, previous)
         ns, name = t.namespace or "", t.name or ""
         if not follow or previous:
-            lines = self.cluster.logs.read(ns, name, container, previous=previous, tail=tail) or []
+            lines = self.cluster.logs.read(ns, name, container, previous=previous, options=options) or []
             data = b"".join(lines)
             return web.Response(body=data[:limit] if limit else data, content_type="text/plain")
         response = web.StreamResponse(headers={"Content-Type": "text/plain", "Cache-Control": "no-cache, private"})
@@ -80,7 +81,7 @@ class Subresources(ApiBase):
         await response.prepare(request)
         sent = 0
         try:
-            async for line in self.cluster.logs.follow(ns, name, container, tail=tail):
+            async for line in self.cluster.logs.follow(ns, name, container, options=options):
                 if limit:
                     line = line[: limit - sent]
                 await response.write(line)
@@ -130,3 +131,37 @@ class Subresources(ApiBase):
         elif reason == "ImagePullBackOff":
             reason = "trying and failing to pull image"
         raise bad_request(f'container "{container}" in pod "{pod_name}" is waiting to start: {reason}')
+
+
+def _log_options(query: Any, pod: str) -> tuple[LogOptions, int | None]:
+    """PodLogOptions from the query, refused as kube-apiserver's ValidatePodLogOptions refuses them (422 before the
+    pod is even looked up); (what lines to show, limitBytes)."""
+    tail = _int_param(query, "tailLines")
+    limit = _int_param(query, "limitBytes")
+    since_seconds = _int_param(query, "sinceSeconds")
+    since_time = None
+    if query.get("sinceTime"):
+        try:
+            since_time = datetime.fromisoformat(query["sinceTime"])
+        except ValueError:
+            raise bad_request(f'parsing time "{query["sinceTime"]}" as "2006-01-02T15:04:05Z07:00": cannot parse') from None
+        if since_time.tzinfo is None:
+            raise bad_request(f'parsing time "{query["sinceTime"]}" as "2006-01-02T15:04:05Z07:00": missing time zone')
+    causes = []
+    if tail is not None and tail < 0:
+        causes.append(("FieldValueInvalid", "tailLines", f"Invalid value: {tail}: must be greater than or equal to 0"))
+    if limit is not None and limit < 1:
+        causes.append(("FieldValueInvalid", "limitBytes", f"Invalid value: {limit}: must be greater than 0"))
+    if since_seconds is not None and since_time is not None:
+        causes.append(("FieldValueForbidden", "", "Forbidden: at most one of `sinceTime` or `sinceSeconds` may be specified"))
+    elif since_seconds is not None and since_seconds < 1:
+        causes.append(("FieldValueInvalid", "sinceSeconds", f"Invalid value: {since_seconds}: must be greater than 0"))
+    if causes:
+        text = ", ".join(f"{fld}: {body}" for _, fld, body in causes)
+        raise ApiError(422, "Invalid", f'PodLogOptions "{pod}" is invalid: {text if len(causes) == 1 else f"[{text}]"}',
+                       {"name": pod, "kind": "PodLogOptions",
+                        "causes": [{"reason": reason, "message": body, **({"field": fld} if fld else {})} for reason, fld, body in causes]})
+    since = since_time
+    if since_seconds is not None:
+        since = datetime.now(timezone.utc) - timedelta(seconds=since_seconds)
+    return LogOptions(tail=tail, since=since, timestamps=_flag(query.get("timestamps"))), limit
