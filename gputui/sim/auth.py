@@ -15,9 +15,11 @@ the request then acts as the impersonated user, with that user's RBAC.
 Authorization (`Authorizer.allowed`): RBAC from the scenario's ClusterRoles, ClusterRoleBindings, Roles
 and RoleBindings (rbac.authorization.k8s.io/v1): rules with verbs, apiGroups, resources (`pods/log` for a
 subresource, `*`), resourceNames and nonResourceURLs; subjects User, Group and ServiceAccount. The group
-system:masters may do everything (the simulator's own credentials are in it). Every authenticated user may
-read discovery (/api, /apis, /version, health), as the default system:discovery and
-system:public-info-viewer roles allow; an anonymous one only /version and health.
+system:masters may do everything (the simulator's own credentials are in it). kube-apiserver's bootstrap policy
+is there too: every authenticated user may read discovery (/api, /apis, /version, health) and review its own
+access (system:discovery, system:basic-user), an anonymous one only /version and health
+(system:public-info-viewer). `decide` gives RBAC's reason for an allowed request and `rules_for` a user's rules
+in a namespace, as SelfSubjectAccessReview and SelfSubjectRulesReview answer them (server/reviews.py).
 """
 from __future__ import annotations
 
@@ -37,8 +39,6 @@ MASTERS = "system:masters"
 AUTHENTICATED = "system:authenticated"
 ANONYMOUS = "system:anonymous"
 UNAUTHENTICATED = "system:unauthenticated"
-PUBLIC_PATHS = ("/version", "/version/", "/healthz", "/livez", "/readyz")
-DISCOVERY_PREFIXES = ("/api", "/apis", "/openapi")
 
 
 @dataclass(frozen=True)
@@ -167,13 +167,51 @@ def _subject_is(subject: Obj, user: User, binding_namespace: str | None) -> bool
     return False
 
 
+def _cluster_role(name: str, rules: list[Obj]) -> Obj:
+    return {"apiVersion": RBAC_API_VERSION, "kind": "ClusterRole", "metadata": {"name": name}, "rules": rules}
+
+
+def _bound_to_groups(name: str, *groups: str) -> Obj:
+    return {"apiVersion": RBAC_API_VERSION, "kind": "ClusterRoleBinding", "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": g} for g in groups]}
+
+
+PUBLIC_INFO = ["/healthz", "/livez", "/readyz", "/version", "/version/"]
+# kube-apiserver's bootstrap policy that every cluster has (plugin/pkg/auth/authorizer/rbac/bootstrappolicy), as far
+# as the simulator's users meet it: reviews of oneself, discovery, the public paths; everything for system:masters.
+BOOTSTRAP_POLICY: list[Obj] = [
+    _cluster_role("cluster-admin", [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]},
+                                    {"verbs": ["*"], "nonResourceURLs": ["*"]}]),
+    _bound_to_groups("cluster-admin", MASTERS),
+    _cluster_role("system:basic-user", [
+        {"verbs": ["create"], "apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"]},
+        {"verbs": ["create"], "apiGroups": ["authentication.k8s.io"], "resources": ["selfsubjectreviews"]}]),
+    _bound_to_groups("system:basic-user", AUTHENTICATED),
+    _cluster_role("system:discovery", [{"verbs": ["get"], "nonResourceURLs": sorted(
+        ["/api", "/api/*", "/apis", "/apis/*", "/openapi", "/openapi/*", *PUBLIC_INFO])}]),
+    _bound_to_groups("system:discovery", AUTHENTICATED),
+    _cluster_role("system:public-info-viewer", [{"verbs": ["get"], "nonResourceURLs": PUBLIC_INFO}]),
+    _bound_to_groups("system:public-info-viewer", AUTHENTICATED, UNAUTHENTICATED),
+]
+
+
+def _describe_subject(subject: Obj, binding_namespace: str | None) -> str:
+    """rbac's describeSubject: `User "alice"`, `ServiceAccount "ns/name"`."""
+    name = subject.get("name", "")
+    if subject.get("kind") == "ServiceAccount":
+        name = f'{subject.get("namespace") or binding_namespace or ""}/{name}'
+    return f'{subject.get("kind")} "{name}"'
+
+
 class Authorizer:
-    """RBAC over the policy objects a scenario gives (see the module docstring)."""
+    """RBAC over the policy objects a scenario gives, with kube-apiserver's bootstrap policy (see the module
+    docstring)."""
 
     def __init__(self, policy: Iterable[Obj] = ()) -> None:
         self.roles: dict[tuple[str, str], list[Obj]] = {}  # (namespace or "", name) -> rules
         self.bindings: list[Obj] = []
-        for obj in policy:
+        for obj in [*BOOTSTRAP_POLICY, *policy]:
             kind, meta = obj.get("kind"), obj.get("metadata") or {}
             if kind in ("ClusterRole", "Role"):
                 namespace = (meta.get("namespace") or "default") if kind == "Role" else ""
@@ -190,24 +228,49 @@ class Authorizer:
             return self.roles.get((namespace, ref.get("name", "")), [])
         return []
 
-    def allowed(self, user: User, request: Request) -> bool:
+    def _applying(self, user: User, namespace: str | None) -> Iterable[tuple[Obj, str | None, Obj]]:
+        """(binding, its namespace for a RoleBinding, the subject that is the user) of every binding that applies to
+        the user: the cluster-wide ones, then the RoleBindings of `namespace` (rbac's visitRulesFor order)."""
+        def bound_in(binding: Obj) -> str | None:
+            if binding.get("kind") != "RoleBinding":
+                return None
+            return (binding.get("metadata") or {}).get("namespace") or "default"
+
+        cluster_wide = [b for b in self.bindings if b.get("kind") == "ClusterRoleBinding"]
+        local = [b for b in self.bindings if namespace is not None and bound_in(b) == namespace]
+        for binding in [*cluster_wide, *local]:
+            subject = next((s for s in binding.get("subjects") or [] if _subject_is(s, user, bound_in(binding))), None)
+            if subject is not None:
+                yield binding, bound_in(binding), subject
+
+    def decide(self, user: User, request: Request) -> str | None:
+        """Why the user may do this (RBAC's reason, "" for system:masters), or None when they may not."""
         if MASTERS in user.groups:
-            return True
-        if request.path is not None:
-            if request.verb == "get" and request.path in PUBLIC_PATHS:
-                return True  # system:public-info-viewer, bound to the authenticated and the unauthenticated
-            if request.verb == "get" and AUTHENTICATED in user.groups and request.path.startswith(DISCOVERY_PREFIXES):
-                return True  # system:discovery
-        for binding in self.bindings:
-            meta = binding.get("metadata") or {}
-            namespace = (meta.get("namespace") or "default") if binding.get("kind") == "RoleBinding" else None
-            if namespace is not None and (request.path is not None or request.namespace != namespace):
-                continue  # a RoleBinding grants only inside its namespace
-            if not any(_subject_is(s, user, namespace) for s in binding.get("subjects") or []):
-                continue
+            return ""  # the privileged-group authorizer, before RBAC
+        namespace = None if request.path is not None else request.namespace
+        for binding, bound_in, subject in self._applying(user, namespace):  # a RoleBinding grants only in its namespace
             if any(_rule_allows(rule, request) for rule in self._rules(binding)):
-                return True
-        return False
+                name = binding["metadata"].get("name", "") + (f"/{bound_in}" if bound_in is not None else "")
+                ref = binding.get("roleRef") or {}
+                return (f'RBAC: allowed by {binding.get("kind")} "{name}" of {ref.get("kind")} "{ref.get("name")}" '
+                        f"to {_describe_subject(subject, bound_in)}")
+        return None
+
+    def allowed(self, user: User, request: Request) -> bool:
+        return self.decide(user, request) is not None
+
+    def rules_for(self, user: User, namespace: str) -> tuple[list[Obj], list[Obj]]:
+        """(resource rules, non-resource rules) of the user in a namespace: what a SelfSubjectRulesReview answers."""
+        resource_rules: list[Obj] = []
+        non_resource_rules: list[Obj] = []
+        for binding, _, _ in self._applying(user, namespace):
+            for rule in self._rules(binding):
+                if rule.get("resources"):
+                    resource_rules.append({key: list(rule[key]) for key in ("verbs", "apiGroups", "resources", "resourceNames") if rule.get(key)})
+                    resource_rules[-1].setdefault("verbs", [])
+                if rule.get("nonResourceURLs"):
+                    non_resource_rules.append({"verbs": list(rule.get("verbs") or []), "nonResourceURLs": list(rule["nonResourceURLs"])})
+        return resource_rules, non_resource_rules
 
 
 def forbidden_message(user: str, request: Request, subject: str) -> str:

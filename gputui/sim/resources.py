@@ -72,6 +72,9 @@ RESOURCES: list[ResourceType] = [
     ResourceType("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True, (), ("status",)),
     ResourceType("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", False),
     ResourceType("nvidia.com", "v1", "clusterpolicies", "ClusterPolicy", False, (), ("status",), custom=True),
+    # Reviews of one's own access, answered from RBAC (server/reviews.py), never stored.
+    ResourceType("authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", False, verbs=("create",)),
+    ResourceType("authorization.k8s.io", "v1", "selfsubjectrulesreviews", "SelfSubjectRulesReview", False, verbs=("create",)),
     # The admission plugins' policy (admission_plugins.py, quota.py): served whole, writable.
     ResourceType("", "v1", "limitranges", "LimitRange", True, ("limits",)),
     ResourceType("", "v1", "resourcequotas", "ResourceQuota", True, ("quota",), ("status",)),

@@ -15,6 +15,7 @@ per request. Error bodies are `Status` objects worded like the real server's.
     reading.py       get, list (pages, tables) and watch
     writing.py       create, update, patch, delete, deletecollection
     subresources.py  binding, proxy, log
+    reviews.py       SelfSubjectAccessReview, SelfSubjectRulesReview (from RBAC)
     app.py           Api (routing, fault hooks) and make_app(cluster), the entry
 """
 from __future__ import annotations

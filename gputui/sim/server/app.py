@@ -14,6 +14,7 @@ from .discovery import Discovery
 from .reading import Reading
 from .request import Target, _flag, _verb, parse_resource_path
 from .responses import PATH_NOT_FOUND, ApiError, _details, compress_if_asked, json_response, qualified, status_body
+from .reviews import Reviews
 from .subresources import Subresources
 from .writing import Writing
 
@@ -28,7 +29,7 @@ log = logging.getLogger("gputui.sim")
 USER_KEY = web.RequestKey("user", User) if hasattr(web, "RequestKey") else "user"
 
 
-class Api(Discovery, Reading, Writing, Subresources):
+class Api(Discovery, Reading, Writing, Subresources, Reviews):
     """The API server: routes each request to its handler (discovery, reading, writing, subresources)."""
 
     # -- routing ---------------------------------------------------------
@@ -86,6 +87,8 @@ class Api(Discovery, Reading, Writing, Subresources):
         if t.name is None:
             if method == "GET":
                 return await (self.watch(request, t) if watching else self.list(request, t))
+            if method == "POST" and t.resource.group == "authorization.k8s.io":
+                return await self.review(request, t, request.get(USER_KEY))
             if method == "POST":
                 return await self.create(request, t)
             if method == "DELETE":
