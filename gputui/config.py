@@ -28,6 +28,11 @@
     [fleet]                          # with no --context: open these contexts as a fleet (the Fleet screen)
     contexts = ["prod-*", "staging"] # names or globs, in the kubeconfig's order
     live = 8                         # clusters watched at once; the others summarised every few minutes
+    prometheus = "https://thanos.example.com"  # every cluster's row from this Prometheus (an http(s):// URL
+                                     # holding each cluster's kube-state-metrics and DCGM series), not from watches
+    cluster_label = "cluster"        # the label naming each series' cluster there
+    [fleet.cluster_contexts]         # a cluster whose kubeconfig context has another name (default: the same)
+    "prod-eu-1" = "gke_acme_europe-west1_prod-eu-1"
 
     [stuck]                          # GPU plumbing stuck (problem codes mig-stuck, driver-upgrade-stuck)
     mig_after = 1800                 # seconds a MIG reconfiguration may stay pending or rebooting
@@ -269,7 +274,8 @@ def load_config(explicit: str | None = None, environ: Mapping[str, str] | None =
 
 
 _TOP_KEYS = ("read_only", "exec_timeout", "verify", "metrics", "namespaces", "idle", "fleet", "stuck", "health")
-_FLEET_KEYS = ("contexts", "live")
+_FLEET_KEYS = ("contexts", "live", "prometheus", "cluster_label", "cluster_contexts")
+PROMETHEUS_LABEL = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 DEFAULT_FLEET_LIVE = 8  # kube/fleet.py's MAX_LIVE (tests/test_config.py checks they agree)
 NAMESPACE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")  # a DNS-1123 label, as Kubernetes names namespaces
 _VERIFY_KEYS = ("image", "namespace", "runtime_class", "timeout", "resource", "cpu", "memory")
@@ -362,6 +368,9 @@ class FleetConfig:
 
     contexts: tuple[str, ...] = ()
     live: int = DEFAULT_FLEET_LIVE
+    prometheus: str | None = None  # an http(s):// URL: the rows from there
+    cluster_label: str = "cluster"
+    cluster_contexts: Mapping[str, str] = field(default_factory=dict)  # a cluster label's value -> its context
 
 
 def _fleet(data: Mapping[str, Any], bad: Any) -> FleetConfig:
@@ -372,7 +381,27 @@ def _fleet(data: Mapping[str, Any], bad: Any) -> FleetConfig:
     live = table.get("live", DEFAULT_FLEET_LIVE)
     if isinstance(live, bool) or not isinstance(live, int) or not 1 <= live <= 1000:
         raise bad(f"fleet.live must be a whole number from 1 to 1000, not {_shown(live)}")
-    return FleetConfig(tuple(dict.fromkeys(contexts)), live)
+    prometheus = table.get("prometheus", "")
+    try:
+        if not isinstance(prometheus, str):
+            raise ValueError(f"expected a string, not {_shown(prometheus)}")
+        fleet_prometheus_url(prometheus)
+    except ValueError as e:
+        raise bad(f"fleet.prometheus: {e}") from None
+    label = table.get("cluster_label", "cluster")
+    if not isinstance(label, str) or not PROMETHEUS_LABEL.fullmatch(label):
+        raise bad(f"fleet.cluster_label must be a Prometheus label name, not {_shown(label)}")
+    mapping = table.get("cluster_contexts", {})
+    if not isinstance(mapping, dict) or not all(isinstance(k, str) and isinstance(v, str) and v for k, v in mapping.items()):
+        raise bad(f"fleet.cluster_contexts must be a table of cluster = \"context\", not {_shown(mapping)}")
+    return FleetConfig(tuple(dict.fromkeys(contexts)), live, prometheus or None, label, dict(mapping))
+
+
+def fleet_prometheus_url(text: str) -> str:
+    """The fleet's Prometheus: an http(s):// URL (no cluster to reach a service through), or "" for none."""
+    if text == "" or text.startswith(("http://", "https://")) and len(text) > len("https://"):
+        return text
+    raise ValueError(f"expected an http(s):// URL (or \"\" for none), not {_shown(text)}")
 
 
 def _namespaces(data: Mapping[str, Any], bad: Any) -> tuple[str, ...]:

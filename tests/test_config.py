@@ -193,9 +193,16 @@ def test_the_fleet_table():
     for bad, words in (({"live": 0}, "fleet.live must be a whole number from 1 to 1000, not 0"),
                        ({"contexts": "prod-*"}, "fleet.contexts must be a list of context names or globs"),
                        ({"contexts": [" a"]}, "fleet.contexts must be a list"),
-                       ({"colour": 1}, "fleet.colour")):
+                       ({"colour": 1}, "fleet.colour"),
+                       ({"prometheus": "thanos:9090"}, "fleet.prometheus: expected an http(s):// URL"),
+                       ({"cluster_label": "the cluster"}, "fleet.cluster_label must be a Prometheus label name"),
+                       ({"cluster_contexts": {"prod": 1}}, "fleet.cluster_contexts must be a table of cluster = \"context\"")):
         with pytest.raises(ConfigError, match=re.escape(words)):
             parse_config({"fleet": bad})
+    fleet = parse_config({"fleet": {"prometheus": "https://thanos.example.com", "cluster_label": "k8s_cluster",
+                                    "cluster_contexts": {"prod-eu": "gke_acme_prod-eu"}}}).fleet
+    assert (fleet.prometheus, fleet.cluster_label, fleet.cluster_contexts) == ("https://thanos.example.com", "k8s_cluster", {"prod-eu": "gke_acme_prod-eu"})
+    assert (parse_config({}).fleet.prometheus, parse_config({}).fleet.cluster_label) == (None, "cluster")
 
 
 def test_exec_timeout_is_read(tmp_path):

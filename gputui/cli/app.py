@@ -8,12 +8,13 @@ client's import, happen in the app, after its first frame.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
-from gputui.cli.arguments import fleet_contexts, read_dump
+from gputui.cli.arguments import fleet_contexts, fleet_prometheus, read_dump
 from gputui.config import ConfigError, load_config
 from gputui.kube.config import ConnectError, impersonation_flags, resolve
 
@@ -47,13 +48,15 @@ def run(args: argparse.Namespace) -> int:
             return 2
     verify = verify_settings(config, args.read_only)
     if not args.demo:
+        prometheus = fleet_prometheus(args, config.fleet.prometheus)
         try:
-            fleet = fleet_contexts(args, config.fleet.contexts)
+            fleet = fleet_contexts(args, config.fleet.contexts, prometheus=prometheus is not None)
         except ConnectError as error:
             print(f"gputui: {error}", file=sys.stderr)
             return 2
         return _run_app(make_app(args.kubeconfig, args.context, args.resource, verify=verify, metrics=config.model_options(),
                                  idle=config.idle.settings(args.prometheus, args.history), fleet=fleet, max_live=config.fleet.live,
+                                 fleet_prometheus=dataclasses.replace(config.fleet, prometheus=prometheus) if prometheus else None,
                                  namespaces=args.namespaces, fallback_namespaces=config.namespaces,
                                  impersonate=impersonation_flags(args)), args.debug)
     from gputui.ui.demo import BackgroundCluster  # noqa: PLC0415

@@ -60,7 +60,7 @@ def add_namespace_arg(parser: argparse.ArgumentParser, *, subcommand: bool = Fal
     )
 
 
-SUBCOMMAND_DEFAULTS = {"all_contexts": False, "contexts": None, "dump": None}  # of the flags below, for a subcommand's copy
+SUBCOMMAND_DEFAULTS = {"all_contexts": False, "contexts": None, "fleet_prometheus": None, "dump": None}  # of the flags below, for a subcommand's copy
 
 
 def add_fleet_args(parser: argparse.ArgumentParser, *, subcommand: bool = False) -> None:
@@ -70,6 +70,25 @@ def add_fleet_args(parser: argparse.ArgumentParser, *, subcommand: bool = False)
                         help="every context of the kubeconfig, as a fleet")
     parser.add_argument("--contexts", metavar="A,B,...", default=argparse.SUPPRESS if subcommand else None,
                         help="these contexts as a fleet (names or globs such as 'prod-*')")
+    parser.add_argument("--fleet-prometheus", metavar="URL", type=_fleet_prometheus_url, default=argparse.SUPPRESS if subcommand else None,
+                        help="the fleet's rows from this Prometheus (an http(s):// URL holding every cluster's kube-state-metrics "
+                             "and DCGM series, each with its cluster label), not from watches; \"\" for none "
+                             "(default: the config file's [fleet] prometheus)")
+
+
+def _fleet_prometheus_url(text: str) -> str:
+    from gputui.config import fleet_prometheus_url  # noqa: PLC0415
+
+    try:
+        return fleet_prometheus_url(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def fleet_prometheus(args: argparse.Namespace, configured: str | None) -> str | None:
+    """The fleet's Prometheus: --fleet-prometheus where given ("" for none), else the config file's."""
+    given = getattr(args, "fleet_prometheus", None)
+    return configured if given is None else given or None
 
 
 def with_subcommand_defaults(args: argparse.Namespace) -> argparse.Namespace:
@@ -83,9 +102,10 @@ def with_subcommand_defaults(args: argparse.Namespace) -> argparse.Namespace:
     return with_connection_defaults(args)
 
 
-def fleet_contexts(args: argparse.Namespace, configured: list[str] | tuple[str, ...] = ()) -> list[str] | None:
+def fleet_contexts(args: argparse.Namespace, configured: list[str] | tuple[str, ...] = (), prometheus: bool = False) -> list[str] | None:
     """The contexts to open as a fleet, in kubeconfig order: --all-contexts, --contexts, else the
-    config file's `fleet` list unless --context picks one cluster; None: one cluster.
+    config file's `fleet` list unless --context picks one cluster; None: one cluster. With a fleet's
+    Prometheus (`prometheus`) and no --context, a fleet whatever is given: every context, to open its clusters.
     ConnectError (gputui.kube.config) for an unreadable kubeconfig, a name it lacks or a clash of flags."""
     from gputui.kube.config import ConnectError, context_names  # noqa: PLC0415
     from gputui.kube.fleet import FleetError, choose_contexts  # noqa: PLC0415
@@ -99,6 +119,8 @@ def fleet_contexts(args: argparse.Namespace, configured: list[str] | tuple[str, 
         raise ConnectError("--context picks one cluster; --contexts and --all-contexts a fleet: give one of them")
     if wanted is None and configured and not args.context:
         wanted = list(configured)
+    if wanted is None and prometheus and not args.context:
+        return context_names(args.kubeconfig)
     if wanted is None:
         return None
     try:

@@ -18,6 +18,7 @@ from gputui.cli.arguments import (
     add_fleet_args,
     add_namespace_arg,
     fleet_contexts,
+    fleet_prometheus,
     plugins_end_with_us,
     read_dump,
     whole_number,
@@ -94,11 +95,14 @@ def _run(args: argparse.Namespace) -> int:
         return run_usage(args, config)
     if args.dump:
         return run_dump(args, config)
+    prometheus = fleet_prometheus(args, config.fleet.prometheus)
     try:
-        fleet = fleet_contexts(args, config.fleet.contexts)
+        fleet = fleet_contexts(args, config.fleet.contexts, prometheus=prometheus is not None)
     except ConnectError as exc:
         print(f"gputui report: {exc}", file=sys.stderr)
         return 2
+    if fleet is not None and prometheus is not None:
+        return run_prometheus_fleet(args, config, prometheus, fleet)
     if fleet is not None:
         return run_fleet(args, config, fleet)
     from gputui.report.contract import collect  # noqa: PLC0415  (the model loads once the flags are good)
@@ -179,6 +183,21 @@ def run_dump(args: argparse.Namespace, config: Any) -> int:
         print(f"gputui report: {dump.context}: {exc}", file=sys.stderr)
         return 2
     return write_report(args.output, data, created)
+
+
+def run_prometheus_fleet(args: argparse.Namespace, config: Any, url: str, contexts: list[str]) -> int:
+    """Every cluster's row from the fleet's Prometheus; exit 2 when it does not answer."""
+    from gputui.kube.fleet_prometheus import FleetQueries  # noqa: PLC0415
+    from gputui.report.fleet_prometheus import collect_prometheus_fleet, prometheus_fleet_exit, write_prometheus_fleet  # noqa: PLC0415
+
+    queries = FleetQueries(config.fleet.cluster_label, frozenset(args.resource))
+    fleet = asyncio.run(collect_prometheus_fleet(url, queries, contexts, config.fleet.cluster_contexts))
+    if fleet["error"]:
+        print(f"gputui report: {fleet['error']}", file=sys.stderr)
+        return 2
+    with writing_stdout():
+        write_prometheus_fleet(fleet, sys.stdout, args.output)
+    return prometheus_fleet_exit(fleet)
 
 
 def run_fleet(args: argparse.Namespace, config: Any, contexts: list[str]) -> int:

@@ -12,6 +12,11 @@ At most `max_live` clusters are watched; the others are summarised from a fresh 
 `summary_interval` seconds, and viewing one makes it live in place of the least recently viewed.
 One cluster that is unreachable, slow or refuses the credentials has its own state and never
 holds the others back.
+
+With a Prometheus that holds every cluster's series (`prometheus=`, kube/fleet_prometheus.py), the
+rows are its clusters', refreshed every 30 s, and nothing is watched until a cluster is viewed: its
+kubeconfig context (`cluster_contexts`, else the same name) is then watched live, its row from the
+watch once known, and stays watched (at most `max_live`; beyond, the least recently viewed stops).
 """
 from __future__ import annotations
 
@@ -20,13 +25,16 @@ import fnmatch
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Mapping
 
 from . import gpu, verdicts
 from .config import ConnectError, Connection, Forbidden, Unauthorized, check
 from .model import NODES, PODS, ClusterModel
 from .watch import LIVE as WATCH_LIVE
 from .watches import namespaces_to_try, scope_lines
+
+if TYPE_CHECKING:
+    from .fleet_prometheus import PrometheusFleet
 
 log = logging.getLogger(__name__)
 
@@ -274,9 +282,12 @@ class Fleet:
         summary_interval: float = SUMMARY_INTERVAL, resources: gpu.GpuResources | None = None,
         model_options: dict[str, Any] | None = None, clock: Callable[[], float] = time.time,
         namespaces: Iterable[str] = (), configured_namespaces: Iterable[str] = (),
+        prometheus: PrometheusFleet | None = None, cluster_contexts: Mapping[str, str] | None = None,
     ) -> None:
         """namespaces (-n) and configured_namespaces (the config file's): where each cluster's pods are
-        read when they cannot be listed cluster-wide, with its context's namespace, as for one cluster."""
+        read when they cannot be listed cluster-wide, with its context's namespace, as for one cluster.
+        prometheus: the rows from there, `contexts` only opened when viewed; cluster_contexts: a cluster
+        label's value -> its context, where the names differ."""
         self.connector = connector
         self.namespaces = tuple(namespaces)
         self.configured_namespaces = tuple(configured_namespaces)
@@ -286,29 +297,67 @@ class Fleet:
         self.model_options = model_options or {}
         self.clock = clock
         self.dirty: set[str] = set()
-        names = list(dict.fromkeys(contexts))
-        self.members = {name: Member(self, name, live=i < self.max_live) for i, name in enumerate(names)}
+        self.prometheus = prometheus
+        self.cluster_contexts = dict(cluster_contexts or {})
+        self._contexts = list(dict.fromkeys(contexts))
+        self.members = {} if prometheus else {name: Member(self, name, live=i < self.max_live) for i, name in enumerate(self._contexts)}
+        self._poll: asyncio.Task | None = None
 
     @property
     def contexts(self) -> list[str]:
-        return list(self.members)
+        return list(self._contexts)
+
+    def context_for(self, key: str) -> str | None:
+        """The kubeconfig context a row opens (its cluster's, from Prometheus), None when there is none."""
+        if self.prometheus is None:
+            return key if key in self.members else None
+        context = self.cluster_contexts.get(key, key)
+        return context if context in self._contexts else None
+
+    def has(self, context: str | None) -> bool:
+        """Whether the fleet watches (or would, once viewed) this context."""
+        return context is not None and context in self.members or (self.prometheus is not None and context in self._contexts)
 
     def model_of(self, conn: Connection) -> ClusterModel:
         return ClusterModel(conn.api, resources=self.resources,
                             namespaces=namespaces_to_try(self.namespaces, conn.namespace, self.configured_namespaces), **self.model_options)
 
     async def start(self) -> None:
+        if self.prometheus is not None:
+            self._poll = asyncio.get_running_loop().create_task(self.prometheus.run(), name="gputui-fleet-prometheus")
         for member in self.members.values():
             member.start()
 
     async def stop(self) -> None:
+        if self._poll is not None:
+            self._poll.cancel()
+            await asyncio.gather(self._poll, return_exceptions=True)
+            self._poll = None
         await asyncio.gather(*(member.stop() for member in self.members.values()))
+        if self.prometheus is not None:
+            await self.prometheus.close()
 
-    def row(self, context: str) -> ClusterRow:
-        return self.members[context].current()
+    def row(self, key: str) -> ClusterRow:
+        """A row by its key: a context, or with Prometheus a cluster label's value."""
+        if self.prometheus is None:
+            return self.members[key].current()
+        return next(row for row in self.rows() if row.context == key)
 
     def rows(self) -> list[ClusterRow]:
-        return [member.current() for member in self.members.values()]
+        """Every row: Prometheus' clusters (a viewed one's from its watch once known), then the contexts
+        viewed that Prometheus does not know."""
+        if self.prometheus is None:
+            return [member.current() for member in self.members.values()]
+        out, shown = [], set()
+        for key, row in self.prometheus.rows.items():
+            member = self.members.get(self.cluster_contexts.get(key, key))
+            watched = member.current() if member is not None else None
+            if member is not None and watched is not None and watched.known:
+                shown.add(member.context)
+                row = ClusterRow(**{**watched.__dict__, "context": key})
+            out.append(row)
+        out += [member.current() for context, member in self.members.items() if context not in shown and context not in self.prometheus.rows]
+        return out
 
     def take_dirty(self) -> set[str]:
         dirty, self.dirty = self.dirty, set()
@@ -320,7 +369,9 @@ class Fleet:
     async def view(self, context: str, timeout: float | None = None) -> tuple[Connection, ClusterModel] | None:
         """Make the cluster live (the least recently viewed live one is summarised instead when the
         cap is reached) and return its connection and model once connected; None on timeout."""
-        member = self.members[context]
+        member = self.members.get(context)
+        if member is None:  # with Prometheus: watched from its first view on
+            member = self.members[context] = Member(self, context, live=False)
         member.viewed = time.monotonic()
         if not member.live:
             live = [m for m in self.members.values() if m.live]
@@ -336,5 +387,8 @@ class Fleet:
 
     async def _switch(self, member: Member, live: bool) -> None:
         await member.stop()
+        if not live and self.prometheus is not None:
+            del self.members[member.context]  # its row from Prometheus again
+            return
         member.live = live
         member.start()

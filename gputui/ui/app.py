@@ -228,7 +228,7 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, HealthActions, Coalesc
     async def _connect(self) -> None:
         switching = self.model is not None
         await self._disconnect()
-        if self.fleet is not None and self.context in self.fleet.members:
+        if self.fleet is not None and self.context is not None and self.fleet.has(self.context):
             self._main("#header", ClusterHeader).update(Text(f"opening {clean(self.context or '', 80)}…", style="dim"))
             viewed = await self.fleet.view(self.context)
             assert viewed is not None  # no timeout: it waits
@@ -288,7 +288,7 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, HealthActions, Coalesc
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
-        if self.fleet is not None and self.conn is not None and self.conn.context in self.fleet.members:
+        if self.fleet is not None and self.conn is not None and self.fleet.has(self.conn.context):
             self.model = self.conn = None  # the fleet's: it keeps watching the cluster
             return
         if self.model is not None:

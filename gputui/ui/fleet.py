@@ -3,7 +3,8 @@
 It renders `gputui.kube.fleet` and never fetches: once a second it takes the rows whose
 cluster changed (the fleet coalesces watch events per cluster) and the rows whose words
 age (`retry in 8 s`, `2m ago`), and updates only the cells that changed.
-`enter` opens the cluster's main screen; `esc` there comes back.
+`enter` opens the cluster's main screen; `esc` there comes back. Rows from Prometheus say so, and
+how old their data is (`from Prometheus, 40s old`); the line under the table says what they lack.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from textual.widgets import DataTable, Footer, Input, Static
 
 from gputui.kube import duration
 from gputui.kube import fleet as f
+from gputui.kube.fleet_prometheus import PrometheusFleet
 from gputui.kube.gpu import GPU, Problem, Usage
 from gputui.sanitize import clean
 
@@ -70,13 +72,22 @@ def state_cell(row: f.ClusterRow, now: float, wall: float, short: bool = False) 
         return Text(row.state + ("" if short else retry(row, now, ", retry")), style=render.BAD_STYLE, end="")
     if row.state == f.SUMMARY and row.updated is not None:
         return Text(f"summary {duration.age(row.updated, wall)}" + ("" if short else " ago"), end="")
+    if row.state == f.PROMETHEUS and row.updated is not None:
+        age = duration.age(row.updated, wall)
+        return Text(f"prom {age}" if short else f"from Prometheus, {age} old", end="")
     return Text(row.state, style=state_style(row.state), end="")
 
 
-def detail_line(row: f.ClusterRow | None, now: float) -> Text:
+def detail_line(row: f.ClusterRow | None, now: float, wall: float | None = None) -> Text:
     """The cursor row's state in full: `lab: unreachable: cannot reach https://…: connection refused, retry in 8 s`."""
     if row is None:
         return Text("", end="")
+    if row.state == f.PROMETHEUS:
+        words = f"{row.context}: from Prometheus" + (f", {duration.age(row.updated, wall or time.time())} old" if row.updated else "")
+        if row.worst is not None:
+            word, _ = render.verdict_word(Problem(row.worst[0], "", row.worst_subject))
+            words += f" · worst: {word} on {row.worst[1]}"
+        return Text(clean(words + f" · not known from there: {', '.join(row.without)}", 400), end="")
     if row.partial and row.state not in f.TROUBLE:
         return Text(clean(f"{row.context}: {row.partial}: allocated and free unknown", 400), style=render.WARN_STYLE, end="")
     if row.state in f.TROUBLE or row.detail:
@@ -138,7 +149,7 @@ def row_cells(row: f.ClusterRow, columns: list[Column], now: float, wall: float)
     else:
         wait = f" {duration.age(wall - row.longest_wait, wall)}" if row.longest_wait is not None else ""
         values["pending"] = Text(f"{row.pending}{wait}", style=render.WARN_STYLE, end="")
-    stack = "…" if row.stack is None else " ".join(STACK_WORDS.get(word, word.strip("()")) for word in row.stack.split())
+    stack = ("?" if row.state == f.PROMETHEUS else "…") if row.stack is None else " ".join(STACK_WORDS.get(word, word.strip("()")) for word in row.stack.split())
     policy_bad = row.policy is not None and row.policy != "ready"
     if policy_bad:
         stack = f"✗ {clean(row.policy or '', 20)}"  # the ClusterPolicy's state (notReady): only the operator has one
@@ -166,7 +177,7 @@ def sort_key(sort: str) -> Callable[[f.ClusterRow], Any]:
     return keys[sort]
 
 
-def fleet_line(rows: list[f.ClusterRow], width: int) -> Text:
+def fleet_line(rows: list[f.ClusterRow], width: int, source: PrometheusFleet | None = None) -> Text:
     """The fleet's GPUs added up by resource and by model, over the clusters whose figures are known."""
     known = [row for row in rows if row.totals is not None]
     by_resource: dict[str, Usage] = {}
@@ -179,6 +190,13 @@ def fleet_line(rows: list[f.ClusterRow], width: int) -> Text:
     out = Text(f"fleet · {len(rows)} clusters", style="bold", end="")
     if len(known) < len(rows):
         out.append(f" ({len(rows) - len(known)} not counted: not read yet or unreachable)", style=render.WARN_STYLE)
+    if source is not None:
+        if source.error:
+            out.append(f" · Prometheus: {clean(source.error, 200)}, next try in {round(source.interval)} s", style=render.WARN_STYLE)
+        elif source.asked is None:
+            out.append(f" · asking Prometheus {clean(source.where, 80)}…", style=render.DIM_STYLE)
+        else:
+            out.append(f" · from Prometheus {clean(source.where, 80)} every {round(source.interval)} s", style=render.DIM_STYLE)
     parts = [Text(f"{render.short_resource(name)} {u.allocated}/{u.allocatable} ({u.free} free)", end="")
              for name, u in by_resource.items()]
     parts += [Text(f"{clean(product.removeprefix('NVIDIA-'), 40)} {u.allocated}/{u.allocatable}", style=render.DIM_STYLE, end="")
@@ -204,6 +222,7 @@ class FleetScreen(Screen[None]):
         self._columns: list[Column] = []
         self._cells: dict[str, Cells] = {}
         self._order: list[str] = []
+        self._rows: dict[str, f.ClusterRow] = {}
 
     @property
     def table(self) -> KeyedTable:
@@ -241,13 +260,12 @@ class FleetScreen(Screen[None]):
 
     def refresh_rows(self) -> None:
         fleet = self.fleet
-        dirty = fleet.take_dirty()
+        fleet.take_dirty()  # every row is taken: a watched cluster's is its last figures, a Prometheus one's as kept
         now, wall = time.monotonic(), fleet.clock()
-        rows = []
+        rows = fleet.rows()
         changed: dict[str, Cells] = {}
-        for context, member in fleet.members.items():
-            row = member.current() if context in dirty or not self._cells else member.row
-            rows.append(row)
+        for row in rows:
+            context = row.context
             cells = row_cells(row, self._columns, now, wall)
             if [c.plain for c in cells] != [c.plain for c in self._cells.get(context, ())]:
                 changed[context] = cells
@@ -259,14 +277,15 @@ class FleetScreen(Screen[None]):
             self.table.show([(context, self._cells[context]) for context in order])
         elif changed:
             self.table.update_rows(changed)
-        self.query_one("#fleet-summary", Static).update(fleet_line(rows, self.app.size.width))
+        self.query_one("#fleet-summary", Static).update(fleet_line(rows, self.app.size.width, fleet.prometheus))
+        self._rows = {row.context: row for row in rows}
         self._show_detail()
         self.sub_title = f"order: {self.sort}" + (f" · filter: {clean(self.table.filter_text, 40)}" if self.table.filter_text else "")
 
     def _show_detail(self) -> None:
         key = self.table.cursor_key
-        row = self.fleet.members[key].row if key in self.fleet.members else None
-        self.query_one("#fleet-detail", Static).update(detail_line(row, time.monotonic()))
+        row = self._rows.get(key) if key is not None else None
+        self.query_one("#fleet-detail", Static).update(detail_line(row, time.monotonic(), self.fleet.clock()))
 
     @on(DataTable.RowHighlighted, "#fleet-table")
     def _highlighted(self) -> None:
@@ -278,8 +297,14 @@ class FleetScreen(Screen[None]):
 
     def action_open(self) -> None:
         key = self.table.cursor_key
-        if key is not None:
-            self.open_cluster(key)
+        if key is None:
+            return
+        context = self.fleet.context_for(key)
+        if context is None:
+            self.notify(clean(f"{key} is no kubeconfig context: name its context in the config file's [fleet.cluster_contexts]", 300),
+                        severity="warning", markup=False)
+            return
+        self.open_cluster(context)
 
     def action_sort(self) -> None:
         self.sort = SORTS[(SORTS.index(self.sort) + 1) % len(SORTS)]

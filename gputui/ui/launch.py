@@ -37,6 +37,7 @@ def make_app(
     metrics: dict[str, Any] | None = None,
     fleet: list[str] | None = None,
     max_live: int | None = None,
+    fleet_prometheus: Any = None,
     namespaces: list[str] | tuple[str, ...] = (),
     fallback_namespaces: list[str] | tuple[str, ...] = (),
     idle: Any = None,
@@ -47,6 +48,7 @@ def make_app(
     verify: the verification pods' settings (`verify_settings`); None: the defaults.
     metrics: the model's options from the config file (`Config.model_options()`: [metrics], [stuck], [health]); None: the defaults.
     fleet: contexts to open as a fleet (the Fleet screen first); max_live: how many of them are watched.
+    fleet_prometheus: the fleet's rows from there (the config's `FleetConfig`, its `prometheus` set); `fleet` then opens its clusters.
     namespaces: -n (the GPU pods shown; where to read pods when forbidden cluster-wide, else the context's
     namespace and then fallback_namespaces, the config file's).
     idle: the idle GPUs' settings (`IdleConfig.settings()`); None: no Prometheus, samples in memory.
@@ -77,10 +79,17 @@ def make_app(
     resources = GpuResources(frozenset(extra_resources))
     if namespaces or fallback_namespaces:
         options.update(namespaces=tuple(namespaces), fallback_namespaces=tuple(fallback_namespaces))
-    if fleet:
+    if fleet or (fleet is not None and fleet_prometheus is not None):
         from gputui.kube.fleet import MAX_LIVE, Fleet  # noqa: PLC0415
 
         fleet_options: dict[str, Any] = {} if clock is None else {"clock": clock}
+        if fleet_prometheus is not None:
+            from gputui.kube.fleet_prometheus import FleetQueries, PrometheusFleet  # noqa: PLC0415
+            from gputui.kube.prometheus import Prometheus  # noqa: PLC0415
+
+            queries = FleetQueries(fleet_prometheus.cluster_label, frozenset(extra_resources))
+            source = PrometheusFleet(Prometheus(fleet_prometheus.prometheus), queries, **fleet_options)
+            fleet_options.update(prometheus=source, cluster_contexts=fleet_prometheus.cluster_contexts)
         options["fleet"] = Fleet(fleet, connector, max_live=max_live or MAX_LIVE, resources=resources, model_options=metrics,
                                  namespaces=namespaces, configured_namespaces=fallback_namespaces, **fleet_options)
     return GpuTuiApp(

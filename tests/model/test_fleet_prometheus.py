@@ -12,6 +12,7 @@ monitor's condition, a taint on neither but a GPU pod pending on each side."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 
 import pytest
@@ -86,12 +87,13 @@ async def topology(tmp_path_factory):
             await server.until(lambda: {s["metric"].get("cluster") for s in server.ask("kube_node_info")} == {"alpha", "beta"}
                                and len(server.ask("DCGM_FI_DEV_XID_ERRORS")) > 0, "both clusters federated")
             path = tmp / "kubeconfig"
-            path.write_text(yaml.safe_dump(merged_kubeconfig({name: kubeconfig_for(sim.url) for name, sim in sims.items()})))
+            contexts = {name: kubeconfig_for(sim.url) for name, sim in sims.items()}
+            path.write_text(yaml.safe_dump(merged_kubeconfig({**contexts, "ctx-alpha": contexts["alpha"]})))
             yield Topology(sims, server, str(path))
 
 
 async def live_rows(topology: Topology) -> dict[str, f.ClusterRow]:
-    fleet = f.Fleet(list(topology.sims), lambda context: connect(topology.kubeconfig, context))
+    fleet = f.Fleet(["alpha", "beta"], lambda context: connect(topology.kubeconfig, context))
     await fleet.start()
     try:
         return await until(lambda: all(r.known and r.unknown_nodes == 0 for r in fleet.rows()) and {r.context: r for r in fleet.rows()},
@@ -156,6 +158,67 @@ async def test_an_unreachable_prometheus_keeps_the_rows_and_says_why(topology):
         assert fleet.rows == before and fleet.error is not None and "refused" in fleet.error
     finally:
         await fleet.close()
+
+
+async def test_the_fleet_rows_from_prometheus_and_a_cluster_opened_live(topology):
+    source = PrometheusFleet(Prometheus(topology.server.url), FleetQueries(), interval=0.5)
+    fleet = f.Fleet(["ctx-alpha", "beta"], lambda context: connect(topology.kubeconfig, context), prometheus=source,
+                    cluster_contexts={"alpha": "ctx-alpha"})
+    await fleet.start()
+    try:
+        rows = await until(lambda: len(fleet.rows()) == 2 and fleet.rows(), what="Prometheus' rows")
+        assert [(r.context, r.state) for r in rows] == [("alpha", f.PROMETHEUS), ("beta", f.PROMETHEUS)] and not fleet.members
+        assert (fleet.context_for("alpha"), fleet.context_for("beta"), fleet.context_for("gamma")) == ("ctx-alpha", "beta", None)
+        viewed = await fleet.view("ctx-alpha", timeout=10)
+        assert viewed is not None and list(fleet.members) == ["ctx-alpha"]
+        alpha = await until(lambda: fleet.row("alpha").state == f.LIVE and fleet.row("alpha"), what="alpha from its watch")
+        assert alpha.totals == rows[0].totals and fleet.row("beta").state == f.PROMETHEUS
+    finally:
+        await fleet.stop()
+
+
+async def test_the_report_from_prometheus(topology, tmp_path):
+    from tests.model.test_report import report_of
+
+    rc, out, err = await report_of("--kubeconfig", topology.kubeconfig, "--all-contexts", "--fleet-prometheus", topology.server.url, "-o", "json")
+    assert rc == 1, err  # both have a problem
+    data = json.loads(out)
+    assert [(c["cluster"], c["context"], c["worst"]["code"]) for c in data["clusters"]] == [("alpha", "alpha", "xid-errors"), ("beta", "beta", "not-ready")]
+    gpus = [c["gpu"]["nvidia.com/gpu"] for c in data["clusters"]]
+    assert data["totals"]["gpu"]["nvidia.com/gpu"] == {k: gpus[0][k] + gpus[1][k] for k in gpus[0]} and gpus[1]["capacity"] == 8
+    assert data["clusters"][1]["pending"] == 1 and data["clusters"][1]["longest_wait_s"] > 0
+    rc, out, err = await report_of("--kubeconfig", topology.kubeconfig, "--fleet-prometheus", topology.server.url)
+    assert rc == 1 and out.startswith(f"fleet: 2 clusters from Prometheus {topology.server.url} (label cluster)"), out + err
+    assert "not known from Prometheus' series: device plugin pods" in out
+    rc, out, err = await report_of("--kubeconfig", topology.kubeconfig, "--fleet-prometheus", "http://127.0.0.1:1")
+    assert (rc, out) == (2, "") and err.startswith("gputui report: Prometheus http://127.0.0.1:1: ") and "refused" in err
+    rc, out, err = await report_of("--kubeconfig", topology.kubeconfig, "--fleet-prometheus", "thanos:9090")
+    assert rc == 2 and err.strip().splitlines()[-1].endswith("--fleet-prometheus: expected an http(s):// URL (or \"\" for none), not 'thanos:9090'")
+
+
+async def test_the_fleet_screen_from_prometheus(topology, tmp_path):
+    from gputui.config import FleetConfig
+    from gputui.ui.fleet import FleetScreen
+    from gputui.ui.launch import make_app
+    from tests.ui.ui_helpers import screen_text, wait_for
+
+    app = make_app(topology.kubeconfig, fleet=["alpha", "beta"], fleet_prometheus=FleetConfig(prometheus=topology.server.url))
+    async with app.run_test(size=(120, 30)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen) and len(app.screen.table.shown_keys) == 2, what="two rows")
+        text = screen_text(app)
+        assert f"from Prometheus {topology.server.url} every 30 s" in text
+        row = " ".join(cell.plain for cell in app.screen.table.get_row("beta"))
+        assert row.startswith("beta") and "from Prometheus, " in row and " old" in row and "4/8" not in row and "3/8" in row
+        assert "✗ 2/2 not ready b-1" in row
+        app.screen.table.move_cursor(row=app.screen.table.row_index("beta"))
+        await wait_for(pilot, lambda: "beta: from Prometheus, " in screen_text(app) and "not known from there: device plugin pods" in screen_text(app),
+                       what="what the row lacks, under the table")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: not isinstance(app.screen, FleetScreen) and app.context == "beta" and app.nodes_table.row_count == 2,
+                       what="beta's nodes, live")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen) and " live " in " ".join(
+            cell.plain for cell in app.screen.table.get_row("beta")), what="beta's row from its watch")
 
 
 async def test_resource_names_back_from_kube_state_metrics():
