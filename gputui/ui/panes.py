@@ -19,6 +19,7 @@ from gputui.kube.gpu import GPU, GpuPod, NodeSummary
 from gputui.sanitize import clean
 
 from . import render
+from .names import Differ
 from .table import Cell, Column, fit
 
 Widths = Mapping[str, int]
@@ -205,8 +206,10 @@ def gpus_cell(entry: GpuPod, narrow: bool) -> Text:
     return cell
 
 
-def pod_row(entry: GpuPod, age_text: str, narrow: bool, w: Widths | None = None, note: Text | None = None) -> tuple[Text, ...]:
-    """note: what a bound pod's REASON cell says instead (its GPUs' use, ui/idle.py)."""
+def pod_row(entry: GpuPod, age_text: str, narrow: bool, w: Widths | None = None, note: Text | None = None,
+            differ: Differ | None = None) -> tuple[Text, ...]:
+    """note: what a bound pod's REASON cell says instead (its GPUs' use, ui/idle.py); differ: what its
+    name's cut must keep to read unlike another row's (ui/names.py)."""
     w = w or widths(pod_columns(narrow))
     pod = entry.pod
     node = cut(pod.node, w["node"]) if pod.node else fit("<none>", w["node"], render.DIM_STYLE)
@@ -214,7 +217,7 @@ def pod_row(entry: GpuPod, age_text: str, narrow: bool, w: Widths | None = None,
         reason = clip(note, w["reason"])
     else:
         reason = clip(render.reason(entry, limit=max(60, w["reason"])), w["reason"], clean(entry.reason or "", 2000))
-    name = clip(render.pod_name(pod, w["pod"]), w["pod"], f"{clean(pod.namespace, 63)}/{clean(pod.name, 253)}")
+    name = clip(render.pod_name(pod, w["pod"], differ), w["pod"], f"{clean(pod.namespace, 63)}/{clean(pod.name, 253)}")
     status = clip(render.pod_status(pod), w["status"])
     age_cell = fit(age_text, w["age"])
     if narrow:

@@ -30,6 +30,7 @@ from gputui.kube.watches import scope_lines
 from . import render
 from .panes import node_row, pod_row
 from gputui.sanitize import clean
+from .names import DistinctNames
 from .table import KeyedTable, RowCache
 from .widgets import ClusterHeader, Pane
 
@@ -105,6 +106,8 @@ class CoalescedRefresh(_AppBase):
         self.refreshes = 0  # coalesced refreshes done (tests and the benchmark read it)
         self._node_cells: RowCache[str] = RowCache(node_row)  # a row built again when node_row's inputs differ
         self._pod_cells: RowCache[tuple[str, str]] = RowCache(pod_row)
+        self._pod_names = DistinctNames()  # where pod names are cut so that no two rows read alike
+        self._new_names: list[tuple[str, str]] = []  # rows added since _pod_names last heard
         # GPU pods shown or showable: key -> (GpuPod, pod_row's inputs, cells); None in
         # _stale_pods means every pod must be looked at again.
         self._pod_view: dict[tuple[str, str], tuple[gpu.GpuPod, tuple, tuple]] = {}
@@ -380,6 +383,7 @@ class CoalescedRefresh(_AppBase):
         if stale is None:
             view.clear()
             self._pod_cells.clear()
+            self._pod_names = DistinctNames(self.pod_widths["pod"])
             self._pending_rows.clear()
             stale = set(records)
             self._pods_filling = True
@@ -390,6 +394,7 @@ class CoalescedRefresh(_AppBase):
             self._fit_seen = (model.summary_generation, fits)
         narrow = bool(self._narrow)
         changed: dict[tuple[str, str], tuple] = {}
+        gone: list[tuple[str, str]] = []
         deadline = time.perf_counter() + (FILL_SECONDS if self._pods_filling else POD_ROWS_SECONDS)
         ordered = self._visible_first(stale)
         for n, key in enumerate(ordered):
@@ -406,6 +411,7 @@ class CoalescedRefresh(_AppBase):
                 self._pod_cells.forget(key)
                 if shown is not None:
                     del view[key]
+                    gone.append(key)
                     regroup = True
                 continue
             if entry.pod.node is None:
@@ -414,13 +420,21 @@ class CoalescedRefresh(_AppBase):
                 self._pending_rows.discard(key)
             if shown is None or shown[0].pod.node != entry.pod.node or waiting(shown[0]) != waiting(entry):
                 regroup = True  # a new row, or one that moves in or out of a node's view or of the waiting rows
-            inputs = (entry, render.age(entry.pod.created, now), narrow, self.pod_widths, self.bad_gpu_note(entry) or self.idle_note(entry))
+            if shown is None:
+                self._new_names.append(key)
+            inputs = (entry, render.age(entry.pod.created, now), narrow, self.pod_widths, self.bad_gpu_note(entry) or self.idle_note(entry),
+                      self._pod_names.differ_at.get(key))
             cells = self._pod_cells.cells(key, *inputs)
             if shown is None or cells is not shown[2]:
                 changed[key] = cells
             view[key] = (entry, inputs, cells)
         else:
             self._pods_filling = False
+        recut = self._pod_names.update(self._new_names, gone)  # rows that now read alike, or no longer: cut again
+        self._new_names = []
+        if recut:
+            self._stale_pods.update(key for key in recut if key in view)
+            self._request("pods")
         node = None if self.pods_all_nodes else self.selected_node
         scope = (self.pods_all_nodes, node, self.namespaces)
         if regroup or scope != self._pods_scope:

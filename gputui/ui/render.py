@@ -19,6 +19,7 @@ from gputui.kube.verdicts import NODE_VERDICTS, PROBLEM, WARNING, Verdict, verdi
 from gputui.kube.watch import ABSENT, LIVE, SYNCING, ResourceState
 
 from gputui.sanitize import clean
+from gputui.ui.names import Differ, cut_name, safe_parts
 
 DIM_STYLE = "dim"
 _BAR_BLOCKS = " ▏▎▍▌▋▊▉█"
@@ -297,19 +298,12 @@ def reason(gpu_pod: GpuPod, limit: int = 60) -> Text:
     return text(gpu_pod.reason, style=PALETTE.warn, limit=limit)
 
 
-def pod_name(pod: Pod, width: int | None = None) -> Text:
-    """`namespace/name`; when wider than `width`, the middle gives way (a name's tail tells pods apart)."""
-    namespace, name = clean(pod.namespace, 63), clean(pod.name, 253)
-    if width is not None and len(namespace) + 1 + len(name) > width:
-        room = width - len(namespace) - 2
-        if room < 8:  # a long namespace gives way too
-            namespace = namespace[: max(1, width // 3 - 1)] + "…"
-            room = width - len(namespace) - 2
-        head = room // 2
-        name = name[:head] + "…" + name[len(name) - (room - head) :]
+def pod_name(pod: Pod, width: int | None = None, differ: Differ | None = None) -> Text:
+    """`namespace/name`; when wider than `width`, the middle gives way (ui/names.py: a name's ends tell
+    pods apart, and `differ` keeps where it differs from a name that would read the same)."""
+    namespace, rest = cut_name(*safe_parts(pod.namespace, pod.name), width or 1 << 20, differ)
     out = Text(namespace, style=DIM_STYLE, end="")
-    out.append("/")
-    out.append(name)
+    out.append(rest)
     return out
 
 
