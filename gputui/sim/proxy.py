@@ -8,7 +8,9 @@ names dcgm-exporter, on the port of its DCGM_EXPORTER_LISTEN, default 9400);
 their `/metrics` is `dcgm.exposition` for the node the pod runs on, the pods
 bound there and the current time.  Like the real API server:
 
-- a pod needs a port; without one the proxy dials port 80, where nothing listens;
+- a pod's port is given by number; without one the proxy dials the first port a container declares
+  (`ports[0].containerPort` of the first container that has any, as kube-apiserver's pod ResourceLocation),
+  else port 80; a pod with no IP yet: 400 "address not allowed";
 - a service port is given by name (`:gpu-metrics`) or number (`:9400`); without
   one only an unnamed service port matches; endpoints are the ready pods the
   selector matches, taken in turn (round robin, where the real server picks at
@@ -55,13 +57,13 @@ class ProxyError(Exception):
         self.code, self.reason, self.message = code, reason, message
 
 
-def split_name_port(ident: str) -> tuple[str, str]:
+def split_name_port(ident: str, kind: str = "pod") -> tuple[str, str]:
     """`[scheme:]name[:port]` → (name, port); a malformed one is the client's error (400)."""
     parts = ident.split(":")
     if len(parts) == 3 and parts[0] in ("http", "https"):
         parts = parts[1:]
     if len(parts) > 2 or not parts[0]:
-        raise ProxyError(400, "BadRequest", f'invalid request "{ident}"')
+        raise ProxyError(400, "BadRequest", f'invalid {kind} request "{ident}"')
     return parts[0], parts[1] if len(parts) == 2 else ""
 
 
@@ -105,10 +107,15 @@ class Proxy:
             raise ProxyError(404, "NotFound", f'pods "{name}" not found')
         if port_text and not port_text.isdigit():
             raise ProxyError(400, "BadRequest", f'invalid port "{port_text}" for pod "{name}"')
-        return self._dial(pod, int(port_text) if port_text else 80, path)
+        if not port_text:
+            port_text = next((str(c["ports"][0].get("containerPort", "")) for c in (pod.get("spec") or {}).get("containers") or []
+                              if c.get("ports")), "")
+        if not (pod.get("status") or {}).get("podIP"):
+            raise ProxyError(400, "BadRequest", "address not allowed")
+        return self._dial(pod, int(port_text) if port_text.isdigit() else 80, path)
 
     def service(self, namespace: str, ident: str, path: str) -> tuple[int, str, bytes]:
-        name, port_text = split_name_port(ident)
+        name, port_text = split_name_port(ident, "service")
         service = self.store.find("services", namespace, name)
         if service is None:
             raise ProxyError(404, "NotFound", f'services "{name}" not found')
@@ -132,7 +139,7 @@ class Proxy:
 
     def backend(self, namespace: str, ident: str) -> str | None:
         """The loopback `host:port` a Service's proxy forwards to (BACKEND_ANNOTATION), or None."""
-        name, port_text = split_name_port(ident)
+        name, port_text = split_name_port(ident, "service")
         service = self.store.find("services", namespace, name)
         if service is None:
             return None

@@ -144,8 +144,20 @@ async def test_proxy_answers_like_the_real_api_server(demo):
         assert (status, kind) == (200, "text/plain; version=0.0.4; charset=utf-8") and body.startswith("# HELP DCGM_FI_DEV_SM_CLOCK")
         assert (await get(f"/pods/https:{pod}:9400/proxy/metrics"))[0] == 200
         assert (await get(f"/pods/{pod}:9400/proxy/nothing"))[::2] == (404, "404 page not found\n")
-        status, _, body = await get(f"/pods/{pod}/proxy/metrics")  # no port: port 80, where nothing listens
-        assert status == 503 and ":80: connect: connection refused" in json.loads(body)["message"]
+        # No port: the first port a container declares (the exporter's 9400), else 80; no pod IP yet: 400.
+        assert (await get(f"/pods/{pod}/proxy/metrics"))[0] == 200
+        pods = demo.sim.store.objects("pods")
+        for declared, port in ((True, None), (False, 80)):
+            other = next(p for p in pods if p["status"].get("podIP") and "dcgm-exporter" not in p["spec"]["containers"][0]["image"]
+                         and bool(p["spec"]["containers"][0].get("ports")) == declared)
+            port = port or other["spec"]["containers"][0]["ports"][0]["containerPort"]
+            async with http.get(f"{demo.sim.url}/api/v1/namespaces/{other['metadata']['namespace']}/pods/{other['metadata']['name']}/proxy/") as r:
+                assert r.status == 503 and f":{port}: connect: connection refused" in (await r.json())["message"]
+        pending = next(p for p in pods if not p["status"].get("podIP"))
+        async with http.get(f"{demo.sim.url}/api/v1/namespaces/{pending['metadata']['namespace']}/pods/{pending['metadata']['name']}/proxy/") as r:
+            assert (r.status, (await r.json())["message"]) == (400, "address not allowed")
+        status, _, body = await get(f"/pods/a:{pod}:9400/proxy/metrics")
+        assert (status, json.loads(body)["message"]) == (400, f'invalid pod request "a:{pod}:9400"')
         status, _, body = await get("/pods/no-such-pod:9400/proxy/metrics")
         assert status == 404 and json.loads(body)["message"] == 'pods "no-such-pod" not found'
         status, _, body = await get("/services/nvidia-dcgm-exporter:1234/proxy/metrics")
