@@ -21,8 +21,9 @@ from .page import ModelPage
 
 GROUPS = ("namespace", "node", "model")
 WINDOWS = (86400.0, 7 * 86400.0, 30 * 86400.0)
-NEEDS = ("no Prometheus: the Usage screen reads GPU-hours from a Prometheus that scrapes kube-state-metrics and the DCGM "
-         "exporters: --prometheus URL (or NAMESPACE/SERVICE:PORT), or [idle] prometheus in the config file")
+HOW = ("the Usage screen reads GPU-hours from a Prometheus that scrapes kube-state-metrics and the DCGM exporters: "
+       "--prometheus URL (or NAMESPACE/SERVICE:PORT), or [idle] prometheus in the config file")
+NEEDS = "no Prometheus: " + HOW
 
 
 def short(resource: str) -> str:
@@ -117,7 +118,7 @@ class UsageScreen(ModelPage):
             finally:
                 await source.close()
         except (UsageError, ConnectError) as exc:
-            self.error = str(exc)
+            self.error = f"{exc}; {HOW}"
         else:
             if settings == self.settings:
                 self.view = view
