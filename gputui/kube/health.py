@@ -121,12 +121,12 @@ class BadGpu:
 
 
 def age_words(age_s: float | None, at_least_s: float | None, old: bool) -> str:
-    """How long a signal has been so: "3m ago", "last change 3d ago" (old), "last change before 2m ago" (it was
+    """How long a signal has been so: "3m ago", "last change 3d ago" (old), "unchanged for 2m or more" (it was
     there when gputui first read it), "" when unknown."""
     if age_s is not None:
         return f"last change {human_duration(age_s)} ago" if old else f"{human_duration(age_s)} ago"
     if at_least_s is not None:
-        return f"last change before {human_duration(at_least_s)} ago" if at_least_s >= 1 else "last change before gputui's first read"
+        return f"unchanged for {human_duration(at_least_s)} or more" if at_least_s >= 1 else "there at gputui's first read"
     return ""
 
 

@@ -107,7 +107,7 @@ async def test_an_xid_there_at_the_first_read_is_never_new(watched):
     model, clock = watched
     first = find(model.bad_gpus(), "gpu-1", "GPU 6").signals[0]  # XID 48 since the scenario began
     assert not first.exact and first.since is not None
-    assert health.signal_words(first, first.since + 120) == "XID 48 (double-bit ECC error), last change before 2m ago"
+    assert health.signal_words(first, first.since + 120) == "XID 48 (double-bit ECC error), unchanged for 2m or more"
     assert first.old == (clock.now - first.since > OLD_AFTER)
     clock.now = first.since + OLD_AFTER + 1
     assert find(model.bad_gpus(), "gpu-1", "GPU 6").signals[0].old
