@@ -1,16 +1,12 @@
 """What the model keeps of the pods and events it reads (the rules are listed in model.py's
 docstring): the record builders of its pod and event tables, which return None for an object
-that does not matter, and the look at a raw pod in a list page that spares parsing most pods
-of a big cluster.
+that does not matter. They read only the fields of decoding.py's shapes.
 """
 from __future__ import annotations
 
 from typing import Callable
 
-import orjson
-
 from . import gpu
-from .raw_json import JSON_NAME_ESCAPE, raw_metadata_labels, raw_pod_phase
 from .records import Event, Obj, Pod, PodKey, effective_requests, event_from, mounts_device_plugin_dir, pod_from
 
 FINISHED_PHASES = ("Succeeded", "Failed")
@@ -19,22 +15,6 @@ FINISHED_PHASES = ("Succeeded", "Failed")
 def _labels_matter(labels: dict[str, str]) -> bool:
     """A pod is kept for its labels when it is part of the GPU stack or gputui's own."""
     return bool(gpu.stack_component(labels)) or labels.get(gpu.MANAGED_BY_GPUTUI[0]) == gpu.MANAGED_BY_GPUTUI[1]
-
-
-def _name_markers(resources: gpu.GpuResources) -> tuple[bytes, ...] | None:
-    """Byte strings, one of which every GPU resource name contains as JSON writes it:
-    each name's domain (`nvidia.com/`). None when a name needs JSON escapes (then raw
-    pods cannot be judged by their bytes)."""
-    names = (gpu.GPU, gpu.GPU_SHARED, gpu.MIG_PREFIX, *sorted(resources.extra))
-    markers: list[bytes] = []
-    for name in names:
-        encoded = orjson.dumps(name)[1:-1]
-        if b"\\" in encoded or not encoded:
-            return None
-        marker = encoded[: encoded.index(b"/") + 1] if b"/" in encoded else encoded
-        if marker not in markers:
-            markers.append(marker)
-    return tuple(markers)
 
 
 class Keep:
@@ -46,8 +26,6 @@ class Keep:
         self.pod_kept = pod_kept
         self.pods_listed = pods_listed
         self._gpu_names: dict[str, bool] = {}
-        self.gpu_name_markers = _name_markers(resources)
-        self._labels_verdicts: dict[bytes, bool] = {}  # raw labels JSON -> may the pod matter (replicas share labels)
 
     def _is_gpu_name(self, name: str) -> bool:
         known = self._gpu_names.get(name)
@@ -69,7 +47,6 @@ class Keep:
 
     def pod(self, obj: Obj) -> Pod | None:
         """The pod's record when it matters, else None."""
-        # What is kept here, pod_may_matter must never reject (tests/model/test_raw_items.py).
         spec = obj.get("spec") or {}
         if self._mentions_gpu(spec):
             requests = effective_requests(spec)
@@ -84,37 +61,6 @@ class Keep:
         if mounts_device_plugin_dir(spec) and (obj.get("status") or {}).get("phase") not in FINISHED_PHASES:
             return pod_from(obj)  # a device plugin's, whoever made it
         return None
-
-    def pod_may_matter(self, body: bytes, start: int, end: int) -> bool:
-        """A look at one raw pod in a list page; False only when `pod` would drop it.
-        Labels are read exactly. A pod is kept for GPUs, or as a device plugin's, only if a GPU
-        resource name or `device-plugins` is in its bytes (or an escape that could spell one)
-        and it has not finished."""
-        if self._raw_labels_matter(body, start, end):
-            return True
-        assert self.gpu_name_markers is not None
-        if any(body.find(marker, start, end) >= 0 for marker in self.gpu_name_markers) or body.find(
-            b'"resourceClaims"', start, end
-        ) >= 0 or body.find(b"device-plugins", start, end) >= 0 or JSON_NAME_ESCAPE.search(body, start, end):
-            return raw_pod_phase(body, start, end) not in FINISHED_PHASES
-        return False
-
-    def _raw_labels_matter(self, body: bytes, start: int, end: int) -> bool:
-        """Whether the raw pod's labels keep it; True as well when they cannot be read."""
-        labels = raw_metadata_labels(body, start, end)
-        if labels is None:
-            return True
-        matters = self._labels_verdicts.get(labels)
-        if matters is None:
-            try:
-                parsed = orjson.loads(labels)
-            except orjson.JSONDecodeError:
-                parsed = None
-            matters = not isinstance(parsed, dict) or _labels_matter(parsed)
-            if len(self._labels_verdicts) >= 10_000:
-                self._labels_verdicts.clear()
-            self._labels_verdicts[labels] = matters
-        return matters
 
     def event(self, obj: Obj) -> Event | None:
         """The event's record when it is about a node or a kept pod (any pod until the pods are listed), else None."""

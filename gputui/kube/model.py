@@ -166,8 +166,6 @@ class ClusterModel:
         self.keep = Keep(resources, pod_kept=lambda key: key in self.pods.records, pods_listed=self._pods_listed)
         self.nodes = NodeTable(NODES, node_from, self._notify)
         self.pods = PodTable(PODS, self.keep.pod, self._notify, on_node_dirty=self._node_dirty)
-        if self.keep.gpu_name_markers is not None:
-            self.pods.may_matter = self.keep.pod_may_matter
         self.events = EventTable(EVENTS, self.keep.event, self._notify, per_object=events_per_object, limit=events_limit)
         self.daemonsets = DaemonSetTable(DAEMONSETS, daemonset_from, self._notify)
         # ClusterPolicies stay raw (a cluster has one or two); DRA objects become their parsed devices,

@@ -1,4 +1,5 @@
-"""Slim records built straight from the API server's raw JSON.
+"""Slim records built from the API server's objects, as decoded to their kind's shape (decoding.py: a field
+read here for nodes, pods or events must be in its shape).
 
 Only the fields gputui uses are kept, so that a model of a big cluster stays
 small. Records are plain slotted dataclasses; treat them as immutable (a

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Generic, Hashable, Iterable, TypeVar
 
 from . import gpu
+from .decoding import EventShape, NodeShape, PodShape
 from .records import DaemonSet, Event, Node, Obj, Pod, PodKey, object_key
 
 
@@ -56,7 +57,7 @@ _SKIPPED = _Unreadable()
 class BaseTable(Generic[K, R]):
     """Records of one kind by their keys (key_of), fed by a reflector (implements its Sink)."""
 
-    may_matter: Callable[[bytes, int, int], bool] | None = None  # see Sink
+    shape: Any = None  # what is decoded of each object (decoding.py); None: all of it
 
     def __init__(self, kind: str, build: Callable[[Obj], R | None], notify: Callable[[Change], None]) -> None:
         self.kind = kind
@@ -193,8 +194,8 @@ class Share:
         self._seen: set[Hashable] | None = None
 
     @property
-    def may_matter(self) -> Callable[[bytes, int, int], bool] | None:
-        return self.table.may_matter
+    def shape(self) -> Any:
+        return self.table.shape
 
     def begin_list(self) -> None:
         self._seen = set()
@@ -240,11 +241,15 @@ class Share:
 
 
 class NodeTable(BaseTable[str, Node]):
+    shape = NodeShape
+
     def key_of(self, obj: Obj) -> str:
         return (obj.get("metadata") or {}).get("name", "")
 
 
 class PodTable(Table[Pod]):
+    shape = PodShape
+
     def __init__(self, *args: Any, on_node_dirty: Callable[[str | None], None]) -> None:
         super().__init__(*args)
         self.by_node: dict[str, set[PodKey]] = {}
@@ -296,6 +301,8 @@ class DaemonSetTable(Table[DaemonSet]):
 class EventTable(Table[Event]):
     """Events about nodes and kept pods; at most `per_object` per object and `limit` in all.
     Listeners get the involved object's (kind, namespace, name) as the key."""
+
+    shape = EventShape
 
     def __init__(self, *args: Any, per_object: int, limit: int) -> None:
         super().__init__(*args)

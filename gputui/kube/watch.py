@@ -22,10 +22,9 @@ again (`wake`). A silently dead connection is caught by a read-inactivity
 timeout, and sooner by the model's liveness check (watches.py), which calls
 `not_answering` on a reflector whose data it can no longer vouch for.
 
-Responses are read raw and parsed with orjson (no generated models: they are
-far too slow for big lists). A sink that keeps few of its
-objects (pods: only GPU and GPU-stack ones) judges each raw list item first,
-and only the items that may matter are parsed (`raw_json.item_spans`).
+Responses are read raw and decoded typed (decoding.py; no generated models:
+they are far too slow for big lists): of each object, only the fields of its
+sink's `shape`, whatever their order.
 """
 from __future__ import annotations
 
@@ -42,7 +41,7 @@ import orjson
 
 from .config import describe_network_error, status_message
 from .client import HttpError, Timeout
-from .raw_json import item_spans, list_head
+from .decoding import Decoding
 from .turns import Turns
 
 if TYPE_CHECKING:
@@ -109,11 +108,9 @@ class Sink(Protocol):
     def end_list(self) -> None: ...  # objects absent from the list are gone
     def apply(self, event_type: str, obj: Obj) -> None: ...  # ADDED / MODIFIED / DELETED
 
-    # Optional, for kinds where most objects are not kept: may_matter(body, start, end) looks
-    # at one raw list item and returns False only when list_item would certainly drop it.
-    # Such items are not even parsed.
+    # Optional: what is decoded of each object (a decoding.py shape); None or absent: all of it.
     @property
-    def may_matter(self) -> Callable[[bytes, int, int], bool] | None: ...
+    def shape(self) -> Any: ...
 
 
 class Gone(Exception):
@@ -199,14 +196,6 @@ def _older(rv: str, held: str | None) -> bool:
     return int(rv) < int(held)
 
 
-def _may_matter(judge: Callable[[bytes, int, int], bool], body: bytes, start: int, end: int) -> bool:
-    """The sink's raw judgement; an item it cannot judge is parsed (its record builder decides)."""
-    try:
-        return judge(body, start, end)
-    except Exception:  # noqa: BLE001
-        return True
-
-
 class Reflector:
     def __init__(
         self,
@@ -232,6 +221,7 @@ class Reflector:
         self.path = path  # the collection, e.g. /api/v1/pods
         self.field_selector = field_selector  # on every list, page and watch: the server filters
         self.sink = sink
+        self.decoding = Decoding.of(getattr(sink, "shape", None))
         self.page_size = page_size
         self.watch_seconds = watch_seconds
         self.inactivity_timeout = inactivity_timeout
@@ -453,48 +443,24 @@ class Reflector:
             with gc_paused():
                 while True:
                     body = await page
-                    # Ask for the next page before parsing this one; yielding now and then while
-                    # parsing lets its request go out and its bytes come in meanwhile.
-                    meta, items_at = list_head(body)
+                    # Ask for the next page before decoding this one; yielding now and then while
+                    # decoding lets its request go out and its bytes come in meanwhile.
+                    meta, items = self.decoding.page(body)
                     token = meta.get("continue")
                     if token:
                         page = asyncio.ensure_future(self._fetch_page(token))
-                    items = await self._page_items(body, items_at, turns)
-                    del body
-                    list_item = self.sink.list_item
+                    list_item, decode = self.sink.list_item, self.decoding.object
                     for item in items:
-                        list_item(item)
+                        list_item(decode(item))
                         if turns.due():
                             await turns.take()
-                    del items
+                    del body, items
                     if not token:
                         break
         finally:
             if not page.done():
                 page.cancel()
         self._listed(meta.get("resourceVersion"))
-
-    async def _page_items(self, body: bytes, items_at: int, turns: Turns) -> list[Obj]:
-        """A page's items, parsed; with a sink that can tell, only those that may matter."""
-        may_matter = getattr(self.sink, "may_matter", None)
-        if may_matter is not None and (spans := item_spans(body, items_at)) is not None:
-            view = memoryview(body)
-            items: list[Obj] = []
-            split = True
-            try:
-                for start, end in spans:
-                    if _may_matter(may_matter, body, start, end):
-                        items.append(orjson.loads(view[start:end]))
-                    if turns.due():
-                        await turns.take()
-            except orjson.JSONDecodeError:
-                split = False
-            finally:
-                view.release()
-            if split and all(isinstance(item, dict) for item in items):
-                return items
-            log.debug("%s: list page not split into items; parsing it whole", self.resource)
-        return orjson.loads(body).get("items") or []
 
     async def _watch(self) -> None:
         assert self.resource_version is not None
@@ -555,8 +521,8 @@ class Reflector:
                     pending += chunk
                     if b"\n" not in chunk:
                         continue
-                    lines = bytes(pending).split(b"\n")  # bytes, not bytearrays: raw judgements key caches by them
-                    pending = bytearray(lines.pop())
+                    lines = pending.split(b"\n")
+                    pending = lines.pop()
                     for line in lines:
                         if not line:
                             continue
@@ -571,7 +537,7 @@ class Reflector:
                             await turns.take()
                 if pending.strip():
                     if listing:
-                        listing = self._initial_line(bytes(pending))
+                        listing = self._initial_line(pending)
                     else:
                         self._apply_line(pending)
                     applied += 1
@@ -588,15 +554,9 @@ class Reflector:
         else:
             self._quick_closes = 0
 
-    def _initial_line(self, line: bytes) -> bool:
+    def _initial_line(self, line: bytes | bytearray) -> bool:
         """One line of a WatchList's initial state; False once the initial events have ended."""
-        may_matter = getattr(self.sink, "may_matter", None)
-        if may_matter is not None and line.startswith(b'{"type":"ADDED","object":{'):
-            start, end = len(b'{"type":"ADDED","object":'), len(line.rstrip()) - 1
-            if not _may_matter(may_matter, line, start, end):
-                return True  # certainly not kept: not even parsed
-        event = orjson.loads(line)
-        event_type, obj = event.get("type"), event.get("object") or {}
+        event_type, obj = self.decoding.event(line)
         if event_type == "ADDED":
             self.sink.list_item(obj)
             return True
@@ -607,13 +567,13 @@ class Reflector:
             self._listed(meta.get("resourceVersion"))
             return False
         if event_type == "ERROR":
-            self._apply_line(line)  # raises
+            self._apply(event_type, obj)  # raises
         raise Unsupported(f"a {event_type} event before the initial state ended: the server ignores WatchList")
 
     def _apply_line(self, line: bytes | bytearray) -> int:
-        event = orjson.loads(line)
-        event_type = event.get("type")
-        obj = event.get("object") or {}
+        return self._apply(*self.decoding.event(line))
+
+    def _apply(self, event_type: str, obj: Obj) -> int:
         if event_type == "ERROR":
             code = int(obj.get("code") or 500)
             if code == 410 or _too_large(obj):

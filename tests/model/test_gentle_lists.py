@@ -134,20 +134,24 @@ async def test_an_expired_continue_token_restarts_the_list():
             await stop(conn, model)
 
 
-async def test_the_watchlist_stream_parses_only_the_pods_that_may_matter():
-    """The raw pre-filter (tests/model/test_raw_items.py) applies to the stream's lines as to list pages."""
+async def test_the_watchlist_stream_hands_the_table_slim_pods():
+    """The stream's pods are decoded to their shape (kube/decoding.py), as list pages are: what no builder reads
+    (images, mounts, annotations) is never built."""
     async with SimCluster(small_cluster(), run_controllers=False) as sim:
         conn = await connect(str(sim.kubeconfig_path))
         model = ClusterModel(conn.api, kinds=(PODS,), **FAST)
-        handed: list[str] = []
+        handed: list[dict] = []
         keep = model.pods.put_listed
-        model.pods.put_listed = lambda obj: (handed.append(obj["metadata"]["name"]), keep(obj))[1]  # type: ignore[method-assign]
+        model.pods.put_listed = lambda obj: (handed.append(obj), keep(obj))[1]  # type: ignore[method-assign]
         await model.start()
         try:
             assert await model.wait_synced(10)
             assert model.reflectors[PODS].list_mode == WATCHLIST
-            everything = [p["metadata"]["name"] for p in sim.store.objects("pods")]
-            assert "frontend" in everything and "frontend" not in handed  # a web pod: never parsed
-            assert set(handed) >= {name for _, name in model.pods.records}
+            served = {p["metadata"]["name"] for p in sim.store.objects("pods") if p["status"].get("phase") not in ("Succeeded", "Failed")}
+            assert {obj["metadata"]["name"] for obj in handed} == served
+            assert all(set(obj) <= {"metadata", "spec", "status"} and "image" not in obj["spec"]["containers"][0] for obj in handed)
+            assert any(sim.store.get("pods", obj["metadata"]["namespace"], obj["metadata"]["name"])["spec"]["containers"][0].get("image")
+                       for obj in handed)  # the simulator's pods have images: left out
+            assert model.pods.records == expected_pods(model, sim.store)
         finally:
             await stop(conn, model)

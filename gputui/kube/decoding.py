@@ -1,0 +1,187 @@
+"""API bodies decoded typed: list pages, WatchList streams and watch events become dicts that hold only what the
+record builders read (records.py, keep.py), the shapes below. A pod as kube-apiserver writes it is some 5 KB of JSON
+(managedFields, env, probes, volume mounts...) of which gputui reads a few hundred bytes: msgspec skips the rest
+without building it, whatever the order of the fields.
+
+    decoding = Decoding.of(POD)
+    metadata, items = decoding.page(body)        # items still raw: decode each with decoding.object(item)
+    event_type, obj = decoding.event(line)        # a watch event; BOOKMARK and ERROR objects whole
+
+A field the builders read must be in its kind's shape (tests/model/test_decoding.py builds every scenario's objects
+both ways). A kind without a shape is decoded whole. An object that does not fit its shape (a field of another type:
+no server writes one, but the simulator keeps objects as given) is decoded whole instead, and its builder judges it
+as before (it may count it unreadable).
+"""
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+import msgspec
+
+Obj = dict[str, Any]
+
+
+# -- shapes (TypedDicts: decoded as plain dicts, every key optional; a leaf typed Any is taken whole) ---------------
+class ObjectMeta(TypedDict, total=False):
+    name: str
+    namespace: str
+    uid: str
+    resourceVersion: str
+    labels: dict[str, str]
+    creationTimestamp: Any
+    deletionTimestamp: Any
+    ownerReferences: Any
+
+
+class NodeMeta(ObjectMeta, total=False):
+    annotations: dict[str, str]  # the driver upgrade's (records.NODE_ANNOTATIONS); a pod's are not read
+
+
+class NodeSpec(TypedDict, total=False):
+    unschedulable: Any
+    taints: Any
+
+
+class NodeStatus(TypedDict, total=False):  # not images, addresses, volumes: most of a node's bytes
+    capacity: Any
+    allocatable: Any
+    conditions: Any
+    nodeInfo: Any
+
+
+class NodeShape(TypedDict, total=False):
+    metadata: NodeMeta
+    spec: NodeSpec
+    status: NodeStatus
+
+
+class Resources(TypedDict, total=False):
+    limits: Any
+    requests: Any
+
+
+class Container(TypedDict, total=False):  # not image, command, env, ports, probes, mounts
+    name: str
+    resources: Resources
+    restartPolicy: Any  # an init container's "Always": a sidecar
+
+
+class HostPath(TypedDict, total=False):
+    path: Any
+
+
+class Volume(TypedDict, total=False):  # only a hostPath is read (the kubelet's device-plugin directory)
+    hostPath: HostPath
+
+
+class PodSpec(TypedDict, total=False):
+    nodeName: str
+    containers: list[Container]
+    initContainers: list[Container]
+    schedulingGates: Any
+    volumes: list[Volume]
+    resourceClaims: Any
+
+
+class ContainerStatus(TypedDict, total=False):  # not image, imageID, containerID, mounts, resources
+    name: str
+    ready: Any
+    started: Any
+    restartCount: Any
+    state: Any
+    lastState: Any
+    allocatedResourcesStatus: Any
+
+
+class PodStatus(TypedDict, total=False):  # not hostIP(s), podIP(s), qosClass, startTime
+    phase: str
+    reason: str
+    conditions: Any
+    containerStatuses: list[ContainerStatus]
+    initContainerStatuses: list[ContainerStatus]
+
+
+class PodShape(TypedDict, total=False):
+    metadata: ObjectMeta
+    spec: PodSpec
+    status: PodStatus
+
+
+class EventShape(TypedDict, total=False):  # core v1 and events.k8s.io/v1 alike; not managedFields, annotations
+    metadata: ObjectMeta
+    involvedObject: Any
+    regarding: Any
+    series: Any
+    lastTimestamp: Any
+    eventTime: Any
+    firstTimestamp: Any
+    source: Any
+    reportingComponent: Any
+    reportingController: Any
+    reason: Any
+    type: Any
+    message: Any
+    note: Any
+    count: Any
+
+
+# -- envelopes -------------------------------------------------------------------------------------------------------
+class _Page(msgspec.Struct):
+    """A list: its metadata (resourceVersion, continue) and its items, each still raw."""
+
+    metadata: Obj | None = None
+    items: list[msgspec.Raw] | None = None
+
+
+class _Event(msgspec.Struct):
+    type: str
+    object: msgspec.Raw
+
+
+_TYPED_EVENTS = frozenset({"ADDED", "MODIFIED", "DELETED"})  # a BOOKMARK's annotations and an ERROR's Status: whole
+_WHOLE = msgspec.json.Decoder()
+_PAGE = msgspec.json.Decoder(_Page)
+_EVENT = msgspec.json.Decoder(_Event)
+
+
+def _whole(raw: bytes | msgspec.Raw) -> Obj:
+    obj = _WHOLE.decode(raw)
+    return obj if isinstance(obj, dict) else {}
+
+
+class Decoding:
+    """How one kind's bodies are decoded; `of(shape)` shares one per shape (None: whole)."""
+
+    _made: dict[Any, "Decoding"] = {}
+
+    def __init__(self, shape: Any = None) -> None:
+        self._typed = msgspec.json.Decoder(shape) if shape is not None else None
+
+    @classmethod
+    def of(cls, shape: Any = None) -> "Decoding":
+        made = cls._made.get(shape)
+        if made is None:
+            made = cls._made[shape] = cls(shape)
+        return made
+
+    def object(self, raw: bytes | msgspec.Raw) -> Obj:
+        """One object: its shape's fields, or all of it when it does not fit its shape."""
+        if self._typed is None:
+            return _whole(raw)
+        try:
+            return self._typed.decode(raw)
+        except msgspec.ValidationError:
+            return _whole(raw)
+
+    @staticmethod
+    def page(body: bytes) -> tuple[Obj, list[msgspec.Raw]]:
+        """A list's metadata and its items, not decoded yet (the caller yields between them).
+        msgspec.DecodeError (a ValueError) for a body that is not a list."""
+        page = _PAGE.decode(body)
+        return page.metadata or {}, page.items or []
+
+    def event(self, line: bytes | bytearray) -> tuple[str, Obj]:
+        """A watch event's type and object (ADDED, MODIFIED, DELETED: typed)."""
+        event = _EVENT.decode(line)
+        obj = self.object(event.object) if event.type in _TYPED_EVENTS else _whole(event.object)
+        return event.type, obj
