@@ -25,19 +25,34 @@ def safe_parts(namespace: str, name: str) -> tuple[str, str]:
 Differ = tuple[int | None, int | None]  # where a namespace, and a name, differ from those of pods that read alike
 
 
-def cut_name(namespace: str, name: str, width: int, differ: Differ | None = None) -> tuple[str, str]:
+def cut_name(namespace: str, name: str, width: int, differ: Differ | None = None, keep: int = 0) -> tuple[str, str]:
     """`namespace/name` in `width` cells, as (the namespace shown, `/` and the name shown). differ:
     the indexes of the namespace and of the name that the cut must keep (where they differ from
-    another pod's that the usual cut makes read the same)."""
+    another pod's that the usual cut makes read the same, or where a filter matched); keep: how
+    many characters from there must show (a filter's match)."""
     if len(namespace) + 1 + len(name) <= width:
         return namespace, "/" + name
     namespace_at, name_at = differ or (None, None)
     if namespace_at is not None and width >= 16:
-        namespace = _keeping(namespace, min(len(namespace), max(3, width // 2)), namespace_at)
+        namespace = _keeping(namespace, min(len(namespace), max(3, width // 2)), namespace_at, keep)
     elif width - len(namespace) - 1 < 9:  # a long namespace gives way too
         namespace = namespace[: max(1, width // 3 - 1)] + "…"
     space = width - len(namespace) - 1
-    return namespace, "/" + (_middle(name, space) if name_at is None else _keeping(name, space, name_at))
+    return namespace, "/" + (_middle(name, space) if name_at is None else _keeping(name, space, name_at, keep))
+
+
+def showing(namespace: str, name: str, width: int, needle: str, differ: Differ | None = None) -> tuple[Differ | None, int]:
+    """(differ, keep) for cut_name such that a filter's `needle` (casefolded) stays in sight where
+    `namespace/name` (safe parts) holds it: `/serving` at 80 columns reads `infe…/ll…serving…kc`,
+    not `infe…/lla…kc`. differ as it was when the usual cut shows the match already."""
+    at = f"{namespace}/{name}".casefold().find(needle)
+    if not needle or at < 0 or needle in "".join(cut_name(namespace, name, width, differ)).casefold():
+        return differ, 0
+    namespace_at, name_at = differ or (None, None)
+    if at + len(needle) <= len(namespace):
+        return (at, name_at), len(needle)
+    start = max(0, at - len(namespace) - 1)  # a match across the `/` keeps its part in the name
+    return (namespace_at, start), at + len(needle) - len(namespace) - 1 - start
 
 
 def _middle(text: str, space: int) -> str:
@@ -50,8 +65,9 @@ def _middle(text: str, space: int) -> str:
     return text[:head] + "…" + text[len(text) - (space - 1 - head):]
 
 
-def _keeping(text: str, space: int, at: int) -> str:
-    """`text` in `space` cells, keeping from index `at` on (`…big-worker-0`), or around it between both ends."""
+def _keeping(text: str, space: int, at: int, length: int = 0) -> str:
+    """`text` in `space` cells, keeping from index `at` on (`…big-worker-0`), or around it between both
+    ends; `length` characters from `at` when they fit."""
     if len(text) <= space:
         return text
     if space < 6:
@@ -60,6 +76,10 @@ def _keeping(text: str, space: int, at: int) -> str:
     if len(text) - at <= space - 1:
         return text[: space - 1 - (len(text) - at)] + "…" + text[at:]
     edge = max(1, (space - 2) // 4)
+    if length:
+        edge = max(0, min(edge, (space - 2 - length) // 2))  # the ends give way to the match first
+        if at + length <= space - 1 - edge:  # within the head
+            return text[: space - 1 - edge] + "…" + text[len(text) - edge:]
     return text[:edge] + "…" + text[at: at + space - 2 - 2 * edge] + "…" + text[len(text) - edge:]
 
 

@@ -207,9 +207,9 @@ def gpus_cell(entry: GpuPod, narrow: bool) -> Text:
 
 
 def pod_row(entry: GpuPod, age_text: str, narrow: bool, w: Widths | None = None, note: Text | None = None,
-            differ: Differ | None = None) -> tuple[Text, ...]:
-    """note: what a bound pod's REASON cell says instead (its GPUs' use, ui/idle.py); differ: what its
-    name's cut must keep to read unlike another row's (ui/names.py)."""
+            differ: Differ | None = None, keep: int = 0) -> tuple[Text, ...]:
+    """note: what a bound pod's REASON cell says instead (its GPUs' use, ui/idle.py); differ, keep: what its
+    name's cut must keep to read unlike another row's, or to show a filter's match (ui/names.py)."""
     w = w or widths(pod_columns(narrow))
     pod = entry.pod
     node = cut(pod.node, w["node"]) if pod.node else fit("<none>", w["node"], render.DIM_STYLE)
@@ -217,7 +217,7 @@ def pod_row(entry: GpuPod, age_text: str, narrow: bool, w: Widths | None = None,
         reason = clip(note, w["reason"])
     else:
         reason = clip(render.reason(entry, limit=max(60, w["reason"])), w["reason"], clean(entry.reason or "", 2000))
-    name = clip(render.pod_name(pod, w["pod"], differ), w["pod"], f"{clean(pod.namespace, 63)}/{clean(pod.name, 253)}")
+    name = clip(render.pod_name(pod, w["pod"], differ, keep), w["pod"], f"{clean(pod.namespace, 63)}/{clean(pod.name, 253)}")
     status = clip(render.pod_status(pod), w["status"])
     age_cell = fit(age_text, w["age"])
     if narrow:

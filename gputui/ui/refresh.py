@@ -30,8 +30,8 @@ from gputui.kube.watches import scope_lines
 from . import render
 from .panes import node_row, pod_row
 from gputui.sanitize import clean
-from .names import DistinctNames
-from .table import KeyedTable, RowCache
+from .names import DistinctNames, showing, safe_parts
+from .table import KeyedTable, RowCache, matches
 from .widgets import ClusterHeader, Pane
 
 ALL_PARTS = frozenset({"header", "nodes", "pods", "plugin"})
@@ -123,6 +123,8 @@ class CoalescedRefresh(_AppBase):
         self._freeze_when_filled = False  # the model has synced: freeze the tables' rows once they are filled
         self._health: list[Text] = []  # the header's DCGM and health parts (render.health_parts)
         self._pending_words = ""  # the header's `3 GPU pods pending, longest 12m`, from the pods pane's rows
+        self._needle = ""  # the pods pane's filter (casefolded) the rows were cut for
+        self._filter_hits: set[tuple[str, str]] = set()  # the GPU pods the filter matches, on any node
 
     def _age_tick(self) -> None:
         if self._stale_pods is not None:
@@ -387,11 +389,17 @@ class CoalescedRefresh(_AppBase):
             self._pending_rows.clear()
             stale = set(records)
             self._pods_filling = True
+            self._filter_hits.clear()
         elif self._pending_rows and model.summary_generation != self._fit_seen[0]:
             fits = model.fit()  # a pending pod's reason says where its GPUs would fit: when that changes, so does the row
             if fits != self._fit_seen[1]:
                 stale.update(self._pending_rows)
             self._fit_seen = (model.summary_generation, fits)
+        needle = self.pods_table.filter_text.casefold()
+        if needle != self._needle:  # every GPU pod searched; each name cut again to show the match
+            self._needle = needle
+            stale.update(view)
+            self._filter_hits = {key for key, (_, _, cells) in view.items() if needle and matches(cells, needle)}
         narrow = bool(self._narrow)
         changed: dict[tuple[str, str], tuple] = {}
         gone: list[tuple[str, str]] = []
@@ -422,14 +430,22 @@ class CoalescedRefresh(_AppBase):
                 regroup = True  # a new row, or one that moves in or out of a node's view or of the waiting rows
             if shown is None:
                 self._new_names.append(key)
+            differ, keep = showing(*safe_parts(*key), self.pod_widths["pod"], needle, self._pod_names.differ_at.get(key))
             inputs = (entry, render.age(entry.pod.created, now), narrow, self.pod_widths, self.bad_gpu_note(entry) or self.idle_note(entry),
-                      self._pod_names.differ_at.get(key))
+                      differ, keep)
             cells = self._pod_cells.cells(key, *inputs)
             if shown is None or cells is not shown[2]:
                 changed[key] = cells
             view[key] = (entry, inputs, cells)
         else:
             self._pods_filling = False
+        self._filter_hits.difference_update(gone)
+        if needle:
+            for key, cells in changed.items():
+                if matches(cells, needle):
+                    self._filter_hits.add(key)
+                else:
+                    self._filter_hits.discard(key)
         recut = self._pod_names.update(self._new_names, gone)  # rows that now read alike, or no longer: cut again
         self._new_names = []
         if recut:
@@ -501,6 +517,14 @@ class CoalescedRefresh(_AppBase):
         on_node = self.model.pods.by_node.get(self.selected_node or "", ())
         return sum(1 for key in on_node if key in self._pod_view and (not self.namespaces or key[0] in self.namespaces))
 
+    def _matches_elsewhere(self) -> int:
+        """GPU pods the pods pane's filter matches outside its node scope (`a` shows them)."""
+        if self.pods_all_nodes:
+            return 0
+        table = self.pods_table
+        return sum(1 for key in self._filter_hits
+                   if not table.wants(f"{key[0]}/{key[1]}") and (not self.namespaces or key[0] in self.namespaces))
+
     def _pane_status(self, kind: str, table: KeyedTable, basis: Text | None = None) -> str:
         parts = []
         if basis is not None:
@@ -510,11 +534,17 @@ class CoalescedRefresh(_AppBase):
             if state is not None and state.phase not in WATCH_OK:
                 parts.append(state.describe())
         if table.filter_text:
-            if table.row_count == 0 and table.wanted_count:
+            elsewhere = self._matches_elsewhere() if kind == PODS else 0
+            if table.row_count == 0 and (table.wanted_count or elsewhere):
                 noun = "node" if kind == "nodes" else "pod"
-                parts.append(f"no {noun} matches '{clean(table.filter_text, 40)}'")
+                where = " here" if elsewhere else ""
+                parts.append(f"no {noun} matches '{clean(table.filter_text, 40)}'{where}")
             else:
                 parts.append(f"filter: {clean(table.filter_text, 40)}")
+            if elsewhere:
+                more = "" if table.row_count == 0 else " more"
+                nodes = "another node" if elsewhere == 1 else "other nodes"
+                parts.append(f"{elsewhere}{more} match{'es' if elsewhere == 1 else ''} on {nodes}: press a")
         elif kind == PODS and self._rows_in_scope(table) == 0 and self.model is not None and (self.model.pods_known or self.model.scope(PODS).partial):
             among = "" if not self.namespaces else " in this namespace" if len(self.namespaces) == 1 else " in these namespaces"
             if not self.model.pods_known:  # read in some namespaces only

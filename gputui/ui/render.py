@@ -298,10 +298,11 @@ def reason(gpu_pod: GpuPod, limit: int = 60) -> Text:
     return text(gpu_pod.reason, style=PALETTE.warn, limit=limit)
 
 
-def pod_name(pod: Pod, width: int | None = None, differ: Differ | None = None) -> Text:
+def pod_name(pod: Pod, width: int | None = None, differ: Differ | None = None, keep: int = 0) -> Text:
     """`namespace/name`; when wider than `width`, the middle gives way (ui/names.py: a name's ends tell
-    pods apart, and `differ` keeps where it differs from a name that would read the same)."""
-    namespace, rest = cut_name(*safe_parts(pod.namespace, pod.name), width or 1 << 20, differ)
+    pods apart, and `differ` keeps where it differs from a name that would read the same, or the
+    `keep` characters a filter matched)."""
+    namespace, rest = cut_name(*safe_parts(pod.namespace, pod.name), width or 1 << 20, differ, keep)
     out = Text(namespace, style=DIM_STYLE, end="")
     out.append(rest)
     return out

@@ -140,6 +140,10 @@ class KeyedTable(DataTable):
         """Rows the owner gave, the filter not applied."""
         return len(self._wanted)
 
+    def wants(self, key: str) -> bool:
+        """The owner gave this row (shown, or hidden by the filter)."""
+        return key in self._wanted_at
+
     @property
     def shown_keys(self) -> list[str]:
         """Keys of the rows on screen, in order (the filter applied)."""
@@ -174,7 +178,7 @@ class KeyedTable(DataTable):
             at = self._wanted_at.get(key)
             if at is None:
                 continue
-            if needle and _matches(self._wanted[at][1], needle) != _matches(cells, needle):
+            if needle and matches(self._wanted[at][1], needle) != matches(cells, needle):
                 refilter = True
             self._wanted[at] = (key, cells)
         if refilter:
@@ -220,7 +224,7 @@ class KeyedTable(DataTable):
         needle = self.filter_text.casefold()
         if not needle:
             return self._wanted
-        return [(key, cells) for key, cells in self._wanted if _matches(cells, needle)]
+        return [(key, cells) for key, cells in self._wanted if matches(cells, needle)]
 
     def _apply(self, cursor_key: str | None) -> None:
         if not self._columns:
@@ -327,5 +331,6 @@ def haystack(cell: Text) -> str:
     return full if full is not None else cell.plain
 
 
-def _matches(cells: Cells, needle: str) -> bool:
+def matches(cells: Cells, needle: str) -> bool:
+    """A row the filter shows: `needle` (casefolded) in one of its cells' whole values."""
     return any(needle in haystack(c).casefold() for c in cells)
