@@ -7,6 +7,12 @@ the last sample at or above the threshold on any of its GPUs (0 while the latest
 is at or above it). Where no sample in what is covered reached the threshold the
 pod has been idle at least that long (`idle_at_least`).
 
+A pod that shares its GPUs with other pods (time-slicing or MPS replicas, a
+`nvidia.com/gpu.shared` resource, and another pod on the node holding the same
+resource) has no figures of its own (`shared`): a shared GPU's use is all its
+pods' together, dcgm-exporter names one of them on it (or, with virtual GPUs,
+each with the whole GPU's figures), and which GPU each pod got is not known.
+
 Two sources, in this order:
 
 - a Prometheus that scrapes the exporters (`settings.prometheus`: a service
@@ -40,9 +46,11 @@ import orjson
 
 from .client import Client, HttpError, Timeout
 from .config import describe_network_error, status_message
+from .gpu import GPU, gpu_facts
 
 if TYPE_CHECKING:
     from .dcgm import GpuReading
+    from .gpu import GpuPod
     from .metrics import MetricsPoller
     from .model import ClusterModel
     from .records import Pod
@@ -92,6 +100,7 @@ class PodIdle:
     peak_util: float | None
     fb_used_mib: float | None
     covered_s: float
+    shared: bool = False  # on a GPU other pods use at the same time: its use cannot be split among them
 
     @property
     def known(self) -> bool:
@@ -145,6 +154,7 @@ class Holder:
     name: str
     node: str | None
     gpus: int
+    shared: bool = False  # holds a GPU that other pods hold too (see the module docstring)
 
 
 def holders(model: ClusterModel, namespaces: Iterable[str] = (), pods: Iterable[Pod] | None = None) -> list[Holder]:
@@ -159,8 +169,27 @@ def holders(model: ClusterModel, namespaces: Iterable[str] = (), pods: Iterable[
         if entry is not None:
             # A device held only through DRA (a MIG device of its own class) is counted by its claims.
             held = sum(entry.gpu.values()) or sum(len(hold.devices) for hold in entry.claims)
-            out.append(Holder(pod.namespace, pod.name, pod.node, held))
+            out.append(Holder(pod.namespace, pod.name, pod.node, held, _shares_gpus(model, entry)))
     return out
+
+
+def _sharing_resources(model: ClusterModel, entry: GpuPod) -> set[str]:
+    """The resources the pod holds that are replicas of a GPU: `*.shared`, or `nvidia.com/gpu` on a node whose GPUs
+    GPU Feature Discovery says are time-sliced or shared by MPS (`nvidia.com/gpu.replicas` over 1)."""
+    node = model.node(entry.pod.node) if entry.pod.node else None
+    replicas = gpu_facts(node).replicas if node is not None else None
+    return {name for name in entry.gpu if name.endswith(".shared") or (name == GPU and (replicas or 1) > 1)}
+
+
+def _shares_gpus(model: ClusterModel, entry: GpuPod) -> bool:
+    """Another pod on the node holds replicas of the same resource: the two may be on one GPU."""
+    sharing = _sharing_resources(model, entry)
+    if not sharing:
+        return False
+    for other in model.gpu_pods(entry.pod.node):
+        if (other.pod.namespace, other.pod.name) != (entry.pod.namespace, entry.pod.name) and sharing & set(other.gpu):
+            return True
+    return False
 
 
 # -- one GPU's figures -------------------------------------------------------------------
@@ -207,9 +236,9 @@ def device_figures(samples: Sequence[Sample], threshold: float, stale_after: flo
 
 def pod_figures(holder: Holder, devices: Sequence[DeviceFigures], now: float, stale_after: float = STALE_AFTER) -> PodIdle:
     """A pod's figures from its GPUs': idle while every GPU is, the mean of their means, the highest peak,
-    their framebuffers summed."""
-    if not devices:
-        return PodIdle(holder.namespace, holder.name, holder.node, holder.gpus, None, False, None, None, None, 0.0)
+    their framebuffers summed; none for a pod on shared GPUs (their use is not its own)."""
+    if not devices or holder.shared:
+        return PodIdle(holder.namespace, holder.name, holder.node, holder.gpus, None, False, None, None, None, 0.0, holder.shared)
     if any(d.idle_from is None for d in devices):
         idle_s, at_least = 0.0, False
     else:

@@ -24,6 +24,16 @@ Scenario hooks:
   memory).  A GPU shared by several pods reports the highest of its holders'.
   Without the annotation, a held GPU's use is a smooth wave.
 
+Pods are named on a device's series as dcgm-exporter's pod mapper names them from the kubelet's pod-resources
+list (its `ExporterOptions`, read from the exporter container's flags and environment, as the exporter reads
+them): only devices of `nvidia.com/gpu`, `nvidia.com/mig-*` and the resources `--nvidia-resource-names`
+(NVIDIA_RESOURCE_NAMES) lists, so a renamed `nvidia.com/gpu.shared` is attributed to nobody unless listed; one pod
+per device, so of the pods sharing a time-sliced GPU only one (the kubelet's last; here the newest) is named; with
+`--kubernetes-virtual-gpus` (KUBERNETES_VIRTUAL_GPUS) one series per pod holding the device, each with its
+replica as `vgpu`, and none at all for a device no pod holds. A device no pod is named on carries no `pod`,
+`namespace` or `container` label at all. A field the GPU does not support (memory temperature on GDDR boards)
+has no series, as the exporter skips DCGM's blank values.
+
 `parse_xid_annotation` and `parse_util_annotation` validate the values (scenario
 loaders can call them to refuse a bad one); `exposition` ignores a bad value.
 """
@@ -61,9 +71,6 @@ XID_MESSAGES: dict[int, str] = {
     119: "GSP RPC Timeout",
 }
 
-# DCGM's int64 "not supported" value, printed as-is by the exporter for a
-# field the GPU cannot measure (memory temperature on GDDR boards).
-NOT_SUPPORTED = "9223372036854775794"
 
 GPU_RESOURCE = "nvidia.com/gpu"
 SHARED_RESOURCE = "nvidia.com/gpu.shared"
@@ -121,9 +128,39 @@ _METRICS: tuple[tuple[str, str, str, str], ...] = (
 )
 
 
+@dataclass(frozen=True)
+class ExporterOptions:
+    """The dcgm-exporter options that decide which pods a device's series name."""
+
+    virtual_gpus: bool = False  # --kubernetes-virtual-gpus, KUBERNETES_VIRTUAL_GPUS
+    resource_names: tuple[str, ...] = ()  # --nvidia-resource-names, NVIDIA_RESOURCE_NAMES: more resources to attribute
+
+    @classmethod
+    def of_container(cls, container: dict) -> "ExporterOptions":
+        """The options an exporter container runs with: its flags, else its environment (urfave/cli's order)."""
+        env = {str(e.get("name")): str(e.get("value", "")) for e in container.get("env") or [] if isinstance(e, dict)}
+        virtual: str | None = env.get("KUBERNETES_VIRTUAL_GPUS")
+        names = [n for n in env.get("NVIDIA_RESOURCE_NAMES", "").split(",") if n]
+        flags = [str(a) for a in [*(container.get("command") or [])[1:], *(container.get("args") or [])]]
+        named: list[str] = []
+        for at, arg in enumerate(flags):
+            flag, _, value = arg.lstrip("-").partition("=")
+            if not arg.startswith("-"):
+                continue
+            if flag == "kubernetes-virtual-gpus":
+                virtual = value or "true"
+            elif flag == "nvidia-resource-names":
+                value = value or (flags[at + 1] if at + 1 < len(flags) else "")
+                named += [n for n in value.split(",") if n]
+        return cls(str(virtual).lower() in ("1", "t", "true"), tuple(named or names))
+
+    def attributes(self, resource: str) -> bool:
+        return resource == GPU_RESOURCE or resource.startswith(MIG_RESOURCE_PREFIX) or resource in self.resource_names
+
+
 @dataclass
 class _Device:
-    """A full GPU or one MIG instance, and the containers it is attributed to."""
+    """A full GPU or one MIG instance, and the containers holding it (each with the resource it holds it by)."""
 
     index: int
     uuid: str
@@ -132,10 +169,19 @@ class _Device:
     mig_instance: int | None = None
     slots: int = 1  # how many containers may share it (time-slicing replicas)
     holders: list[tuple[str, str, str]] = field(default_factory=list)  # (namespace, pod, container)
+    resources: list[str] = field(default_factory=list)  # the resource each holder holds it by
 
     @property
     def free(self) -> bool:
         return len(self.holders) < self.slots
+
+    def named(self, options: ExporterOptions) -> list[tuple[tuple[str, str, str], str | None]]:
+        """The holders the exporter names on the device's series: with virtual GPUs every one, each with its replica
+        (`vgpu`) on a time-sliced GPU; else the last of them (its pod-resources map keeps one pod per device)."""
+        shown = [(holder, str(replica) if self.slots > 1 and options.virtual_gpus else None)
+                 for replica, (holder, resource) in enumerate(zip(self.holders, self.resources, strict=True))
+                 if options.attributes(resource)]
+        return shown if options.virtual_gpus else shown[-1:]
 
 
 def gpu_uuid(node_name: str, index: int) -> str:
@@ -339,6 +385,7 @@ def _attribute(devices: list[_Device], node_name: str, pods: list[dict]) -> None
                     candidates = [d for d in devices if d.mig_profile is None]
                 for device in [d for d in candidates if d.free][:wanted]:
                     device.holders.append(holder)
+                    device.resources.append(resource)
 
 
 def _fmt(value: float, kind: str) -> str:
@@ -377,7 +424,7 @@ def _fb_used(device: _Device, now: float, node_name: str, profiles: Profiles) ->
 
 
 def _values(device: _Device, util: float, used: float, board_util: float, board: _Board, now: float, xid: int,
-            node_name: str) -> dict[str, str]:
+            node_name: str) -> dict[str, str | None]:
     """Every metric of one device; temperature and power belong to the whole board."""
     reserved = round(device.memory_mib * 0.007) if device.mig_profile is None else 0
     temp = 30 + 6 * _unit(node_name, device.index, "ambient") + 0.4 * board_util
@@ -385,7 +432,7 @@ def _values(device: _Device, util: float, used: float, board_util: float, board:
     return {
         "DCGM_FI_DEV_SM_CLOCK": _fmt(board.sm_mhz if board_util else 345, "int"),
         "DCGM_FI_DEV_MEM_CLOCK": _fmt(board.mem_mhz, "int"),
-        "DCGM_FI_DEV_MEMORY_TEMP": _fmt(temp + 4, "int") if board.hbm else NOT_SUPPORTED,
+        "DCGM_FI_DEV_MEMORY_TEMP": _fmt(temp + 4, "int") if board.hbm else None,  # blank on GDDR boards
         "DCGM_FI_DEV_GPU_TEMP": _fmt(temp, "int"),
         "DCGM_FI_DEV_POWER_USAGE": _fmt(power, "float"),
         "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": _fmt(now * (board.idle_w + 0.3 * (board.max_w - board.idle_w)) * 1000, "int"),
@@ -416,8 +463,9 @@ def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-def exposition(node: dict, pods: list[dict], now: float, hostname_label: str = "Hostname") -> str:
-    """The exporter's /metrics text for `node` at time `now` (seconds)."""
+def exposition(node: dict, pods: list[dict], now: float, hostname_label: str = "Hostname",
+               options: ExporterOptions = ExporterOptions()) -> str:
+    """The exporter's /metrics text for `node` at time `now` (seconds), run with `options`."""
     if hostname_label not in HOSTNAME_LABELS:
         raise ValueError(f"hostname_label must be one of {HOSTNAME_LABELS}, not {hostname_label!r}")
     meta = node.get("metadata") or {}
@@ -439,8 +487,9 @@ def exposition(node: dict, pods: list[dict], now: float, hostname_label: str = "
         weight = sum(m for m, _ in on_board) or 1
         board_utils[index] = sum(m * u for m, u in on_board) / weight
 
-    series: list[tuple[str, dict[str, str]]] = []  # (label text, values) per series
-    xid_series: list[tuple[str, dict[str, str]]] = []  # the same with the XID's err_code and err_msg labels
+    series: list[tuple[str, dict[str, str | None]]] = []  # (label text, values) per series
+    xid_series: list[tuple[str, dict[str, str | None]]] = []  # the same with the XID's err_code and err_msg labels
+    measured: set[str] = set()  # the fields some device has a value of: those listed, even without a series left
     for device, util in zip(devices, utils, strict=True):
         base = [
             ("gpu", str(device.index)),
@@ -456,19 +505,28 @@ def exposition(node: dict, pods: list[dict], now: float, hostname_label: str = "
             base.append(("DCGM_FI_DRIVER_VERSION", driver))
         used = _fb_used(device, now, node_name, profiles)
         values = _values(device, util, used, board_utils[device.index], board, now, xids.get(device.index, 0), node_name)
-        xid = values["DCGM_FI_DEV_XID_ERRORS"]
+        measured.update(name for name, value in values.items() if value is not None)
+        xid = values["DCGM_FI_DEV_XID_ERRORS"] or "0"
         xid_labels = [("err_code", xid)] + ([("err_msg", XID_MESSAGES[int(xid)])] if int(xid) in XID_MESSAGES else [])
-        # One series per attributed container, as the exporter does for shared GPUs.
-        for namespace, pod, container in device.holders or [("", "", "")]:
-            label_list = base + [("container", container), ("namespace", namespace), ("pod", pod)]
+        named: list[tuple[tuple[str, str, str] | None, str | None]] = list(device.named(options))
+        # The series of a device no pod is named on, or one per pod named (virtual GPUs: none without any).
+        for holder, replica in named or ([] if options.virtual_gpus else [(None, None)]):
+            label_list = list(base)
+            if holder is not None:
+                namespace, pod, container = holder
+                label_list += [("container", container), ("namespace", namespace), ("pod", pod)]
+            if replica is not None:
+                label_list.append(("vgpu", replica))
             text = ",".join(f'{k}="{_escape(v)}"' for k, v in label_list)
             series.append((text, values))
             xid_series.append((",".join(f'{k}="{_escape(v)}"' for k, v in label_list + xid_labels), values))
 
     lines: list[str] = []
     for name, help_text, metric_type, _ in _METRICS:
+        if name not in measured:
+            continue  # a field no GPU here supports: the exporter skips every blank value, and so the field
         lines.append(f"# HELP {name} {help_text}")
         lines.append(f"# TYPE {name} {metric_type}")
         shown = xid_series if name == "DCGM_FI_DEV_XID_ERRORS" else series
-        lines.extend(f"{name}{{{text}}} {values[name]}" for text, values in shown)
-    return "\n".join(lines) + "\n"
+        lines.extend(f"{name}{{{text}}} {values[name]}" for text, values in shown if values[name] is not None)
+    return "".join(f"{line}\n" for line in lines)

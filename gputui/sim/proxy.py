@@ -21,6 +21,8 @@ bound there and the current time.  Like the real API server:
 - a cluster served from a dump (`SimCluster(exporters=False)`) runs nothing: every dial is
   refused, so no reading is made up.
 
+The exporter names pods on its series as its container's flags and environment say
+(`--kubernetes-virtual-gpus`, `--nvidia-resource-names`: dcgm.ExporterOptions).
 The exporter labels the host `Hostname` (every released dcgm-exporter) unless
 the pod is annotated `sim.gputui.io/dcgm-hostname-label: hostname` (newer
 builds).  XIDs come from the node annotation `sim.gputui.io/xid`, utilisation
@@ -71,16 +73,19 @@ def _unavailable(message: str) -> ProxyError:
     return ProxyError(503, "ServiceUnavailable", message)
 
 
+def _exporter_container(pod: Obj) -> Obj | None:
+    return next((c for c in (pod.get("spec") or {}).get("containers") or [] if "dcgm-exporter" in c.get("image", "")), None)
+
+
 def _exporter_port(pod: Obj) -> int | None:
     """The port the pod's DCGM exporter container listens on, if the pod has one."""
-    for container in (pod.get("spec") or {}).get("containers") or []:
-        if "dcgm-exporter" not in container.get("image", ""):
-            continue
-        for env in container.get("env") or []:
-            if env.get("name") == "DCGM_EXPORTER_LISTEN" and str(env.get("value", "")).rsplit(":", 1)[-1].isdigit():
-                return int(str(env["value"]).rsplit(":", 1)[-1])
-        return DEFAULT_EXPORTER_PORT
-    return None
+    container = _exporter_container(pod)
+    if container is None:
+        return None
+    for env in container.get("env") or []:
+        if env.get("name") == "DCGM_EXPORTER_LISTEN" and str(env.get("value", "")).rsplit(":", 1)[-1].isdigit():
+            return int(str(env["value"]).rsplit(":", 1)[-1])
+    return DEFAULT_EXPORTER_PORT
 
 
 def _exporter_running(pod: Obj) -> bool:
@@ -192,4 +197,5 @@ class Proxy:
             label = "Hostname"
         node_name = node["metadata"]["name"]
         pods_here = [p for p in self.store.objects("pods") if (p.get("spec") or {}).get("nodeName") == node_name]
-        return 200, METRICS_CONTENT_TYPE, dcgm.exposition(node, pods_here, time.time(), label).encode()
+        options = dcgm.ExporterOptions.of_container(_exporter_container(pod) or {})
+        return 200, METRICS_CONTENT_TYPE, dcgm.exposition(node, pods_here, time.time(), label, options).encode()

@@ -31,6 +31,7 @@ IDLE_REFRESH = 10.0  # seconds between two Prometheus queries (and looks at the 
 IDLE_COALESCE = 2.0  # the samples' figures are worked out at most every 2 s, however fast the reads come
 SHOWN = 500  # pods listed on the screen; the rest are counted
 PENDING = "…"  # figures awaited
+SHARED_WORDS, SHARED_COMPACT = "shared GPU: use not split among its pods", "shared GPU"  # idle.PodIdle.shared
 
 
 def memory(mib: float | None) -> str:
@@ -45,7 +46,10 @@ def idle_for(pod: PodIdle) -> str:
 
 
 def idle_words(pod: PodIdle | None, compact: bool = False) -> Text:
-    """A pod's use in a few words: `idle ≥12m, mean 0%` or `in use, mean 62%`; `no samples yet` (compact: `…`)."""
+    """A pod's use in a few words: `idle ≥12m, mean 0%` or `in use, mean 62%`; `no samples yet` (compact: `…`);
+    `shared GPU: use not split` for a pod on a GPU other pods use too (compact: `shared GPU`)."""
+    if pod is not None and pod.shared:
+        return Text(SHARED_COMPACT if compact else SHARED_WORDS, style=render.DIM_STYLE, end="")
     if pod is None or not pod.known:
         return Text(PENDING if compact else "no samples yet", style=render.DIM_STYLE, end="")
     mean = f"{pod.mean_util:.0f}%" if pod.mean_util is not None else "?"
@@ -63,7 +67,7 @@ def row_note(view: IdleView | None, entry: GpuPod, metrics: NodeMetrics | None) 
     if pod.node is None or entry.reason:
         return None
     figures = view.pod(pod.namespace, pod.name) if view is not None else None
-    if figures is not None and figures.known:
+    if figures is not None and (figures.known or figures.shared):
         return idle_words(figures, compact=True)
     if metrics is not None and metrics.current:
         return idle_words(None, compact=True)  # its exporter is read: samples are on their way
@@ -111,7 +115,7 @@ def idle_text(view: IdleView | None, settings: IdleSettings, width: int = 120) -
             out.append(" ")
         if not pod.known:
             out.append(f"{pod.gpus:>4} ")
-            out.append("no samples yet", style=render.DIM_STYLE)
+            out.append(SHARED_WORDS if pod.shared else "no samples yet", style=render.DIM_STYLE)
             out.append("\n")
             continue
         values = [f"{pod.gpus}", idle_for(pod), _percent(pod.mean_util), *([_percent(pod.peak_util)] if wide else []), memory(pod.fb_used_mib)]

@@ -93,7 +93,7 @@ def test_the_exporter_reports_each_profile_with_the_pod_labels():
         text = dcgm.exposition(nodes[node], [p for p in pods if p["spec"].get("nodeName") == node], now)
         out = {}
         for line in text.splitlines():
-            if line.startswith(metric + "{") and 'pod=""' not in line:
+            if line.startswith(metric + "{") and ',pod="' in line:  # a GPU no pod holds has no pod label
                 labels = dict(part.split("=", 1) for part in line[line.index("{") + 1:line.rindex("}")].split(","))
                 out[(labels["namespace"].strip('"'), labels["pod"].strip('"'), labels["gpu"].strip('"'))] = float(line.rsplit(" ", 1)[1])
         return out
@@ -144,6 +144,55 @@ async def test_figures_from_the_exporters_samples_follow_the_profiles():
     assert {p.name for p in view.pods[-2:]} == {"llm-train-0", "notebook-bob"}
     idle = [p.gpus * p.idle_s for p in view.pods[:-2]]
     assert all(i > 0 for i in idle) and idle == sorted(idle, reverse=True)
+
+
+def with_time_sliced(objects: list[dict]) -> list[dict]:
+    """The scenario and two A100s time-sliced four ways (GPU Feature Discovery's labels, nvidia.com/gpu: 4, an
+    exporter with its defaults): ts-1 held by shared/pair-a and shared/pair-b, ts-2 by shared/solo alone."""
+    by_name = {o["metadata"]["name"]: o for o in objects if o["kind"] in ("Node", "Pod")}
+    exporter = next(o for name, o in by_name.items() if name.startswith("nvidia-dcgm-exporter-") and o["spec"]["nodeName"] == "gpu-2")
+    out = [*objects, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shared"}}]
+    for node_name, pods in (("ts-1", ("pair-a", "pair-b")), ("ts-2", ("solo",))):
+        node = json.loads(json.dumps(by_name["gpu-2"]))
+        node["metadata"]["name"] = node["metadata"]["labels"]["kubernetes.io/hostname"] = node_name
+        node["metadata"].pop("uid", None)
+        node["metadata"]["labels"].update({"nvidia.com/gpu.count": "1", "nvidia.com/gpu.replicas": "4",
+                                           "nvidia.com/gpu.sharing-strategy": "time-slicing"})
+        for resources in (node["status"]["capacity"], node["status"]["allocatable"]):
+            resources["nvidia.com/gpu"] = "4"
+        copy = json.loads(json.dumps(exporter))
+        copy["metadata"] = {**copy["metadata"], "name": f"nvidia-dcgm-exporter-{node_name}"}
+        copy["metadata"].pop("uid", None)
+        copy["spec"]["nodeName"] = node_name
+        out += [node, copy]
+        for name in pods:
+            pod = json.loads(json.dumps(by_name["sweep-0"]))
+            pod["metadata"] = {"name": name, "namespace": "shared", "annotations": {dcgm.UTIL_ANNOTATION: "busy"},
+                               "creationTimestamp": pod["metadata"]["creationTimestamp"]}
+            pod["spec"]["nodeName"] = node_name
+            out.append(pod)
+    return out
+
+
+async def test_pods_sharing_a_time_sliced_gpu_have_no_figures_of_their_own():
+    """dcgm-exporter names one of the pods on a time-sliced GPU, with the whole GPU's use: gputui gives neither pod
+    that figure as its own; a pod alone on its time-sliced node has its GPU's figures."""
+    objects = with_time_sliced(idle_gpus.build())
+    async with tracked(objects, IdleSettings(window=30, prometheus=None)) as (_, model, tracker):
+        def named() -> list[tuple[str, ...]]:
+            measured = [model.node_metrics(node) for node in ("ts-1", "ts-2")]
+            return [r.pods for m in measured if m is not None for r in m.readings]
+
+        await until(lambda: len(named()) == 2, what="the time-sliced GPUs read")
+        await until(lambda: tracker.store.figures(Holder("shared", "solo", "ts-2", 1), time.time()).known, what="solo's samples")
+        view = await tracker.refresh(holders(model))
+    assert named() == [("shared/pair-b",), ("shared/solo",)]  # the exporter's one pod per GPU
+    pair = [view.pod("shared", name) for name in ("pair-a", "pair-b")]
+    assert all(p is not None and p.shared and not p.known and p.mean_util is None for p in pair)
+    solo = view.pod("shared", "solo")
+    assert solo is not None and not solo.shared and solo.known and solo.mean_util == 90.0
+    assert {p["name"]: p["mean_util"] for p in view.to_json()["pods"] if p["namespace"] == "shared"} == {
+        "pair-a": None, "pair-b": None, "solo": 90.0}
 
 
 async def test_nothing_is_made_up_before_the_first_sample():

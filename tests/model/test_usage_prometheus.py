@@ -71,6 +71,9 @@ def time_sliced(objects: list[dict]) -> list[dict]:
     exporter["metadata"]["name"] = "nvidia-dcgm-exporter-ts001"
     exporter["metadata"].pop("uid", None)
     exporter["spec"]["nodeName"] = "ts-1"
+    # Both pods named on the GPU, each with its whole use, as dcgm-exporter does with --kubernetes-virtual-gpus
+    # (without it, one of them only).
+    exporter["spec"]["containers"][0].setdefault("env", []).append({"name": "KUBERNETES_VIRTUAL_GPUS", "value": "true"})
     pairs = []
     for name in ("pair-a", "pair-b"):
         pod = copy.deepcopy(by_name["sweep-0"])

@@ -9,7 +9,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gputui.kube.dcgm import parse_metrics, xid_problems
-from gputui.sim.dcgm import XID_ANNOTATION, exposition, gpu_uuid, parse_xid_annotation
+from gputui.sim.dcgm import XID_ANNOTATION, ExporterOptions, exposition, gpu_uuid, parse_xid_annotation
 
 REAL = Path("/work/shared/fixtures/real")
 
@@ -114,16 +114,61 @@ def test_mig_mixed_node_from_real_labels():
 def test_gpu_util_is_zero_on_mig_instances_but_engine_activity_is_not():
     text = exposition(h100_mixed(), [pod("p", "s4124-0073", {"nvidia.com/mig-3g.40gb": "1"})], now=10.0)
     families = {f.name: f for f in text_string_to_metric_families(text)}
-    busy = [s for s in families["DCGM_FI_PROF_GR_ENGINE_ACTIVE"].samples if s.labels["pod"] == "p"]
+    busy = [s for s in families["DCGM_FI_PROF_GR_ENGINE_ACTIVE"].samples if s.labels.get("pod") == "p"]
     assert busy and 0 < busy[0].value <= 1
     assert {s.value for s in families["DCGM_FI_DEV_GPU_UTIL"].samples} == {0}
 
 
-def test_time_sliced_gpu_has_one_series_per_pod():
+def time_sliced(resource: str = "nvidia.com/gpu") -> tuple[dict, list[dict]]:
     labels = {**A100_X8, "nvidia.com/gpu.count": "1", "nvidia.com/gpu.replicas": "4"}
-    pods = [pod(f"p{i}", "gpu-a", {"nvidia.com/gpu": "1"}, created=f"2025-01-0{i + 1}T00:00:00Z") for i in range(3)]
-    [reading] = parse_metrics(exposition(node("gpu-a", labels, {"nvidia.com/gpu": "4"}), pods, now=1.0))
+    pods = [pod(f"p{i}", "gpu-a", {resource: "1"}, created=f"2025-01-0{i + 1}T00:00:00Z") for i in range(3)]
+    return node("gpu-a", labels, {resource: "4"}), pods
+
+
+def test_a_time_sliced_gpu_names_one_of_its_pods():
+    """dcgm-exporter's pod mapper keeps one pod per device: of the pods sharing a GPU, one is named."""
+    n, pods = time_sliced()
+    [reading] = parse_metrics(exposition(n, pods, now=1.0))
+    assert reading.pods == ("ml/p2",)
+    assert "vgpu=" not in exposition(n, pods, now=1.0)
+
+
+def test_virtual_gpus_name_every_pod_with_its_replica():
+    n, pods = time_sliced()
+    text = exposition(n, pods, now=1.0, options=ExporterOptions(virtual_gpus=True))
+    [reading] = parse_metrics(text)
     assert reading.pods == ("ml/p0", "ml/p1", "ml/p2")
+    util = [s for f in text_string_to_metric_families(text) if f.name == "DCGM_FI_DEV_GPU_UTIL" for s in f.samples]
+    assert [(s.labels["pod"], s.labels["vgpu"]) for s in util] == [("p0", "0"), ("p1", "1"), ("p2", "2")]
+    # With virtual GPUs a GPU no pod holds has no series at all.
+    assert parse_metrics(exposition(node("gpu-b", A100_X8), [], now=1.0, options=ExporterOptions(virtual_gpus=True))) == []
+
+
+def test_a_renamed_shared_resource_is_named_only_when_listed():
+    n, pods = time_sliced("nvidia.com/gpu.shared")
+    [reading] = parse_metrics(exposition(n, pods, now=1.0))
+    assert reading.pods == () and reading.util > 0  # held, and busy, but named on no series
+    listed = ExporterOptions(resource_names=("nvidia.com/gpu.shared",))
+    assert parse_metrics(exposition(n, pods, now=1.0, options=listed))[0].pods == ("ml/p2",)
+
+
+def test_a_gpu_no_pod_holds_has_no_pod_labels_at_all():
+    text = exposition(node("gpu-a", A100_X8), [pod("p", "gpu-a", {"nvidia.com/gpu": "1"})], now=1.0)
+    util = [line for line in text.splitlines() if line.startswith("DCGM_FI_DEV_GPU_UTIL{")]
+    assert 'pod="p"' in util[0] and all("pod=" not in line and "namespace=" not in line and "container=" not in line for line in util[1:])
+
+
+@pytest.mark.parametrize(("container", "expected"), [
+    ({}, ExporterOptions()),
+    ({"args": ["-f", "/etc/dcgm-exporter/dcp-metrics-included.csv", "--kubernetes-virtual-gpus"]}, ExporterOptions(virtual_gpus=True)),
+    ({"env": [{"name": "KUBERNETES_VIRTUAL_GPUS", "value": "true"}]}, ExporterOptions(virtual_gpus=True)),
+    ({"env": [{"name": "KUBERNETES_VIRTUAL_GPUS", "value": "true"}], "args": ["--kubernetes-virtual-gpus=false"]}, ExporterOptions()),
+    ({"env": [{"name": "NVIDIA_RESOURCE_NAMES", "value": "nvidia.com/gpu.shared,nvidia.com/a100"}]},
+     ExporterOptions(resource_names=("nvidia.com/gpu.shared", "nvidia.com/a100"))),
+    ({"command": ["dcgm-exporter", "--nvidia-resource-names", "nvidia.com/gpu.shared"]}, ExporterOptions(resource_names=("nvidia.com/gpu.shared",))),
+])
+def test_options_are_read_from_the_exporter_container(container, expected):
+    assert ExporterOptions.of_container(container) == expected
 
 
 def test_capacity_is_used_without_gfd_labels():
@@ -131,16 +176,14 @@ def test_capacity_is_used_without_gfd_labels():
     assert [r.index for r in readings] == [0, 1]
 
 
-def test_node_without_gpus_serves_only_help_and_type():
-    text = exposition(node("cpu", {}), [], now=1.0)
-    assert parse_metrics(text) == []
-    assert "# TYPE DCGM_FI_DEV_GPU_UTIL gauge" in text
+def test_node_without_gpus_serves_nothing():
+    assert exposition(node("cpu", {}), [], now=1.0) == ""
 
 
 def test_memory_temperature_not_supported_on_gddr_boards():
     labels = {"nvidia.com/gpu.product": "Tesla-T4", "nvidia.com/gpu.count": "1", "nvidia.com/gpu.memory": "15360"}
     text = exposition(node("t4", labels), [], now=1.0)
-    assert "9223372036854775794" in text
+    assert "DCGM_FI_DEV_MEMORY_TEMP" not in text  # DCGM's blank value is skipped, not printed
     [reading] = parse_metrics(text)
     assert reading.model == "Tesla T4" and reading.temp_c is not None
 

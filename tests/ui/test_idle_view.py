@@ -10,7 +10,7 @@ import re
 import pytest
 
 from gputui.kube.idle import EXPORTERS, IdleSettings, IdleView, PodIdle
-from gputui.ui.idle import IdleScreen
+from gputui.ui.idle import IdleScreen, idle_text, idle_words
 from gputui.ui.launch import make_app
 from gputui.ui.screens import NodeDetailsScreen
 from tests.model.test_idle import profiled
@@ -110,6 +110,14 @@ async def test_the_key_is_in_the_help_and_the_palette(cluster):
         await wait_for(pilot, lambda: app.model is not None, what="the app to connect")
         assert re.search(r"\bi\s+idle GPUs: pods holding GPUs, the idle longest", await help_text(app, pilot))
         assert "Idle GPUs" in palette_titles(app)
+
+
+def test_a_pod_on_a_shared_gpu_says_its_use_is_not_split():
+    shared = PodIdle("shared", "pair-a", "ts-1", 1, None, False, None, None, None, 0.0, shared=True)
+    view = IdleView(EXPORTERS, 3600.0, 600.0, (shared,), NOW_TS)
+    rows = [line for line in idle_text(view, IdleSettings(), width=120).plain.splitlines() if "pair-a" in line]
+    assert len(rows) == 1 and rows[0].endswith("shared GPU: use not split among its pods") and "%" not in rows[0]
+    assert (idle_words(shared).plain, idle_words(shared, compact=True).plain) == ("shared GPU: use not split among its pods", "shared GPU")
 
 
 # -- snapshots: fixed figures for the cluster's pods (nothing here depends on when it runs) --------------
