@@ -8,10 +8,11 @@ say which allocations also count as an extended resource like nvidia.com/gpu.
 """
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
-from dataclasses import dataclass, replace
-from typing import Iterable
+from dataclasses import dataclass, field as dataclass_field, replace
+from typing import Any, Iterable
 
 from .quantities import parse_time
 
@@ -47,10 +48,17 @@ class DraDevice:
     claim: str | None = None  # "namespace/name" of the claim it is allocated to
     pods: tuple[str, ...] = ()  # "namespace/name" of the pods the claim is reserved for
     taints: tuple[DeviceTaint, ...] = ()
+    attributes: tuple[tuple[str, object], ...] = ()  # qualified name ("gpu.nvidia.com/type") -> value, as CEL reads them
+    capacity: tuple[tuple[str, str], ...] = ()  # qualified name -> quantity
 
     @property
     def id(self) -> DeviceId:
         return (self.driver, self.pool, self.name)
+
+    @property
+    def blocking_taints(self) -> tuple[DeviceTaint, ...]:
+        """The taints that keep a new claim off the device (NoSchedule, NoExecute): a claim that does not tolerate them."""
+        return tuple(t for t in self.taints if t.effect in ("NoSchedule", "NoExecute"))
 
 
 @dataclass(frozen=True)
@@ -90,6 +98,18 @@ def _attribute(attributes: dict, name: str, driver: str) -> object:
         if kind in entry:
             return entry[kind]
     return None
+
+
+def _typed(entry: dict) -> object:
+    for kind in ("string", "int", "version", "bool"):
+        if kind in entry:
+            return entry[kind]
+    return None
+
+
+def _qualified(name: str, driver: str) -> str:
+    """An attribute's name with its domain: a bare name is the driver's."""
+    return name if "/" in name else f"{driver}/{name}"
 
 
 def _capacity(capacity: dict, name: str) -> object:
@@ -136,6 +156,10 @@ def parse_slices(slices: Iterable[dict]) -> list[DraDevice]:
                 taints=tuple(DeviceTaint(str(t.get("key") or ""), str(t.get("value") or ""), str(t.get("effect") or ""),
                                          parse_time(t.get("timeAdded")))
                              for t in fields.get("taints") or () if isinstance(t, dict)),
+                attributes=tuple((_qualified(k, driver), v) for k, entry in attributes.items() if isinstance(entry, dict)
+                                 for v in [_typed(entry)] if v is not None),
+                capacity=tuple((_qualified(k, driver), str(v)) for k in (fields.get("capacity") or {})
+                               for v in [_capacity(fields.get("capacity") or {}, k)] if v is not None),
             ))
     return devices
 
@@ -263,19 +287,6 @@ def held_counts(devices: Iterable[DraDevice], allocations: Iterable[Allocation],
     return held
 
 
-def gpu_capacity(devices: Iterable[DraDevice], resource_of: dict[str, str], resource: str = "nvidia.com/gpu") -> Counter[str]:
-    """Per node, the DRA devices that stand for `resource`: the NVIDIA driver's whole GPUs (not MIG
-    devices), when some DeviceClass maps to it.  The node advertises none of them as capacity, so
-    without this a DRA node's allocated GPUs would exceed its (zero) allocatable."""
-    counts: Counter[str] = Counter()
-    if resource not in resource_of.values():
-        return counts
-    for device in devices:
-        if device.node and device.driver == NVIDIA_GPU_DRIVER and device.type in (None, "gpu"):
-            counts[device.node] += 1
-    return counts
-
-
 def dra_gpus_held(slices: Iterable[dict], claims: Iterable[dict], device_classes: Iterable[dict], resource: str = "nvidia.com/gpu") -> dict[str, int]:
     """Per node, the number of `resource` (default nvidia.com/gpu) held through DRA."""
     return {node: counts[resource] for node, counts in held_extended_resources(slices, claims, device_classes).items() if counts[resource]}
@@ -283,19 +294,19 @@ def dra_gpus_held(slices: Iterable[dict], claims: Iterable[dict], device_classes
 
 @dataclass(frozen=True)
 class ClaimHold:
-    """What one pod holds through one allocated claim: the devices, and how many count as each extended resource."""
+    """What one pod holds through one allocated claim: the devices, and how many of NVIDIA's GPU devices per DeviceClass."""
 
     claim: str  # "namespace/name"
     devices: tuple[str, ...]  # device names, in the claim's order
-    gpu: tuple[tuple[str, int], ...] = ()  # (extended resource, count): only for the first pod the claim is reserved for
+    gpu: tuple[tuple[str, int], ...] = ()  # (DeviceClass, count): only for the first pod the claim is reserved for
 
 
-def pod_holdings(allocations: Iterable[Allocation], resource_of: dict[str, str]) -> dict[tuple[str, str], tuple[ClaimHold, ...]]:
+def pod_holdings(allocations: Iterable[Allocation]) -> dict[tuple[str, str], tuple[ClaimHold, ...]]:
     """Per pod (namespace, name) in a claim's reservedFor, what it holds through that claim.
 
-    A claim's devices count toward the extended resource of their class (as in `held_counts`) once: for the first
-    pod it is reserved for (a claim shared by several pods holds its devices once), so the GPUs of the pods add up
-    to a node's allocated.
+    The claim's devices of NVIDIA's GPU driver count toward their request's DeviceClass (`gpu.nvidia.com`,
+    `mig.nvidia.com`: the name the node's and the cluster's rows give them) once: for the first pod the claim is
+    reserved for (a claim shared by several pods holds its devices once), so the pods add up to a node's allocated.
     """
     by_claim: dict[str, list[Allocation]] = {}
     for allocation in allocations:
@@ -304,12 +315,128 @@ def pod_holdings(allocations: Iterable[Allocation], resource_of: dict[str, str])
     for claim, held in by_claim.items():
         counts: Counter[str] = Counter()
         for allocation in held:
-            resource = resource_of.get(allocation.device_class or "")
-            if resource:
-                counts[resource] += 1
+            if allocation.device[0] == NVIDIA_GPU_DRIVER and allocation.device_class:
+                counts[allocation.device_class] += 1
         devices = tuple(a.device[2] for a in held)
         for n, pod in enumerate(held[0].pods):
             namespace, _, name = pod.partition("/")
             gpu = tuple(sorted(counts.items())) if n == 0 else ()
             out.setdefault((namespace, name), []).append(ClaimHold(claim, devices, gpu))
     return {key: tuple(sorted(holds, key=lambda h: h.claim)) for key, holds in out.items()}
+
+
+# -- DeviceClasses: which devices each selects, and its pools ----------------------------------------
+@dataclass(frozen=True)
+class DeviceClass:
+    """A DeviceClass: its CEL selectors, and the extended resource it stands for (KEP-5004), if any."""
+
+    name: str
+    selectors: tuple[str, ...]
+    extended_resource: str | None = None
+
+
+def device_class_from(obj: dict) -> DeviceClass:
+    spec = obj.get("spec") or {}
+    expressions = tuple(str((s.get("cel") or {}).get("expression") or "") for s in spec.get("selectors") or [] if isinstance(s, dict))
+    return DeviceClass((obj.get("metadata") or {}).get("name", ""), expressions, spec.get("extendedResourceName") or None)
+
+
+class SelectorError(Exception):
+    """A class's selector that gputui cannot evaluate (a CEL function it lacks: semver(), quantity()...)."""
+
+
+@functools.lru_cache(maxsize=256)
+def _program(expression: str) -> Any:
+    """A selector compiled (celpy: cel-python, pure Python; imported only where there are DeviceClasses)."""
+    import celpy  # noqa: PLC0415
+
+    environment = celpy.Environment()
+    return environment.program(environment.compile(expression))
+
+
+@functools.lru_cache(maxsize=65536)
+def _selected(expressions: tuple[str, ...], driver: str, attributes: tuple[tuple[str, object], ...],
+              capacity: tuple[tuple[str, str], ...]) -> bool:
+    """Whether every expression selects a device of these attributes and capacity: each device is evaluated once
+    (a claim coming or going changes no device's attributes)."""
+    import celpy  # noqa: PLC0415
+
+    def by_domain(items: Iterable[tuple[str, object]]) -> dict[str, dict[str, object]]:
+        out: dict[str, dict[str, object]] = {}
+        for qualified, value in items:
+            domain, _, name = qualified.rpartition("/")
+            out.setdefault(domain, {})[name] = value
+        return out
+
+    context = {"device": celpy.json_to_cel({"driver": driver, "attributes": by_domain(attributes), "capacity": by_domain(capacity)})}
+    for expression in expressions:
+        try:
+            result = _program(expression).evaluate(context)
+        except Exception as error:  # noqa: BLE001  (celpy raises its own errors and returns others: both handled here)
+            result = error
+        if isinstance(result, Exception):
+            if isinstance(result, celpy.CELEvalError) and result.args[:1] == ("no such key",):
+                return False  # kube's "no such key": the device lacks what the selector looks up
+            raise SelectorError(f"{expression}: {str(result.args[0] if result.args else result)[:200]}")
+        if result is not True and not (isinstance(result, celpy.celtypes.BoolType) and bool(result)):
+            return False
+    return True
+
+
+def selects(device_class: DeviceClass, device: DraDevice) -> bool:
+    """Whether every selector of the class selects the device, as kube-scheduler evaluates them (CEL). A lookup of an
+    attribute the device lacks selects nothing; a selector that cannot be evaluated here (a function of Kubernetes'
+    own CEL library, semver() or quantity(), that cel-python lacks) raises SelectorError."""
+    return _selected(device_class.selectors, device.driver, device.attributes, device.capacity)
+
+
+@dataclass(frozen=True)
+class Pool:
+    """The devices of one pool (a ResourceSlice pool: the NVIDIA driver's is its node) that one DeviceClass selects."""
+
+    device_class: str
+    driver: str
+    pool: str
+    node: str | None
+    devices: int
+    allocated: int
+    tainted: int  # with a NoSchedule/NoExecute taint, allocated or not
+    free: int  # neither allocated nor tainted: what a new claim could get here
+
+    def as_json(self) -> dict[str, object]:
+        return {"class": self.device_class, "driver": self.driver, "pool": self.pool, "node": self.node,
+                "devices": self.devices, "allocated": self.allocated, "tainted": self.tainted, "free": self.free}
+
+
+@dataclass(frozen=True)
+class ClassDevices:
+    """What each DeviceClass selecting NVIDIA GPU devices selects: its pools, or why that is not known."""
+
+    pools: tuple[Pool, ...] = ()
+    unknown: dict[str, str] = dataclass_field(default_factory=dict)  # class -> why its devices are not known (a selector)
+
+    def of(self, device_class: str) -> list[Pool]:
+        return [p for p in self.pools if p.device_class == device_class]
+
+
+def class_devices(classes: Iterable[DeviceClass], devices: Iterable[DraDevice]) -> ClassDevices:
+    """Per DeviceClass that selects some device of NVIDIA's GPU driver (gpu.nvidia.com: whole GPUs, MIG devices),
+    its pools: devices, allocated, tainted, free. A class whose selectors cannot be evaluated here is `unknown`."""
+    gpu_devices = [d for d in devices if d.driver == NVIDIA_GPU_DRIVER]
+    pools: list[Pool] = []
+    unknown: dict[str, str] = {}
+    for device_class in sorted(classes, key=lambda c: c.name):
+        try:
+            chosen = [d for d in gpu_devices if selects(device_class, d)]
+        except SelectorError as error:
+            unknown[device_class.name] = f"selector not understood: {error}"
+            continue
+        grouped: dict[tuple[str, str, str | None], list[DraDevice]] = {}
+        for d in chosen:
+            grouped.setdefault((d.driver, d.pool, d.node), []).append(d)
+        for (driver, pool, node), members in sorted(grouped.items(), key=lambda item: (item[0][0], _natural(item[0][1]))):
+            allocated = sum(1 for d in members if d.claim)
+            tainted = sum(1 for d in members if d.blocking_taints)
+            free = sum(1 for d in members if not d.claim and not d.blocking_taints)
+            pools.append(Pool(device_class.name, driver, pool, node, len(members), allocated, tainted, free))
+    return ClassDevices(tuple(pools), unknown)

@@ -1,13 +1,16 @@
-"""What fits where: pure functions of the node summaries (no I/O).
+"""What fits where: pure functions of the node summaries and the DRA pools (no I/O).
 
 Per GPU resource (MIG profiles and shared, time-sliced resources each count as
-their own): how many nodes could take a pod of 1, 2, 4 and 8 now, the largest
-free block on such a node, and the stranded free devices: free on a node no
-GPU pod can go to now. A node can take a pod now when it is Ready, not
-cordoned, and has no NoSchedule/NoExecute taint a GPU pod would not usually
-tolerate. Free is the summaries' (allocatable - allocated), so GPUs that
-Dynamic Resource Allocation hands out under an extended resource count as
-the summaries count them.
+their own) and per DeviceClass of Dynamic Resource Allocation (its own row: a
+pod asking for nvidia.com/gpu cannot have a DRA device, kube-scheduler's
+NodeResourcesFit reads only the node's allocatable): how many nodes could take
+a pod of 1, 2, 4 and 8 (devices of one claim) now, the largest free block on
+such a node, and the stranded free devices: free on a node no GPU pod can go
+to now. A node can take a pod now when it is Ready, not cordoned, and has no
+NoSchedule/NoExecute taint a GPU pod would not usually tolerate. Free is the
+node's allocatable - allocated for a resource; for a DeviceClass, the devices
+it selects that no claim holds and no NoSchedule/NoExecute device taint keeps
+off (kube/dra.py).
 
 These figures need the pods: while they are not listed (or cannot be read),
 the caller has no fit to show (ClusterModel.fit() is None), never one made
@@ -18,10 +21,10 @@ figures say what the cluster offers a GPU pod that tolerates the usual taints.
 """
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
+from .dra import ClassDevices, Pool
 from .gpu import GPU, NodeSummary, sorted_resources
 from .records import Node
 
@@ -42,14 +45,27 @@ class ResourceFit:
     largest: int  # the largest free block on a node that could take a pod now
     free: int  # free on the nodes that could take a pod now
     free_nodes: int  # how many of those have any free
-    top: tuple[tuple[str, int], ...]  # the NAMED of them with most free: (node, free)
+    usable: tuple[tuple[str, int], ...]  # the nodes that could take a pod now: (node, free), most free first
     biggest: int  # the most allocatable on one node that could take a pod now (what fits when it is empty)
     stranded: int  # free on nodes no GPU pod can go to now
     stranded_nodes: tuple[tuple[str, int, str], ...]  # (node, free, why), most free first
+    device_class: bool = False  # a DeviceClass's devices (DRA), not an extended resource
+    unknown: str | None = None  # why the figures are not known (a DeviceClass selector gputui cannot evaluate)
 
-    def as_json(self) -> dict[str, int]:
-        """The report's `fit` entry of this resource."""
-        out = {str(size): n for size, n in zip(SIZES, self.nodes_for, strict=True)}
+    @property
+    def top(self) -> tuple[tuple[str, int], ...]:
+        """The NAMED nodes with most free: (node, free)."""
+        return tuple(item for item in self.usable[:NAMED] if item[1])
+
+    def fits_on(self, size: int) -> tuple[str, ...]:
+        """The nodes a pod of `size` (devices of one claim, for a DeviceClass) fits on now."""
+        return tuple(node for node, free in self.usable if free >= size)
+
+    def as_json(self) -> dict[str, int | str | None]:
+        """The report's `fit` entry of this resource or DeviceClass."""
+        if self.unknown is not None:
+            return {"unknown": self.unknown}
+        out: dict[str, int | str | None] = {str(size): n for size, n in zip(SIZES, self.nodes_for, strict=True)}
         out["largest"] = self.largest
         out["stranded"] = self.stranded
         return out
@@ -68,38 +84,59 @@ def blocked(node: Node, resource: str) -> str | None:
     return None
 
 
-def cluster_fit(summaries: Iterable[NodeSummary]) -> dict[str, ResourceFit]:
-    """Per GPU resource any node has, its fit (see the module docstring)."""
-    usable: dict[str, list[tuple[int, int, str]]] = {}  # resource -> (free, allocatable, node)
-    stranded: dict[str, list[tuple[str, int, str]]] = {}
+def cluster_fit(summaries: Iterable[NodeSummary], classes: ClassDevices | None = None) -> dict[str, ResourceFit]:
+    """Per GPU resource any node has, then per DeviceClass selecting NVIDIA GPU devices, its fit (see the module
+    docstring). `classes`: the DRA pools (model.dra_view); the summaries' rows of those classes are left to them."""
+    classes = classes or ClassDevices()
+    dra_rows = {p.device_class for p in classes.pools} | set(classes.unknown)
+    nodes: dict[str, Node] = {}
+    offers: dict[str, list[tuple[Node, int, int]]] = {}  # resource -> (node, free, allocatable)
     for s in summaries:
+        nodes[s.name] = s.node
         for name, u in s.usage.items():
-            free = max(0, u.free)
-            why = blocked(s.node, name)
-            if why is None:
-                usable.setdefault(name, []).append((free, u.allocatable, s.name))
-            else:
-                usable.setdefault(name, [])
-                if free:
-                    stranded.setdefault(name, []).append((s.name, free, why))
-    out = {}
-    for name in sorted_resources(usable):
-        nodes = usable[name]
-        frees = [f for f, _, _ in nodes]
-        lost = sorted(stranded.get(name, ()), key=lambda item: (-item[1], item[0]))
-        top = heapq.nsmallest(NAMED, ((-f, n) for f, _, n in nodes if f))
-        out[name] = ResourceFit(
-            resource=name,
-            nodes_for=tuple(sum(1 for f in frees if f >= size) for size in SIZES),
-            largest=max(frees, default=0),
-            free=sum(frees),
-            free_nodes=sum(1 for f in frees if f),
-            top=tuple((n, -f) for f, n in top),
-            biggest=max((a for _, a, _ in nodes), default=0),
-            stranded=sum(f for _, f, _ in lost),
-            stranded_nodes=tuple(lost),
-        )
+            if name not in dra_rows:
+                offers.setdefault(name, []).append((s.node, max(0, u.free), u.allocatable))
+    out = {name: _fit(name, offers[name]) for name in sorted_resources(offers)}
+    by_class: dict[str, list[Pool]] = {}
+    for pool in classes.pools:
+        by_class.setdefault(pool.device_class, []).append(pool)
+    for name in sorted(dra_rows):
+        if name in classes.unknown:
+            out[name] = ResourceFit(name, (0,) * len(SIZES), 0, 0, 0, (), 0, 0, (), device_class=True, unknown=classes.unknown[name])
+            continue
+        per_node: dict[str, tuple[int, int]] = {}  # node -> (free, devices a claim could get when none is allocated)
+        for pool in by_class[name]:
+            if pool.node in nodes:  # a pool of no node (network-attached devices) is not a node's to offer
+                free, most = per_node.get(pool.node, (0, 0))
+                per_node[pool.node] = (free + pool.free, most + pool.free + pool.allocated)
+        out[name] = _fit(name, [(nodes[n], free, most) for n, (free, most) in per_node.items()], device_class=True)
     return out
+
+
+def _fit(name: str, offers: Iterable[tuple[Node, int, int]], device_class: bool = False) -> ResourceFit:
+    """One row's figures from each node's (record, free, allocatable)."""
+    usable: list[tuple[int, int, str]] = []  # (free, allocatable, node)
+    lost: list[tuple[str, int, str]] = []
+    for node, free, allocatable in offers:
+        why = blocked(node, name)
+        if why is None:
+            usable.append((free, allocatable, node.name))
+        elif free:
+            lost.append((node.name, free, why))
+    lost.sort(key=lambda item: (-item[1], item[0]))
+    frees = [f for f, _, _ in usable]
+    return ResourceFit(
+        resource=name,
+        nodes_for=tuple(sum(1 for f in frees if f >= size) for size in SIZES),
+        largest=max(frees, default=0),
+        free=sum(frees),
+        free_nodes=sum(1 for f in frees if f),
+        usable=tuple((n, f) for f, _, n in sorted(usable, key=lambda item: (-item[0], item[2]))),
+        biggest=max((a for _, a, _ in usable), default=0),
+        stranded=sum(f for _, f, _ in lost),
+        stranded_nodes=tuple(lost),
+        device_class=device_class,
+    )
 
 
 def pending_line(requests: Mapping[str, int], fits: Mapping[str, ResourceFit]) -> str | None:
@@ -109,7 +146,7 @@ def pending_line(requests: Mapping[str, int], fits: Mapping[str, ResourceFit]) -
     lines = []
     for name, wanted in requests.items():
         f = fits.get(name)
-        if f is not None and f.largest >= wanted:
+        if f is not None and (f.unknown is not None or f.largest >= wanted):
             continue
         head = f"needs {wanted} {name} on one node; "
         if f is None or f.biggest == 0:

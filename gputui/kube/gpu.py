@@ -338,9 +338,9 @@ def has_gpu_hardware(node: Node) -> bool:
 def node_usage(node: Node, pods: Iterable[Pod], resources: GpuResources, dra: Mapping[str, Usage] | None = None) -> dict[str, Usage]:
     """Per GPU resource: capacity, allocatable and allocated on this node (pods: those bound to it).
 
-    `dra`: what Dynamic Resource Allocation adds per extended resource (the
-    node's DRA devices of a DeviceClass mapped to it, and those allocated);
-    the node itself advertises none of it.
+    `dra`: the node's Dynamic Resource Allocation devices per DeviceClass (`gpu.nvidia.com`, `mig.nvidia.com`),
+    rows of their own beside the device plugins' resources: the node advertises none of them, and a pod asking
+    for nvidia.com/gpu cannot have them (kube-scheduler's NodeResourcesFit reads the node's allocatable).
     """
     usage: dict[str, Usage] = {}
     for name, quantity in node.capacity.items():
@@ -350,8 +350,7 @@ def node_usage(node: Node, pods: Iterable[Pod], resources: GpuResources, dra: Ma
         if name in resources:
             usage.setdefault(name, Usage()).allocatable = parse_count(quantity)
     for name, extra in (dra or {}).items():
-        if name in resources:
-            usage.setdefault(name, Usage()).add(extra)
+        usage.setdefault(name, Usage()).add(extra)
     for pod in pods:
         if pod.node != node.name or not holds_gpus(pod):
             continue
@@ -566,7 +565,7 @@ def totals(summaries: Iterable[NodeSummary]) -> dict[str, Usage]:
 @dataclass(slots=True)
 class GpuPod:
     pod: Pod
-    gpu: dict[str, int]  # requested extended resources plus those its DRA claims count as
+    gpu: dict[str, int]  # requested GPU resources, and per DeviceClass the NVIDIA devices its DRA claims hold
     reason: str | None  # why it is not bound, when it is not
     claims: tuple[ClaimHold, ...] = ()  # what it holds through Dynamic Resource Allocation
 
@@ -575,12 +574,12 @@ def gpu_pod(pod: Pod, resources: GpuResources, events: Iterable[Event] = (), cla
     """The pod as a GPU pod, or None when it neither holds nor waits for GPUs (or is finished).
 
     `claims`: the DRA claims reserved for it (dra.pod_holdings); a pod holding devices only that way is a GPU pod too.
+    `gpu` names what it holds through them by DeviceClass (`gpu.nvidia.com`, `mig.nvidia.com`), as the node rows do.
     """
     gpu = resources.of(pod.requests)
     for hold in claims:
         for name, n in hold.gpu:
-            if name in resources:
-                gpu[name] = gpu.get(name, 0) + n
+            gpu[name] = gpu.get(name, 0) + n
     if (not gpu and not claims) or pod.finished:
         return None
     return GpuPod(pod, {name: gpu[name] for name in sorted_resources(gpu)}, unbound_reason(pod, events), claims)

@@ -109,8 +109,9 @@ class DraView:
     """What Dynamic Resource Allocation adds, derived from the three DRA tables."""
 
     devices: dict[str | None, list[dra.DraDevice]]  # per node (None: not tied to one), with holders
-    usage: dict[str, dict[str, gpu.Usage]]  # per node: extended resource -> DRA capacity and allocated
+    usage: dict[str, dict[str, gpu.Usage]]  # per node: DeviceClass -> its devices, those a claim could get, allocated
     holdings: dict[tuple[str, str], tuple[dra.ClaimHold, ...]]  # per pod (namespace, name): what its claims hold
+    classes: dra.ClassDevices  # per DeviceClass selecting NVIDIA GPU devices, its pools
 
 
 def _nonempty(items: tuple[Any, ...]) -> tuple[Any, ...] | None:
@@ -175,7 +176,7 @@ class ClusterModel:
         self.resource_slices = Table(RESOURCESLICES, lambda obj: _nonempty(tuple(dra.parse_slices([obj]))), self._notify)
         self.resource_claims = Table(RESOURCECLAIMS, lambda obj: _nonempty(tuple(dra.parse_claims([obj]))), self._notify)
         self.compute_domains: Table[compute_domains.ComputeDomain] = Table(COMPUTEDOMAINS, compute_domains.domain_from, self._notify)
-        self.device_classes = Table(DEVICECLASSES, lambda obj: (obj.get("spec") or {}).get("extendedResourceName") or None, self._notify)
+        self.device_classes = Table(DEVICECLASSES, dra.device_class_from, self._notify)
         self.metrics = MetricsPoller(
             api, self._exporters, self._metrics_updated, interval=metrics_interval, timeout=metrics_timeout,
             concurrency=metrics_concurrency, background_interval=metrics_background_interval,
@@ -491,7 +492,7 @@ class ClusterModel:
         if not (self.pods_known and self._known(NODES)):
             return None
         if self._fit is None or self._fit[0] != self.summary_generation:
-            fits = fit.cluster_fit(self.node_summaries())
+            fits = fit.cluster_fit(self.node_summaries(), self.dra_view().classes)
             self._fit = (self.summary_generation, fits)
         return self._fit[1]
 
@@ -626,14 +627,14 @@ class ClusterModel:
         if self._dra is None:
             devices = [d for slice_devices in self.resource_slices.records.values() for d in slice_devices]
             allocations = [a for claim in self.resource_claims.records.values() for a in claim]
-            resource_of = {name: resource for (_, name), resource in self.device_classes.records.items()}
+            by_node = dra.attach_holders(devices, allocations)
+            classes = dra.class_devices(self.device_classes.records.values(), [d for held in by_node.values() for d in held])
             usage: dict[str, dict[str, gpu.Usage]] = {}
-            for node, count in dra.gpu_capacity(devices, resource_of).items():
-                usage.setdefault(node, {})[gpu.GPU] = gpu.Usage(capacity=count, allocatable=count)
-            for node, held in dra.held_counts(devices, allocations, resource_of).items():
-                for resource, n in held.items():
-                    usage.setdefault(node, {}).setdefault(resource, gpu.Usage()).allocated += n
-            self._dra = DraView(dra.attach_holders(devices, allocations), usage, dra.pod_holdings(allocations, resource_of))
+            for pool in classes.pools:
+                if pool.node is not None:  # a tainted free device is not allocatable: a claim does not get it
+                    row = usage.setdefault(pool.node, {}).setdefault(pool.device_class, gpu.Usage())
+                    row.add(gpu.Usage(capacity=pool.devices, allocatable=pool.allocated + pool.free, allocated=pool.allocated))
+            self._dra = DraView(by_node, usage, dra.pod_holdings(allocations), classes)
         return self._dra
 
     def bad_gpus(self) -> list[health.BadGpu]:

@@ -280,6 +280,7 @@ def as_contract(model: ClusterModel, context: str | None, namespaces: Iterable[s
         ],
         "totals": {name: usage_json(u, partial) for name, u in gpu.totals(summaries).items()},
         "fit": None if (fits := model.fit()) is None else {name: f.as_json() for name, f in fits.items()},
+        "dra_pools": [pool.as_json() for pool in model.dra_view().classes.pools],
         "queues": queues_contract(model),
         "bad_gpus": [bad.to_json(model.clock()) for bad in model.bad_gpus()],
     }

@@ -167,7 +167,7 @@ def write_table(data: dict[str, Any], out: TextIO, created: PodTimes | None = No
                 *counts,
                 codes[i] if i < len(codes) else "",
             ])
-    for line in _columns(rows, [24, 14, 12, 8, 11, 9, 4, 21], numeric={3, 4, 5, 6}, names={0}, total=WIDTH, tight={4, 5, 6}):
+    for line in _columns(rows, [24, 14, 14, 8, 11, 9, 4, 21], numeric={3, 4, 5, 6}, names={0}, total=WIDTH, tight={4, 5, 6}):
         out.write(line + "\n")
 
     problems = [("cluster", p) for p in cluster_problems(data)] + [(n["name"], p) for n in nodes for p in n["problems"]]
@@ -183,12 +183,10 @@ def write_table(data: dict[str, Any], out: TextIO, created: PodTimes | None = No
     else:
         rows = [["NAMESPACE/NAME", "NODE", "PHASE", "GPU", "AGE"]]
         for p in data["pods"]:
-            gpus = ",".join(f"{short_resource(r)}={n}" for r, n in p["gpu"].items())
-            if not gpus and p.get("claims"):  # devices of a DRA class that counts as no extended resource (a MIG device)
-                gpus = f"dra={sum(len(c['devices']) for c in p['claims'])}"
+            gpus = ",".join(f"{short_resource(r)}={n}" for r, n in p["gpu"].items())  # DRA devices by DeviceClass
             rows.append([f"{p['namespace']}/{p['name']}", p["node"] or "<none>", p["phase"], gpus, age(created.get((p["namespace"], p["name"])), now)])
         reasons = {i + 1: p["reason"] for i, p in enumerate(data["pods"]) if p["reason"]}
-        for i, line in enumerate(_columns(rows, [42, 20, 9, 14, 9], names={0, 1}, total=WIDTH - 2)):
+        for i, line in enumerate(_columns(rows, [42, 20, 9, 16, 9], names={0, 1}, total=WIDTH - 2)):
             out.write("  " + line + "\n")
             if i in reasons:
                 out.write(textwrap.fill(printable(reasons[i]), WIDTH, initial_indent="      why: ", subsequent_indent="           ") + "\n")
@@ -203,6 +201,7 @@ def write_table(data: dict[str, Any], out: TextIO, created: PodTimes | None = No
         for line in _columns(rows, [30, 8, 11, 9, 6], numeric={1, 2, 3, 4}, tight={2, 3, 4}):
             out.write("  " + line + "\n")
     _write_fits(data.get("fit"), out)
+    _write_pools(data.get("dra_pools"), out)
     _write_queues(data.get("queues"), out)
     _write_idle(data.get("idle"), out)
     _write_bad_gpus(data.get("bad_gpus"), out)
@@ -261,18 +260,36 @@ def _percent(value: float | None) -> str:
     return "" if value is None else f"{value:.0f}%"
 
 
-def _write_fits(fit: dict[str, dict[str, int]] | None, out: TextIO) -> None:
-    """What fits where: per resource, nodes that could take a pod of 1, 2, 4, 8 now, the largest free block, stranded."""
+def _write_fits(fit: dict[str, dict[str, Any]] | None, out: TextIO) -> None:
+    """What fits where: per resource, then per DRA DeviceClass (a name without `/`), nodes that could take a pod of
+    1, 2, 4, 8 (devices of one claim) now, the largest free block, stranded; `?` and why where a class is not known."""
     if fit is None:
         out.write("\nFits: unknown (the pods are not known)\n")
         return
     if not fit:
         return  # no GPU resources: Totals says so
-    out.write("\nFits (nodes that could take a pod of N now; stranded: free where no GPU pod can go now):\n")
+    out.write("\nFits (nodes that could take a pod of N now; stranded: free where no GPU pod can go now;\n"
+              "      DRA DeviceClasses: N devices in one claim):\n")
     rows = [["RESOURCE", "N=1", "2", "4", "8", "LARGEST", "STRANDED"]]
+    unknown = {name: f["unknown"] for name, f in fit.items() if "unknown" in f}
     for name, f in fit.items():
-        rows.append([short_resource(name), *(str(f[k]) for k in ("1", "2", "4", "8", "largest", "stranded"))])
+        figures = ["?"] * 6 if name in unknown else [str(f[k]) for k in ("1", "2", "4", "8", "largest", "stranded")]
+        rows.append([short_resource(name), *figures])
     for line in _columns(rows, [30, 4, 4, 4, 4, 7, 8], numeric={1, 2, 3, 4, 5, 6}):
+        out.write("  " + line + "\n")
+    for name, why in unknown.items():
+        out.write(textwrap.fill(printable(f"{name}: {why}"), WIDTH, initial_indent="  ?: ", subsequent_indent="     ") + "\n")
+
+
+def _write_pools(pools: list[dict[str, Any]] | None, out: TextIO) -> None:
+    """The DRA pools: per DeviceClass and pool, devices, allocated, tainted (no new claim gets them), free."""
+    if not pools:
+        return
+    out.write("\nDRA pools (devices each DeviceClass selects; tainted: NoSchedule/NoExecute, no new claim gets them):\n")
+    rows = [["CLASS", "POOL", "DEVICES", "ALLOCATED", "TAINTED", "FREE"]]
+    for p in pools:
+        rows.append([p["class"], p["pool"], *(str(p[k]) for k in ("devices", "allocated", "tainted", "free"))])
+    for line in _columns(rows, [24, 30, 7, 9, 7, 5], numeric={2, 3, 4, 5}, names={0, 1}, total=WIDTH - 2):
         out.write("  " + line + "\n")
 
 

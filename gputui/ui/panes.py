@@ -15,7 +15,7 @@ from typing import Mapping
 
 from rich.text import Text
 
-from gputui.kube.gpu import GPU, GpuPod, NodeSummary
+from gputui.kube.gpu import GPU, GpuPod, NodeSummary, Usage
 from gputui.sanitize import clean
 
 from . import render
@@ -147,6 +147,13 @@ def verdict_full(summary: NodeSummary) -> str:
     return " ".join(f"{render.verdict_word(p)[0]} {p.code} {clean(p.subject or '', 100)}" for p in summary.problems)
 
 
+def _bar_width(usage: Usage | None, narrow: bool) -> int:
+    """Narrow, the GPUs some of which are unhealthy say so (`6/7 of 8`) in place of the bar."""
+    if not narrow:
+        return 4
+    return 0 if usage is not None and usage.capacity != usage.allocatable else 3
+
+
 def node_row(summary: NodeSummary, narrow: bool, unknown: str | None = None, w: Widths | None = None) -> tuple[Text, ...]:
     """unknown: the pods are not listed, allocated and free are not known (`…` or `?` stands for them)."""
     w = w or widths(node_columns(narrow))
@@ -154,7 +161,7 @@ def node_row(summary: NodeSummary, narrow: bool, unknown: str | None = None, w: 
     cells = (
         cut(summary.name, w["node"]),
         clip(render.node_status(summary.node), w["status"]),
-        clip(render.usage_cell(gpu_usage, bar_width=3 if narrow else 4, capacity=not narrow, unknown=unknown), w["gpu"]),
+        clip(render.usage_cell(gpu_usage, bar_width=_bar_width(gpu_usage, narrow), unknown=unknown), w["gpu"]),
         clip(render.free_cell(gpu_usage, unknown), w["free"]),
         clip(render.verdicts(summary.problems, short=narrow, width=w["verdict"], unknown=summary.unknown), w["verdict"], verdict_full(summary)),
         other_cell(summary, w["other"], unknown),
@@ -193,17 +200,10 @@ def pod_columns(narrow: bool, width: int | None = None) -> list[Column]:
     ]
 
 
-def gpus_cell(entry: GpuPod, narrow: bool) -> Text:
-    """The pod's GPUs: `2 gpu`; with what it holds through DRA claims, `2 gpu · dra gpu-0,gpu-1` (narrow: `2 gpu +dra`)."""
-    cell = render.gpu_counts(entry.gpu)
-    if entry.claims:
-        devices = [d for hold in entry.claims for d in hold.devices]
-        if narrow:
-            cell.append((" +dra" if entry.gpu else f"{len(devices)} dra"), style=render.DIM_STYLE)
-        else:
-            cell.append((" · " if entry.gpu else "") + "dra ", style=render.DIM_STYLE)
-            cell.append_text(render.text(",".join(devices), limit=60))
-    return cell
+def gpus_cell(entry: GpuPod) -> Text:
+    """The pod's GPUs: `2 gpu`; what it holds through DRA claims by DeviceClass, as every output names it: `1 mig.nvidia.com`
+    (the devices themselves are in the node's details)."""
+    return render.gpu_counts(entry.gpu)
 
 
 def pod_row(entry: GpuPod, age_text: str, narrow: bool, w: Widths | None = None, note: Text | None = None,
@@ -221,11 +221,11 @@ def pod_row(entry: GpuPod, age_text: str, narrow: bool, w: Widths | None = None,
     status = clip(render.pod_status(pod), w["status"])
     age_cell = fit(age_text, w["age"])
     if narrow:
-        return (name, node, clip(gpus_cell(entry, True), w["gpus"]), status, age_cell, reason)
+        return (name, node, clip(gpus_cell(entry), w["gpus"]), status, age_cell, reason)
     return (
         name,
         node,
-        clip(gpus_cell(entry, False), w["gpus"]),
+        clip(gpus_cell(entry), w["gpus"]),
         status,
         fit(str(pod.restarts), w["restarts"], render.BAD_STYLE if pod.restarts else ""),
         age_cell,

@@ -155,7 +155,7 @@ async def test_the_reports_fit_key_and_fits_section(sim):
     reasons = {p["name"]: p["reason"] for p in data["pods"]}
     assert reasons["llm-train-4gpu"].endswith(" · " + FIT_LINE) and reasons["queued-job-0"] == GATE_REASON
     rc, table = await asyncio.to_thread(run_report, "--kubeconfig", str(sim.kubeconfig_path))
-    fits = table[table.index("\nFits"):].split("\n\n")[0].splitlines()[2:]  # the section, up to the next
+    fits = table[table.index("\nFits"):].split("\n\n")[0].splitlines()[3:]  # the section, up to the next
     assert [line.split() for line in fits] == [
         ["RESOURCE", "N=1", "2", "4", "8", "LARGEST", "STRANDED"],
         ["gpu", "4", "3", "0", "0", "3", "14"],

@@ -16,6 +16,7 @@ import pytest_asyncio
 
 from gputui.kube.config import connect
 from gputui.kube.model import ClusterModel
+from gputui.sim import dra as sim_dra
 from gputui.sim.cluster import SimCluster
 from tests.model.scenario import FAST, matches_fresh_list, small_cluster, until
 
@@ -42,26 +43,33 @@ def oracle_pod_request(pod, resource: str) -> int:
     return max(app, init)
 
 
-def oracle_dra(store) -> tuple[Counter, Counter]:
-    """Per node, the NVIDIA driver's whole GPUs published through DRA, and those allocated through a
-    DeviceClass standing for nvidia.com/gpu (only when some class does)."""
-    mapped = {c["metadata"]["name"] for c in store.objects("deviceclasses.resource.k8s.io") if c["spec"].get("extendedResourceName") == "nvidia.com/gpu"}
-    published, held = Counter(), Counter()
-    if not mapped:
-        return published, held
-    for s in store.objects("resourceslices.resource.k8s.io"):
-        for device in s["spec"]["devices"]:
-            if s["spec"]["driver"] == "gpu.nvidia.com" and device["attributes"]["type"]["string"] == "gpu":
-                published[s["spec"]["nodeName"]] += 1
-    for claim in store.objects("resourceclaims.resource.k8s.io"):
-        classes = {r["name"]: r["exactly"]["deviceClassName"] for r in claim["spec"]["devices"]["requests"]}
-        node = claim["status"]["allocation"]["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][0]["values"][0]
-        held[node] += sum(1 for r in claim["status"]["allocation"]["devices"]["results"] if classes[r["request"]] in mapped)
-    return published, held
+def oracle_dra(store) -> dict[tuple[str, str], tuple[int, int, int, int]]:
+    """Per (node, DeviceClass): the NVIDIA GPU driver's devices the class selects (the simulated scheduler's own
+    CEL), those a claim could get or holds, those allocated, and those free (no claim, no NoSchedule/NoExecute taint).
+    The node advertises none of them: they are rows of their own, never nvidia.com/gpu."""
+    allocated = {(r["driver"], r["pool"], r["device"]) for c in store.objects("resourceclaims.resource.k8s.io")
+                 for r in (((c.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or []}
+    table: dict[tuple[str, str], list[int]] = {}
+    for device_class in store.objects("deviceclasses.resource.k8s.io"):
+        selectors = device_class["spec"].get("selectors") or []
+        for s in store.objects("resourceslices.resource.k8s.io"):
+            spec = s["spec"]
+            if spec["driver"] != "gpu.nvidia.com":
+                continue
+            for device in spec["devices"]:
+                if not all(sim_dra.matches(sel["cel"]["expression"], device, spec["driver"]) for sel in selectors):
+                    continue
+                row = table.setdefault((spec["nodeName"], device_class["metadata"]["name"]), [0, 0, 0, 0])
+                held = (spec["driver"], spec["pool"]["name"], device["name"]) in allocated
+                tainted = any(t["effect"] in ("NoSchedule", "NoExecute") for t in device.get("taints") or [])
+                row[0] += 1
+                row[1] += held or not tainted
+                row[2] += held
+                row[3] += not held and not tainted
+    return {key: (cap, alloc, used, free) for key, (cap, alloc, used, free) in table.items()}
 
 
 def oracle(store):
-    dra_published, dra_held = oracle_dra(store)
     resources = set()
     for n in store.objects("nodes"):
         resources |= {k for k in n["status"].get("capacity", {}) if k.startswith("nvidia.com/")}
@@ -76,11 +84,9 @@ def oracle(store):
                 for p in store.objects("pods")
                 if p["spec"].get("nodeName") == name and p["status"].get("phase") not in ("Succeeded", "Failed")
             )
-            if r == "nvidia.com/gpu":  # DRA: the node advertises none of it
-                cap, alloc, used = cap + dra_published[name], alloc + dra_published[name], used + dra_held[name]
             if cap or alloc or used:
                 table[(name, r)] = (cap, alloc, used, alloc - used)
-    return table
+    return {**table, **oracle_dra(store)}
 
 
 def model_table(model):
@@ -149,12 +155,11 @@ async def test_seed_capacity_recipes_agree(cluster):
     _, sim, model, cache = cluster
     lines = (await sh(SEED_CAPACITY, sim.kubeconfig_path, cache)).splitlines()
     assert lines[0].split() == ["NODE", "GPU_CAPACITY", "GPU_ALLOCATABLE"]
-    # The seed sees what nodes advertise; gputui adds the GPUs DRA publishes (the demo's h100-dra-1).
-    dra_published, _ = oracle_dra(sim.store)
+    # The seed sees what nodes advertise, as gputui's nvidia.com/gpu does (DRA devices are rows of their own).
     for line in lines[1:]:
         name, cap, alloc = line.split()
         usage = model.summary(name).usage.get("nvidia.com/gpu")
-        advertised = (usage.capacity - dra_published[name], usage.allocatable - dra_published[name]) if usage else (0, 0)
+        advertised = (usage.capacity, usage.allocatable) if usage else (0, 0)
         if advertised == (0, 0):  # the seed prints <none> or a stale 0: no nvidia.com/gpu on this node
             assert cap in ("<none>", "0") and alloc in ("<none>", "0")
         else:
@@ -163,7 +168,7 @@ async def test_seed_capacity_recipes_agree(cluster):
     assert set(totals) == set(model.nodes.records)
     for name, alloc in totals.items():
         usage = model.summary(name).usage.get("nvidia.com/gpu")
-        assert int(alloc) == (usage.allocatable - dra_published[name] if usage else 0)
+        assert int(alloc) == (usage.allocatable if usage else 0)
 
 
 async def test_seed_pod_recipe_is_wrong_where_gputui_is_right(cluster):
@@ -178,10 +183,8 @@ async def test_seed_pod_recipe_is_wrong_where_gputui_is_right(cluster):
         k for k, p in store_pods.items()
         if oracle_pod_request(p, "nvidia.com/gpu") and k not in seed and p["status"].get("phase") not in ("Succeeded", "Failed")
     }
-    # pods holding nvidia.com/gpu only through DRA claims (the demo's qwen-72b-serving-0): the seed reads limits only
-    dra_only = {(g.pod.namespace, g.pod.name) for g in model.gpu_pods() if g.claims and "nvidia.com/gpu" not in g.pod.requests}
-    # every difference is one of the seed's mistakes
-    assert set(seed) - finished == ours - init_only - dra_only
+    # every difference is one of the seed's mistakes (DRA devices are no nvidia.com/gpu: gpu.nvidia.com rows)
+    assert set(seed) - finished == ours - init_only
     assert not (finished & ours)
     if param == "small":
         assert printed_twice == {("ml", "two-containers")}

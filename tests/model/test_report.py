@@ -73,7 +73,7 @@ async def test_json_is_the_contract(sim):
     rc, out, err = await report_of("--kubeconfig", str(sim.kubeconfig_path), "-o", "json")
     assert rc == 1, err  # gpu-2 is unhealthy, mig-1's plugin crash-loops
     data = json.loads(out)
-    assert set(data) == {"context", "scope", "stack", "nodes", "pods", "totals", "fit", "queues", "idle", "missing", "unreadable", "bad_gpus",
+    assert set(data) == {"context", "scope", "stack", "nodes", "pods", "totals", "fit", "dra_pools", "queues", "idle", "missing", "unreadable", "bad_gpus",
                          "compute_domains"} and data["context"] == "gputui-sim"
     assert data["compute_domains"] == []  # no ComputeDomain CRD here: none, and nothing missing
     assert data["queues"] is None  # no Kueue in this cluster (tests/model/test_kueue.py has one)

@@ -191,9 +191,10 @@ async def test_dra_devices_with_holders_and_dra_held_gpus_counted_as_allocated(d
     sim, model = demo
     summary = model.summary("h100-dra-1")
     assert summary.gpu_node
-    # 7 whole GPUs (GPU 7 is split into MIG devices); qwen-72b-serving-0 holds two of them through DRA
-    usage = summary.usage["nvidia.com/gpu"]
-    assert (usage.capacity, usage.allocatable, usage.allocated, usage.free) == (7, 7, 2, 5)
+    # 7 whole GPUs (GPU 7 is split into MIG devices); qwen-72b-serving-0 holds two of them through DRA: rows of
+    # their DeviceClasses, never nvidia.com/gpu (the node advertises none)
+    assert {name: (u.capacity, u.allocatable, u.allocated, u.free) for name, u in summary.usage.items()} == {
+        "gpu.nvidia.com": (7, 7, 2, 5), "mig.nvidia.com": (7, 7, 1, 6)}
     held = {d.name: d.pods for d in summary.dra_devices if d.pods}
     assert held == {"gpu-0": ("inference/qwen-72b-serving-0",), "gpu-1": ("inference/qwen-72b-serving-0",),
                     "gpu-7-mig-1g10gb-19-0": ("inference/whisper-dra-0",)}
@@ -212,7 +213,7 @@ async def test_dra_devices_with_holders_and_dra_held_gpus_counted_as_allocated(d
     changes: list[Change] = []
     unsubscribe = model.subscribe(changes.append)
     sim.store.delete("resourceclaims.resource.k8s.io", "inference", serving["metadata"]["name"])
-    await until(lambda: model.summary("h100-dra-1").usage["nvidia.com/gpu"].allocated == 0, what="DRA GPUs released")
+    await until(lambda: model.summary("h100-dra-1").usage["gpu.nvidia.com"].allocated == 0, what="DRA GPUs released")
     unsubscribe()
     assert Change(RESOURCECLAIMS, ("inference", serving["metadata"]["name"])) in changes
     assert not [d for d in model.dra_devices("h100-dra-1") if d.name in ("gpu-0", "gpu-1") and d.pods]
