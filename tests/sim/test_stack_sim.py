@@ -104,8 +104,8 @@ def test_pod_proxy_serves_each_exporters_node_with_the_injected_xid(kubectl):
     assert {s.labels["UUID"] for s in families["DCGM_FI_DEV_GPU_UTIL"].samples} == {gpu_uuid("h100-1", i) for i in range(8)}
     xids = {k: v for k, v in samples(text, "DCGM_FI_DEV_XID_ERRORS").items() if v}
     assert xids == {"2/": 48}
-    pods_seen = {s.labels["pod"] for s in families["DCGM_FI_DEV_GPU_UTIL"].samples}
-    assert "llm-pretrain-worker-0" in pods_seen
+    pods_seen = {s.labels.get("pod") for s in families["DCGM_FI_DEV_GPU_UTIL"].samples}
+    assert "llm-pretrain-worker-0" in pods_seen and "" not in pods_seen  # a GPU no pod holds has no pod label at all
     mig = kubectl("get", "--raw", f"/api/v1/namespaces/{OPERATOR_NS}/pods/{pods['h100-mig-1']}:9400/proxy/metrics")
     assert "GPU_I_PROFILE=\"1g.10gb\"" in mig and 'Hostname="h100-mig-1"' in mig
 
