@@ -104,8 +104,8 @@ async def figures(context: str, model: ClusterModel, now: float) -> dict[str, An
     by_model: dict[str, gpu.Usage] = {}
     for s in gpu_nodes:
         if s.facts.product:
-            for usage in s.usage.values():
-                by_model.setdefault(s.facts.product, gpu.Usage()).add(usage)
+            for resource, usage in s.usage.items():
+                by_model.setdefault(gpu.model_key(s.facts.product, resource), gpu.Usage()).add(usage)
     # Only the unbound pods are looked at closely: this runs once a second for each cluster that changed.
     unbound = (model.gpu_pod(pod) for pod in model.pods.records.values() if pod.node is None and not pod.finished)
     waiting = [g.pod.created for g in unbound if g is not None]

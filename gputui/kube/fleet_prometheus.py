@@ -211,8 +211,8 @@ def _row(name: str, cluster: _Cluster, now: float) -> ClusterRow:
 
     by_model: dict[str, gpu.Usage] = {}
     for product, table in sorted(cluster.by_model.items()):
-        for usage in ordered(table).values():
-            by_model.setdefault(product, gpu.Usage()).add(usage)
+        for resource, usage in ordered(table).items():
+            by_model.setdefault(gpu.model_key(product, resource), gpu.Usage()).add(usage)
     return ClusterRow(
         name, PROMETHEUS,
         totals=ordered(cluster.totals) if pods_known else None,

@@ -554,6 +554,13 @@ def summarize_node(
     )
 
 
+def model_key(product: str, resource: str) -> str:
+    """A fleet's `by_model` row: whole GPUs (nvidia.com/gpu) under the GPU model; MIG slices per profile, shared GPUs,
+    DRA DeviceClasses and other resources each a row of their own (`NVIDIA-H100-80GB-HBM3 mig-1g.10gb`), so that
+    slices and replicas never add up with whole GPUs."""
+    return product if resource == GPU else f"{product} {resource.removeprefix('nvidia.com/')}"
+
+
 def totals(summaries: Iterable[NodeSummary]) -> dict[str, Usage]:
     out: dict[str, Usage] = {}
     for s in summaries:

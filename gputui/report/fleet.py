@@ -16,6 +16,7 @@ import sys
 from typing import Any, Callable, Mapping, Sequence, TextIO
 
 from gputui.kube.config import ConnectError
+from gputui.kube.gpu import model_key
 from gputui.sanitize import printable
 
 from .contract import PodTimes, collect, has_problems
@@ -50,8 +51,8 @@ async def collect_fleet(
 
 
 def fleet_totals(clusters: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """GPUs added up by resource and by GPU model over the clusters that were read; those that
-    were not are named (their GPUs are not in the figures)."""
+    """GPUs added up by resource and by GPU model (whole GPUs; MIG slices per profile: gpu.model_key) over the
+    clusters that were read; those that were not are named (their GPUs are not in the figures)."""
     by_resource: dict[str, dict[str, int | None]] = {}
     by_model: dict[str, dict[str, int | None]] = {}
     read = [c for c in clusters if c.get("error") is None]
@@ -60,8 +61,8 @@ def fleet_totals(clusters: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             add(by_resource.setdefault(name, dict.fromkeys(COUNTS, 0)), usage)
         for node in cluster["nodes"]:
             if node.get("product"):
-                for usage in node["gpu"].values():
-                    add(by_model.setdefault(node["product"], dict.fromkeys(COUNTS, 0)), usage)
+                for resource, usage in node["gpu"].items():
+                    add(by_model.setdefault(model_key(node["product"], resource), dict.fromkeys(COUNTS, 0)), usage)
     return {
         "gpu": by_resource,
         "by_model": dict(sorted(by_model.items())),

@@ -4,11 +4,12 @@ created through the API: N of a device-plugin resource, or a ResourceClaim of N 
 gputui names nodes the probe must bind to one of them; where it names none, the scheduler must refuse it."""
 from __future__ import annotations
 
-import asyncio
+import time
 from typing import Any
 
 import pytest
 
+from gputui.kube import fleet
 from gputui.kube.fit import ResourceFit
 from gputui.sim.builtin import BUILTIN
 from gputui.sim.cluster import SimCluster
@@ -127,4 +128,10 @@ async def test_the_demo_dra_node_offers_devices_of_its_classes_not_nvidia_gpu():
             assert "Insufficient nvidia.com/gpu" in notebook.reason and "needs 4 nvidia.com/gpu on one node" in notebook.reason
             held = {g.pod.name: g.gpu for g in model.gpu_pods(node="h100-dra-1")}
             assert held == {"qwen-72b-serving-0": {"gpu.nvidia.com": 2}, "whisper-dra-0": {"mig.nvidia.com": 1}}
-            await asyncio.sleep(0)
+            assert model.totals()["mig.nvidia.com"].as_dict() == {"capacity": 7, "allocatable": 7, "allocated": 1, "free": 6}
+            # the fleet's by_model: whole GPUs under the model, MIG slices per profile (issue 22: `H100 73/153` mixed them)
+            by_model = (await fleet.figures("demo", model, time.time()))["by_model"]
+            h100 = "NVIDIA-H100-80GB-HBM3"
+            whole = sum(s.usage["nvidia.com/gpu"].capacity for s in model.node_summaries()
+                        if s.facts.product == h100 and "nvidia.com/gpu" in s.usage)
+            assert by_model[h100].capacity == whole and by_model[f"{h100} mig-1g.10gb"].capacity == 16
