@@ -72,11 +72,11 @@ async def test_demo_dra_holders_are_listed_with_their_claims_and_devices():
                 assert await model.wait_synced(20)
                 on_node = {g.pod.name: g for g in model.gpu_pods(node=demo.DRA_NODE)}
                 serve, asr = on_node["qwen-72b-serving-0"], on_node["whisper-dra-0"]
-                assert serve.gpu == {"nvidia.com/gpu": 2}
+                assert serve.gpu == {"gpu.nvidia.com": 2}  # DRA devices by DeviceClass, never nvidia.com/gpu
                 assert [(h.claim.split("/")[0], h.devices) for h in serve.claims] == [("inference", ("gpu-0", "gpu-1"))]
-                assert asr.gpu == {}  # a MIG device of mig.nvidia.com: no extended resource
+                assert asr.gpu == {"mig.nvidia.com": 1}  # a MIG device, named as the node's and the cluster's rows name it
                 assert asr.claims[0].devices == ("gpu-7-mig-1g10gb-19-0",)
-                assert model.summary(demo.DRA_NODE).usage["nvidia.com/gpu"].allocated == 2
+                assert model.summary(demo.DRA_NODE).usage["gpu.nvidia.com"].allocated == 2
                 report = {p["name"]: p for p in as_contract(model, None, None)["pods"]}
                 assert report["qwen-72b-serving-0"]["claims"][0]["devices"] == ["gpu-0", "gpu-1"]
                 assert report["whisper-dra-0"]["claims"][0]["claim"].startswith("inference/whisper-dra-0-mig-")

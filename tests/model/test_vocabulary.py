@@ -105,12 +105,12 @@ def test_report_table_uses_kubectls_words_and_ages():
 
 def test_report_table_counts_a_pods_dra_only_devices():
     report = _report([_node_row_data()])
-    report["pods"].append({"namespace": "ml", "name": "asr", "node": "gpu-1", "phase": "Running", "gpu": {}, "reason": None,
-                           "claims": [{"claim": "ml/asr-mig", "devices": ["gpu-7-mig-1g10gb-19-0"]}]})
+    report["pods"].append({"namespace": "ml", "name": "asr", "node": "gpu-1", "phase": "Running", "gpu": {"mig.nvidia.com": 1},
+                           "reason": None, "claims": [{"claim": "ml/asr-mig", "devices": ["gpu-7-mig-1g10gb-19-0"]}]})
     out = io.StringIO()
     formats.write_table(report, out, {}, now=0.0)
     pod = next(line for line in out.getvalue().splitlines() if "ml/asr" in line)
-    assert pod.split()[1:4] == ["gpu-1", "Running", "dra=1"]  # not an empty GPU cell
+    assert pod.split()[1:4] == ["gpu-1", "Running", "mig.nvidia.com=1"]  # the DeviceClass, as JSON and TSV name it
 
 
 def test_report_table_never_cuts_a_name_it_widens_instead():
