@@ -14,7 +14,7 @@ as before (it may count it unreadable).
 """
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import Any, Generic, TypedDict, TypeVar
 
 import msgspec
 
@@ -93,10 +93,17 @@ class ContainerStatus(TypedDict, total=False):  # not image, imageID, containerI
     allocatedResourcesStatus: Any
 
 
+class PodCondition(TypedDict, total=False):  # not lastProbeTime, lastTransitionTime
+    type: Any
+    status: Any
+    reason: Any
+    message: Any
+
+
 class PodStatus(TypedDict, total=False):  # not hostIP(s), podIP(s), qosClass, startTime
     phase: str
     reason: str
-    conditions: Any
+    conditions: list[PodCondition]
     containerStatuses: list[ContainerStatus]
     initContainerStatuses: list[ContainerStatus]
 
@@ -133,15 +140,18 @@ class _Page(msgspec.Struct):
     items: list[msgspec.Raw] | None = None
 
 
-class _Event(msgspec.Struct):
+Shape = TypeVar("Shape")
+
+
+class _Event(msgspec.Struct, Generic[Shape]):
     type: str
-    object: msgspec.Raw
+    object: Shape | None = None
 
 
 _TYPED_EVENTS = frozenset({"ADDED", "MODIFIED", "DELETED"})  # a BOOKMARK's annotations and an ERROR's Status: whole
 _WHOLE = msgspec.json.Decoder()
 _PAGE = msgspec.json.Decoder(_Page)
-_EVENT = msgspec.json.Decoder(_Event)
+_EVENT = msgspec.json.Decoder(_Event[Any])
 
 
 def _whole(raw: bytes | msgspec.Raw) -> Obj:
@@ -155,7 +165,10 @@ class Decoding:
     _made: dict[Any, "Decoding"] = {}
 
     def __init__(self, shape: Any = None) -> None:
-        self._typed = msgspec.json.Decoder(shape) if shape is not None else None
+        self._typed = self._typed_event = None
+        if shape is not None:
+            self._typed = msgspec.json.Decoder(shape)
+            self._typed_event = msgspec.json.Decoder(_Event[shape])
 
     @classmethod
     def of(cls, shape: Any = None) -> "Decoding":
@@ -181,7 +194,14 @@ class Decoding:
         return page.metadata or {}, page.items or []
 
     def event(self, line: bytes | bytearray) -> tuple[str, Obj]:
-        """A watch event's type and object (ADDED, MODIFIED, DELETED: typed)."""
+        """A watch event's type and object (ADDED, MODIFIED, DELETED: typed). msgspec.DecodeError (a ValueError)
+        for a line that is not one."""
+        if self._typed_event is not None:
+            try:
+                typed = self._typed_event.decode(line)
+            except msgspec.ValidationError:  # an object that does not fit its shape, an ERROR's Status: whole
+                typed = None
+            if typed is not None and typed.type in _TYPED_EVENTS and typed.object is not None:
+                return typed.type, typed.object
         event = _EVENT.decode(line)
-        obj = self.object(event.object) if event.type in _TYPED_EVENTS else _whole(event.object)
-        return event.type, obj
+        return event.type, event.object if isinstance(event.object, dict) else {}
