@@ -55,6 +55,7 @@ from .metrics import (
     DEFAULT_BACKGROUND_INTERVAL, DEFAULT_CONCURRENCY, DEFAULT_INTERVAL, DEFAULT_READS_PER_MINUTE, Exporter, MetricsPoller,
     NodeMetrics,
 )
+from .discovery import DISCOVERY_INTERVAL, Discovery
 from .keep import Keep
 from .records import DaemonSet, Event, Node, Obj, Pod, daemonset_from, event_from, node_from
 from .stack import ComponentState, MigConfig
@@ -141,6 +142,7 @@ class ClusterModel:
         namespaces: Iterable[str] = (),
         selectors: dict[str, tuple[str | None, ...]] = SELECTORS,
         liveness: Liveness = Liveness(),
+        discovery_interval: float = DISCOVERY_INTERVAL,
         xid_old_after: float = health.DEFAULT_XID_OLD_AFTER,
         stuck_settings: stuck.StuckSettings | None = None,
         clock: Callable[[], float] = time.time,
@@ -211,6 +213,7 @@ class ClusterModel:
         self.watches = Watches(
             api, tables, COLLECTIONS, [kind for kind in tables if kind in wanted], selectors=selectors, namespaced_kinds=NAMESPACED,
             namespaces=namespaces, on_state=self._state_changed, options=reflector_options, liveness=liveness,
+            discovery=Discovery(api, discovery_interval),
         )
         self.reflectors: dict[str, Reflector] = self.watches.primary  # per kind, its (first) cluster-wide reflector
 

@@ -16,8 +16,9 @@ that has taken writes since may be past our resourceVersion with another
 history, and only a list tells. Anything else backs off exponentially with
 jitter, capped at 15 s; a 401 or 403 ("forbidden", a state of its own) backs
 off from 3 s to 30 s in case credentials or RBAC change; a 404 is "absent" (the
-kind is not served: no CRD, an older cluster), the resource then empty,
-retried as slowly. A network back-off ends early when the server is heard from
+kind is not served: no CRD, an older cluster), the resource then empty, asked
+for again once discovery (discovery.py) has read the server again. A kind whose
+group/version discovery does not find is absent without being asked for. A network back-off ends early when the server is heard from
 again (`wake`). A silently dead connection is caught by a read-inactivity
 timeout, and sooner by the model's liveness check (watches.py), which calls
 `not_answering` on a reflector whose data it can no longer vouch for.
@@ -46,6 +47,7 @@ from .turns import Turns
 
 if TYPE_CHECKING:
     from .client import Client
+    from .discovery import Discovery
 
 log = logging.getLogger(__name__)
 
@@ -244,6 +246,7 @@ class Reflector:
         self.heard_at = time.monotonic()  # the last byte or answer from the server, for the liveness check
         self.asked_at: float | None = None  # a watch request sent and not answered yet
         self.on_contact: Callable[[], None] | None = None  # the server answered after a network failure
+        self.discovery: Discovery | None = None  # which group/versions are served (None: ask, a 404 says)
         self._unreachable = False  # the last failure was the network's (refused, reset, timed out)
         self._wake = asyncio.Event()  # ends a network back-off early: the server is back
         self._silence: str | None = None  # the words not_answering gave a watch whose stream stayed open
@@ -323,6 +326,8 @@ class Reflector:
                     self.resource_version = None
                     self._consistent = True
                 self._server_was_away = False
+                if self.resource_version is None and self.discovery is not None:
+                    await self._until_served()
                 if self.resource_version is None and self.list_mode == WATCHLIST:
                     await self._watch_list()  # the list, then the watch, on one stream
                     continue
@@ -349,10 +354,7 @@ class Reflector:
                 elif exc.status == 401:
                     await self._retry_later(exc.line(), delay=self._auth_backoff(self.state.attempt + 1))
                 elif exc.status == 404:
-                    self.sink.begin_list()  # nothing of the kind exists any more
-                    self.sink.end_list()
-                    self._set(ABSENT, exc.message or "not found", time.monotonic() + self.forbidden_retry)
-                    await asyncio.sleep(self.forbidden_retry)
+                    await self._absent(exc.message or "not found")
                     self.resource_version = None
                 elif exc.retry_after is not None:
                     await self._retry_later(f"server busy: {exc.line()}", delay=exc.retry_after)
@@ -372,6 +374,31 @@ class Reflector:
                 log.debug("%s: reflector error", self.resource, exc_info=True)
                 self.resource_version = None
                 await self._retry_later(f"internal error ({type(exc).__name__}: {str(exc)[:120]}); listing again")
+
+    async def _absent(self, why: str) -> None:
+        """The kind is not served: nothing of it exists (any more). Asked for again after discovery's next read,
+        or, without discovery, after forbidden_retry."""
+        self.sink.begin_list()
+        self.sink.end_list()
+        if self.discovery is not None and self.discovery.served is not None:
+            self._set(ABSENT, why)
+            await self.discovery.next_read()
+        else:
+            self._set(ABSENT, why, time.monotonic() + self.forbidden_retry)
+            await asyncio.sleep(self.forbidden_retry)
+
+    async def _until_served(self) -> None:
+        """Until discovery finds the kind's group/version (absent meanwhile, nothing asked of the server)."""
+        discovery = self.discovery
+        assert discovery is not None
+        if discovery.reads == 0 and discovery.serves(self.path) is None:
+            await discovery.next_read()  # the first, made as the model starts
+        while discovery.serves(self.path) is False:
+            if self.state.phase != ABSENT:
+                self.sink.begin_list()  # nothing of the kind exists (any more)
+                self.sink.end_list()
+                self._set(ABSENT, "not served")
+            await discovery.next_read()
 
     async def _retry_later(self, error: str, delay: float | None = None, wakeable: bool = False) -> None:
         """delay: the server's Retry-After (bounded), else exponential back-off with jitter.
@@ -518,11 +545,13 @@ class Reflector:
                         break
                     if not listing and self.state.phase != LIVE:
                         self._set(LIVE)  # the stream the liveness check gave up on goes on: nothing was missed
-                    pending += chunk
                     if b"\n" not in chunk:
+                        pending += chunk
                         continue
-                    lines = pending.split(b"\n")
-                    pending = lines.pop()
+                    lines = chunk.split(b"\n")  # a line begun in an earlier chunk ends in the first
+                    if pending:
+                        lines[0] = bytes(pending + lines[0])
+                    pending = bytearray(lines.pop())
                     for line in lines:
                         if not line:
                             continue

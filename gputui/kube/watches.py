@@ -40,6 +40,7 @@ from .watch import ABSENT, FORBIDDEN, LIVE, RETRYING, SYNCING, Reflector, Resour
 
 if TYPE_CHECKING:
     from .client import Client
+    from .discovery import Discovery
 
 log = logging.getLogger(__name__)
 
@@ -141,8 +142,10 @@ class Watches:
         on_state: Callable[[ResourceState], None],
         options: Mapping[str, Any],
         liveness: Liveness = Liveness(),
+        discovery: Discovery | None = None,
     ) -> None:
         self.api = api
+        self.discovery = discovery  # read by its own task: which kinds are served (discovery.py)
         self.tables = tables
         self.collections = collections
         self.selectors = selectors
@@ -158,6 +161,7 @@ class Watches:
         self._running = False
         self._watchdog: asyncio.Task[None] | None = None
         self._liveness: asyncio.Task[None] | None = None
+        self._discovery: asyncio.Task[None] | None = None
         self.answered_at = time.monotonic()  # the last answer to the liveness check's /version
         for kind in kinds:
             shared = kind in self.namespaced_kinds or len(self._selectors(kind)) > 1
@@ -185,6 +189,7 @@ class Watches:
         watch = Watch(kind, namespace, Reflector(kind, self.api, path, sink, field_selector=selector, **self.options), sink, whole)
         watch.reflector.on_state = lambda state: self._state_changed(watch, state)
         watch.reflector.on_contact = self._contact
+        watch.reflector.discovery = self.discovery
         self.all.append(watch)
         if self._running:
             self._start(watch)
@@ -287,6 +292,8 @@ class Watches:
     # -- tasks -----------------------------------------------------------------------
     def start(self) -> None:
         self._running = True
+        if self.discovery is not None:
+            self._discovery = asyncio.create_task(self.discovery.run(), name="gputui-discovery")
         for watch in self.all:
             self._start(watch)
         self._watchdog = asyncio.create_task(self._watch_tasks(), name="gputui-reflector-watchdog")
@@ -356,7 +363,7 @@ class Watches:
 
     async def stop(self) -> None:
         self._running = False
-        tasks = [w.task for w in self.all if w.task is not None] + [t for t in (self._watchdog, self._liveness) if t is not None]
+        tasks = [w.task for w in self.all if w.task is not None] + [t for t in (self._watchdog, self._liveness, self._discovery) if t is not None]
         for task in tasks:
             task.cancel()
         for task in tasks:
@@ -368,4 +375,4 @@ class Watches:
                 log.debug("reflector ended with an error", exc_info=True)
         for watch in self.all:
             watch.task = None
-        self._watchdog = self._liveness = None
+        self._watchdog = self._liveness = self._discovery = None

@@ -203,8 +203,12 @@ async def test_leftovers_are_found_and_deleted(api, sim):
     options = v.VerifyOptions()
     for node in ("gpu-ok", "gpu-shared"):  # what a killed run leaves: the pod, and nobody to delete it
         sim.store.create("pods", v.build_pod(node, "default", "nvidia.com/gpu", options))
+    from_etcd = sim.api_counts.lists_from_etcd
     found = await v.find_leftovers(api, "default")
     assert sorted(lo.node for lo in found) == ["gpu-ok", "gpu-shared"]
+    assert sim.api_counts.lists_from_etcd == from_etcd  # pods and claims listed from the watch cache
+    assert [shape for verb, resource, shape in list(sim.api_counts.recent)[-2:]] == [
+        {"resourceVersion": "0"}, {"resourceVersion": "0"}]
     assert all(lo.name.startswith(f"gputui-verify-{lo.node}-") for lo in found)
     assert await v.delete_leftovers(api, found, confirm_timeout=10) == []
     assert await v.find_leftovers(api) == []

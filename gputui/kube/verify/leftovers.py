@@ -50,7 +50,9 @@ async def find_leftovers(api: Client, namespace: str | None = None) -> list[Left
 
 
 async def _labelled(api: Client, group_version: str, resource: str, namespace: str | None) -> list[dict]:
-    selector = {"labelSelector": LEFTOVER_SELECTOR}
+    # From kube-apiserver's watch cache (resourceVersion=0), as a reflector's first list: a list by label without
+    # one was read from etcd before 1.31 (consistent reads from the cache came then), every time the app opened.
+    selector = {"labelSelector": LEFTOVER_SELECTOR, "resourceVersion": "0"}
     try:
         listed = await _json(api, "GET", path(group_version, resource), params=selector)
     except ApiError as e:
