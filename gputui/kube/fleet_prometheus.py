@@ -18,6 +18,10 @@ and problem code, not per node or pod. The figures are a live watch's (kube/flee
   code, one node and subject;
 - GPU pods not bound to a node (and not finished), and since when the oldest waits (kube_pod_created).
 
+With gputui's recording rules loaded (`gputui prometheus-rules`: best in each cluster's Prometheus, federating
+only their output), the rows read `gputui:fleet_capacity` and `gputui:fleet_health`, the same two expressions
+recorded every 30 s: a few series per cluster instead of every node's and pod's.
+
 What a live watch sees and these series do not: the device plugin pods and the GPU stack's components (their
 verdicts), init containers' and DRA claims' GPUs, the stuck states; a row names them (`lacks`), with the
 series a cluster is missing (no DCGM: no XIDs). A row's age is that of its newest kube-state-metrics sample.
@@ -36,7 +40,8 @@ from .fleet import PROMETHEUS, ClusterRow
 from .prometheus import STAT, Prometheus, PrometheusError, tagged, value_of
 from .verdicts import Verdict
 
-REFRESH = 30.0  # seconds between refreshes
+REFRESH = 30.0  # seconds between refreshes, and the recording rules' interval
+R_CAPACITY, R_HEALTH = "gputui:fleet_capacity", "gputui:fleet_health"
 MODEL_LABEL = "label_nvidia_com_gpu_product"
 # What a live watch shows that kube-state-metrics' and DCGM's series cannot: named on every row.
 NOT_IN_SERIES = ("device plugin pods", "GPU stack components", "DRA and init containers' GPUs", "stuck MIG changes and upgrades")
@@ -72,6 +77,7 @@ class FleetQueries:
 
     cluster_label: str = "cluster"
     extra_resources: frozenset[str] = frozenset()
+    use_rules: bool = True  # the recording rules, when present
 
     @property
     def resources(self) -> str:
@@ -109,6 +115,11 @@ class FleetQueries:
             "models": f'count by ({c}) (kube_node_labels{{{MODEL_LABEL}!=""}})',
         }
         return tagged(stats)
+
+    def rules(self, interval: str = f"{REFRESH:g}s") -> dict[str, Any]:
+        """The recording rules' group: both queries, recorded (`gputui prometheus-rules` prints it)."""
+        return {"name": "gputui-fleet", "interval": interval,
+                "rules": [{"record": R_CAPACITY, "expr": self.capacity()}, {"record": R_HEALTH, "expr": self.health()}]}
 
     # -- the parts -------------------------------------------------------------------------
     def _capacity(self, family: str) -> str:
@@ -240,6 +251,7 @@ class PrometheusFleet:
         self.asked: float | None = None  # clock() of the last answer
         self.retry_at: float | None = None  # time.monotonic() of the next refresh after an error
         self.changed = asyncio.Event()
+        self.method = ""  # "recording rules" or "raw series", once asked
 
     @property
     def where(self) -> str:
@@ -249,8 +261,15 @@ class PrometheusFleet:
         """Ask again; on an error the rows are kept (their age grows) and `error` says why."""
         now = self.clock()
         try:
-            capacity, health = await asyncio.gather(self.source.query(self.queries.capacity(), now),
-                                                    self.source.query(self.queries.health(), now))
+            recorded = await self.source.query(f'{{__name__=~"{R_CAPACITY}|{R_HEALTH}"}}', now) if self.queries.use_rules else []
+            if recorded:
+                self.method = "recording rules"
+                capacity = [item for item in recorded if (item.get("metric") or {}).get("__name__") == R_CAPACITY]
+                health = [item for item in recorded if (item.get("metric") or {}).get("__name__") == R_HEALTH]
+            else:
+                self.method = "raw series"
+                capacity, health = await asyncio.gather(self.source.query(self.queries.capacity(), now),
+                                                        self.source.query(self.queries.health(), now))
         except PrometheusError as exc:
             self.error = str(exc)
             self.retry_at = time.monotonic() + self.interval

@@ -206,15 +206,19 @@ def rule_groups(c: str = "cluster", fine: float = FINE_INTERVAL, coarse: float =
          "expr": f"sum by ({model_keys}) ({grouped(f'sum_over_time({R_HOURS[name]}[{_dur(coarse)}])', c, 'model', MODEL_LABEL, 'node, namespace, resource')})"}
         for name in R_HOURS
     ]
+    from .fleet_prometheus import FleetQueries  # noqa: PLC0415  (the fleet's rows: the same file to load)
+
     return [{"name": "gputui-gpu-usage-1m", "interval": _dur(fine), "rules": fine_rules},
-            {"name": "gputui-gpu-usage-1h", "interval": _dur(coarse), "rules": coarse_rules}]
+            {"name": "gputui-gpu-usage-1h", "interval": _dur(coarse), "rules": coarse_rules},
+            FleetQueries(c).rules()]
 
 
 def rules_file(c: str = "cluster", fine: float = FINE_INTERVAL, coarse: float = COARSE_INTERVAL,
                threshold: float = DEFAULT_THRESHOLD) -> str:
     """The rules file `gputui prometheus-rules` prints (YAML; JSON is YAML too, and needs no library here)."""
     groups = rule_groups(c, fine, coarse, threshold)
-    lines = [f"# gputui {int(fine)} s and {int(coarse)} s GPU usage recording rules; cluster label {c!r}, idle under {threshold:g} %.",
+    lines = [f"# gputui {int(fine)} s and {int(coarse)} s GPU usage recording rules and the fleet's rows every 30 s; "
+             f"cluster label {c!r}, idle under {threshold:g} %.",
              "groups:"]
     for group in groups:
         lines += [f"  - name: {group['name']}", f"    interval: {group['interval']}", "    rules:"]

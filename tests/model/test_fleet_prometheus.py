@@ -34,7 +34,9 @@ from tests.model.scenario import until
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 TICK = "500ms"
-FEDERATED = '{__name__=~"kube_node_.+|kube_pod_info|kube_pod_created|kube_pod_status_phase|kube_pod_container_resource_requests|DCGM_FI_DEV_XID_ERRORS"}'
+FEDERATED = ('{__name__=~"kube_node_.+|kube_pod_info|kube_pod_created|kube_pod_status_phase|kube_pod_container_resource_requests'
+             '|DCGM_FI_DEV_XID_ERRORS|gputui:fleet_.+"}')
+RULES = json.dumps({"groups": [FleetQueries().rules(interval=TICK)]})  # in each cluster's Prometheus: JSON is YAML
 ALLOWLIST = {"nodes": ["nvidia.com/gpu.product", "nvidia.com/gpu.present"]}
 
 
@@ -80,12 +82,14 @@ async def topology(tmp_path_factory):
     static_configs: [{{targets: ["127.0.0.1:{port}"]}}]
 """ for name, port in ports.items())
         async with prom.running(tmp / "alpha", prom.exporter_jobs(a, tmp) + prom.ksm_job("ksm", ksm_a.url), interval=TICK,
-                                external_labels={"cluster": "alpha"}, port=ports["alpha"]), \
+                                external_labels={"cluster": "alpha"}, port=ports["alpha"], rules=RULES), \
                 prom.running(tmp / "beta", prom.ksm_job("ksm", ksms["beta"].url), interval=TICK,
-                             external_labels={"cluster": "beta"}, port=ports["beta"]), \
+                             external_labels={"cluster": "beta"}, port=ports["beta"], rules=RULES), \
                 prom.running(tmp / "global", federation, interval=TICK) as server:
             await server.until(lambda: {s["metric"].get("cluster") for s in server.ask("kube_node_info")} == {"alpha", "beta"}
-                               and len(server.ask("DCGM_FI_DEV_XID_ERRORS")) > 0, "both clusters federated")
+                               and len(server.ask("DCGM_FI_DEV_XID_ERRORS")) > 0
+                               and {s["metric"].get("cluster") for s in server.ask("gputui:fleet_health")} == {"alpha", "beta"},
+                               "both clusters federated, with their recorded rows")
             path = tmp / "kubeconfig"
             contexts = {name: kubeconfig_for(sim.url) for name, sim in sims.items()}
             path.write_text(yaml.safe_dump(merged_kubeconfig({**contexts, "ctx-alpha": contexts["alpha"]})))
@@ -102,19 +106,20 @@ async def live_rows(topology: Topology) -> dict[str, f.ClusterRow]:
         await fleet.stop()
 
 
-async def prometheus_rows(topology: Topology) -> tuple[dict[str, f.ClusterRow], Prometheus]:
+async def prometheus_rows(topology: Topology, use_rules: bool = False) -> tuple[dict[str, f.ClusterRow], Prometheus]:
     source = Prometheus(topology.server.url)
-    fleet = PrometheusFleet(source, FleetQueries())
+    fleet = PrometheusFleet(source, FleetQueries(use_rules=use_rules))
     try:
         return await fleet.refresh(), source
     finally:
         await fleet.close()
 
 
-async def test_the_rows_from_prometheus_equal_the_live_watches(topology):
+@pytest.mark.parametrize("use_rules", [False, True], ids=["raw series", "recording rules"])
+async def test_the_rows_from_prometheus_equal_the_live_watches(topology, use_rules):
     live = await live_rows(topology)
-    rows, source = await prometheus_rows(topology)
-    assert set(rows) == {"alpha", "beta"} and source.requests == 2  # two queries for the whole fleet
+    rows, source = await prometheus_rows(topology, use_rules)
+    assert set(rows) == {"alpha", "beta"} and source.requests == (1 if use_rules else 2)  # whatever the number of clusters
     for name in ("alpha", "beta"):
         mine, theirs = rows[name], live[name]
         assert {k: v.as_dict() for k, v in mine.totals.items()} == {k: v.as_dict() for k, v in theirs.totals.items()}, name
@@ -145,6 +150,10 @@ async def test_a_change_reaches_the_rows_through_the_federation(topology):
         assert row.totals["nvidia.com/gpu"].allocated == 5
     finally:
         sim.store.mutate("pods", "ml", "wants-two", lambda p: (p["spec"].pop("nodeName"), p["status"].__setitem__("phase", "Pending")))
+        requests = 'kube_pod_container_resource_requests{{cluster="beta", pod="wants-two", node="{}"}}'
+        recorded = 'gputui:fleet_health{cluster="beta", gputui_stat="pending"} == 1'
+        await topology.server.until(lambda: len(topology.server.ask(requests.format(""))) == 1 and not topology.server.ask(requests.format("b-1"))
+                                    and len(topology.server.ask(recorded)) == 1, "pending again, for the tests after this one")
 
 
 async def test_an_unreachable_prometheus_keeps_the_rows_and_says_why(topology):
@@ -204,7 +213,7 @@ async def test_the_fleet_screen_from_prometheus(topology, tmp_path):
 
     app = make_app(topology.kubeconfig, fleet=["alpha", "beta"], fleet_prometheus=FleetConfig(prometheus=topology.server.url))
     async with app.run_test(size=(120, 30)) as pilot:
-        await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen) and len(app.screen.table.shown_keys) == 2, what="two rows")
+        await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen) and len(app.screen.table.shown_keys) == 2, timeout=20, what="two rows")
         text = screen_text(app)
         assert f"from Prometheus {topology.server.url} every 30 s" in text
         row = " ".join(cell.plain for cell in app.screen.table.get_row("beta"))

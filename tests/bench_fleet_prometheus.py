@@ -1,0 +1,183 @@
+"""Benchmark of the fleet from Prometheus (a script, not a test), beside today's re-lists.
+
+    python tests/bench_fleet_prometheus.py                       # 200 clusters of 50 nodes and 200 pods each
+    python tests/bench_fleet_prometheus.py --clusters 200 --nodes 100 --pods 400
+    python tests/bench_fleet_prometheus.py --smoke               # 3 clusters of 5 nodes (the test suite runs this)
+
+One simulated cluster (gputui.sim.synthetic: realistic pods, a fifth of them asking for GPUs, two nodes in five
+with 8 GPUs) is written as kube-state-metrics writes it (gputui.sim.ksm, with every GPU's DCGM XID series), and
+served `--clusters` times by one exporter, each copy with its own `cluster` label, as a federating Prometheus
+holds them; Debian's prometheus scrapes it once. Then, side by side:
+
+- Prometheus: the fleet's rows (kube/fleet_prometheus.py, two queries on the raw series), the seconds until every
+  row is known (median of the refreshes), the samples Prometheus read per refresh (its own count: `stats=all`'s
+  totalQueryableSamples) and the bytes of its answers; then the same with gputui's recording rules loaded (the
+  fleet's group of `gputui prometheus-rules`, evaluated every 30 s): the refresh, and the rules' own evaluation;
+- today's re-list: one copy of the same cluster served by the simulator, summarised as the fleet does every 180 s
+  for each cluster it does not watch (connect, list nodes and pods and the rest, take the row's figures): its
+  seconds and the bytes the API server sent, and both times the number of clusters.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import statistics
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from aiohttp import web  # noqa: E402
+
+from gputui.kube import fleet as f  # noqa: E402
+from gputui.kube.config import connect  # noqa: E402
+from gputui.kube.fleet_prometheus import FleetQueries, PrometheusFleet  # noqa: E402
+from gputui.kube.model import NODES, PODS  # noqa: E402
+from gputui.kube.prometheus import Prometheus  # noqa: E402
+from gputui.sim import SimCluster, synthetic  # noqa: E402
+from gputui.sim.ksm import exposition  # noqa: E402
+from tests import prometheus as prom  # noqa: E402
+
+RELIST_INTERVAL = f.SUMMARY_INTERVAL
+
+
+def one_cluster(nodes: int, pods: int) -> tuple[list[dict], str]:
+    """The objects, and what kube-state-metrics and the DCGM exporters would serve for them (series lines)."""
+    objects = synthetic.generate(nodes, pods)
+    node_objs = [o for o in objects if o["kind"] == "Node"]
+    text = exposition(node_objs, [o for o in objects if o["kind"] == "Pod"], {"nodes": ["nvidia.com/gpu.product"]})
+    lines = [line for line in text.splitlines() if line and not line.startswith("#")]
+    for node in node_objs:
+        gpus = int(node["status"].get("capacity", {}).get("nvidia.com/gpu", "0"))
+        name = node["metadata"]["name"]
+        lines += [f'DCGM_FI_DEV_XID_ERRORS{{gpu="{i}",UUID="GPU-{name}-{i}",Hostname="{name}"}} 0' for i in range(gpus)]
+    return objects, "\n".join(lines)
+
+
+def fleet_text(series: str, clusters: int) -> bytes:
+    """The series once per cluster, each line with its cluster label first."""
+    parts = [re.sub(r"^(\w+)\{", rf'\1{{cluster="c{i:03d}",', series, flags=re.M) for i in range(clusters)]
+    return ("\n".join(parts) + "\n").encode()
+
+
+async def serve(body: bytes) -> tuple[web.AppRunner, str]:
+    async def metrics(request: web.Request) -> web.Response:
+        return web.Response(body=body, content_type="text/plain")
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    port = prom.free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    return runner, f"127.0.0.1:{port}"
+
+
+async def refreshes_of(url: str, clusters: int, refreshes: int, use_rules: bool) -> dict:
+    source = Prometheus(url)
+    fleet = PrometheusFleet(source, FleetQueries(use_rules=use_rules))
+    times, samples, answers = [], [], []
+    try:
+        for _ in range(refreshes):
+            before_samples, before_bytes = source.samples, source.bytes
+            started = time.perf_counter()
+            rows = await fleet.refresh()
+            times.append(time.perf_counter() - started)
+            samples.append(source.samples - before_samples)
+            answers.append(source.bytes - before_bytes)
+            assert fleet.error is None and len(rows) == clusters and all(r.totals is not None for r in rows.values()), fleet.error
+            assert fleet.method == ("recording rules" if use_rules else "raw series")
+    finally:
+        await fleet.close()
+    return {"seconds": statistics.median(times), "samples": statistics.median(samples), "bytes": statistics.median(answers),
+            "row": next(iter(rows.values()))}
+
+
+def api(url: str, path: str) -> dict:
+    with urllib.request.urlopen(f"{url}{path}", timeout=30) as resp:
+        return json.load(resp)["data"]
+
+
+async def from_prometheus(series: str, clusters: int, refreshes: int, workdir: Path, interval: str) -> dict:
+    body = fleet_text(series, clusters)
+    runner, target = await serve(body)
+    config = f"""  - job_name: federated
+    honor_labels: true
+    scrape_timeout: {interval}
+    static_configs: [{{targets: ["{target}"]}}]
+"""
+    rules = json.dumps({"groups": [FleetQueries().rules(interval="1s" if interval == "1s" else "30s")]})
+    try:
+        async with prom.running(workdir, config, interval=interval, rules=rules) as server:
+            await server.until(lambda: len(server.ask("count by (cluster) (kube_node_info)")) == clusters
+                               and len(server.ask("count by (cluster) (gputui:fleet_health)")) == clusters, "the first scrape and rules", timeout=600)
+            raw = await refreshes_of(server.url, clusters, refreshes, use_rules=False)
+            recorded = await refreshes_of(server.url, clusters, refreshes, use_rules=True)
+            group = next(g for g in api(server.url, "/api/v1/rules")["groups"] if g["name"] == "gputui-fleet")
+            series_count = api(server.url, "/api/v1/status/tsdb")["headStats"]["numSeries"]
+    finally:
+        await runner.cleanup()
+    return {"raw": raw, "rules": recorded, "evaluation": group["evaluationTime"], "series": series_count, "scraped": len(body)}
+
+
+async def relist(objects: list[dict], workdir: Path) -> dict:
+    """One cluster summarised as the fleet does for each cluster it does not watch."""
+    async with SimCluster(objects, run_controllers=False) as sim:
+        kubeconfig = str(sim.kubeconfig_path)
+        before = sim.api_counts.bytes_sent + sim.api_counts.get_bytes
+        started = time.perf_counter()
+        conn = await connect(kubeconfig, None)
+        try:
+            fleet = f.Fleet([], lambda context: connect(kubeconfig, context))
+            async with fleet.model_of(conn) as model:
+                assert await model.wait_synced(600, kinds=(NODES, PODS))
+                row = await f.figures("one", model, time.time())
+        finally:
+            await conn.close()
+        seconds = time.perf_counter() - started
+        return {"seconds": seconds, "bytes": sim.api_counts.bytes_sent + sim.api_counts.get_bytes - before, "row": row}
+
+
+def mb(n: float) -> str:
+    return f"{n / 1e6:.1f} MB" if n >= 1e6 else f"{n / 1e3:.1f} kB"
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clusters", type=int, default=200)
+    parser.add_argument("--nodes", type=int, default=50, help="nodes per cluster")
+    parser.add_argument("--pods", type=int, default=200, help="pods per cluster")
+    parser.add_argument("--refreshes", type=int, default=3)
+    parser.add_argument("--smoke", action="store_true", help="3 clusters of 5 nodes and 20 pods")
+    args = parser.parse_args()
+    if args.smoke:
+        args.clusters, args.nodes, args.pods, args.refreshes = 3, 5, 20, 2
+    if prom.BINARY is None:
+        raise SystemExit(prom.MISSING)
+    objects, series = one_cluster(args.nodes, args.pods)
+    gpu_nodes = sum(1 for o in objects if o["kind"] == "Node" and "nvidia.com/gpu" in o["status"].get("capacity", {}))
+    print(f"fleet: {args.clusters} clusters of {args.nodes} nodes ({gpu_nodes} with GPUs) and {args.pods} pods each", flush=True)
+    with tempfile.TemporaryDirectory(prefix="gputui-bench-fleet-prom-") as tmp:
+        p = await from_prometheus(series, args.clusters, args.refreshes, Path(tmp) / "prometheus", "1s" if args.smoke else "120s")
+        r = await relist(objects, Path(tmp))
+    for how in ("raw", "rules"):
+        assert p[how]["row"].totals == r["row"]["totals"], (how, p[how]["row"].totals, r["row"]["totals"])  # the same figures every way
+    print(f"Prometheus: {p['series']} series in its head ({mb(p['scraped'])} scraped once)")
+    for how, words in (("raw", "raw series"), ("rules", "recording rules")):
+        q = p[how]
+        print(f"from Prometheus, {words}, per refresh (every 30 s): every row after {q['seconds']:.2f} s, "
+              f"{q['samples']:.0f} samples read, {mb(q['bytes'])} of answers (median of {args.refreshes})")
+    print(f"the fleet's recording rules, one evaluation (every 30 s, in Prometheus): {p['evaluation']:.2f} s")
+    print(f"re-list, one cluster: {r['seconds']:.2f} s, {mb(r['bytes'])} from its API server")
+    print(f"re-list, the fleet (every {RELIST_INTERVAL:.0f} s): {r['seconds'] * args.clusters:.1f} s of summaries, "
+          f"{mb(r['bytes'] * args.clusters)} from {args.clusters} API servers")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
