@@ -31,7 +31,7 @@ from gputui.last_resort import last_resort_line
 
 from . import keys, render
 from .capacity import CapacityScreen
-from .colour import ReadableMonochrome, few_colours, readable
+from .colour import ReadableMonochrome, few_colours, readable, use_sixteen_colours
 from .commands import GpuCommands
 from .health import HealthActions
 from .idle import IdleActions
@@ -93,6 +93,7 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, HealthActions, Coalesc
     TITLE = "gputui"
     COMMANDS = App.COMMANDS | {GpuCommands}
     show_tracebacks = False  # --debug: an unexpected error's traceback, as Textual prints it
+    colour_system: str | None = None  # the terminal's, as Rich names them; None: asked of it (ui/colour.py)
     BINDINGS = [*keys.bindings(keys.APP_KEYS), keys.CTRL_C]  # ctrl+c as in k9s, from every screen and modal
 
     def __init__(
@@ -119,6 +120,7 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, HealthActions, Coalesc
         self._fleet_installed = False
         # Under NO_COLOR, problem words keep the contrast of normal text at least (get_line_filters).
         self._readable_monochrome = ReadableMonochrome(self.current_theme.foreground or "#e0e0e0")
+        render.PALETTE.start(monochrome=self.no_color)  # NO_COLOR: warnings bold, as problems: weight stands for colour
         self._first_theme = self.theme  # the terminal's own colours for verdicts until another theme is chosen
         self.connector = connector
         self.context = context
@@ -191,8 +193,8 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, HealthActions, Coalesc
     def main_screen_ready(self) -> None:
         """The panes exist: start connecting."""
         self._main_ready = True
-        if few_colours(self) and not self.is_headless:
-            self.add_class("-ansi16")  # focus in a calm colour: the accent would be bright red
+        if few_colours(self):
+            use_sixteen_colours(self)  # red stays red, focus in a calm colour (the accent would be bright red)
         self.nodes_table.focus()
         self._apply_layout(self.size.width)
         self._main("#header", ClusterHeader).update(Text("connecting…", style="dim"))

@@ -10,7 +10,11 @@ marked by reverse and bold (see the `:nocolor` rules in styles/gputui.tcss).
 
 On a 16-colour terminal the theme's accent (orange) becomes bright red: the
 focused pane's border would read as an alarm. The app then has the class
-`-ansi16`, and the stylesheet marks focus in a calm colour.
+`-ansi16`, and the stylesheet marks focus in a calm colour. Textual draws the
+terminal's own colours (the verdicts' green, yellow, red) in the RGB of its
+ANSI theme (Monokai's red is pinkish), which a 16-colour terminal then shows as
+the nearest of its 16: magenta. There the ANSI theme is the 16 colours
+themselves (`SIXTEEN`), so that red stays red.
 """
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ from typing import Sequence
 from rich.color import Color as RichColor
 from rich.segment import Segment
 from rich.style import Style
+from rich.terminal_theme import TerminalTheme
 from textual.color import Color
 from textual.filter import LineFilter, monochrome_style
 
@@ -62,5 +67,20 @@ def readable(filters: Sequence[LineFilter], replacement: ReadableMonochrome) -> 
 
 
 def few_colours(app) -> bool:  # noqa: ANN001
-    """A 16-colour (or 8-colour) terminal."""
-    return app.console.color_system in ("standard", "windows")
+    """A 16-colour (or 8-colour) terminal. A headless app (tests) has no terminal to ask: its
+    `colour_system` says, as Rich names them ("standard": 16 colours)."""
+    system = app.colour_system or (None if app.is_headless else app.console.color_system)
+    return system in ("standard", "windows")
+
+
+# The 16 colours as a 16-colour terminal is taken to show them (Rich's own palette for that terminal,
+# which it maps RGB back from): each ANSI colour comes back to itself.
+_VGA = [(0, 0, 0), (170, 0, 0), (0, 170, 0), (170, 85, 0), (0, 0, 170), (170, 0, 170), (0, 170, 170), (170, 170, 170),
+        (85, 85, 85), (255, 85, 85), (85, 255, 85), (255, 255, 85), (85, 85, 255), (255, 85, 255), (85, 255, 255), (255, 255, 255)]
+SIXTEEN = TerminalTheme((0, 0, 0), (170, 170, 170), _VGA[:8], _VGA[8:])
+
+
+def use_sixteen_colours(app) -> None:  # noqa: ANN001
+    """On a 16-colour terminal: focus in a calm colour, the terminal's colours as themselves."""
+    app.add_class("-ansi16")
+    app.ansi_theme_dark = app.ansi_theme_light = SIXTEEN

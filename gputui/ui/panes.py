@@ -15,7 +15,7 @@ from typing import Mapping
 
 from rich.text import Text
 
-from gputui.kube.gpu import GPU, GpuPod, NodeSummary
+from gputui.kube.gpu import GPU, GpuPod, NodeSummary, Usage
 from gputui.sanitize import clean
 
 from . import render
@@ -147,6 +147,13 @@ def verdict_full(summary: NodeSummary) -> str:
     return " ".join(f"{render.verdict_word(p)[0]} {p.code} {clean(p.subject or '', 100)}" for p in summary.problems)
 
 
+def _bar_width(usage: Usage | None, narrow: bool) -> int:
+    """Narrow, the GPUs some of which are unhealthy say so (`6/7 of 8`) in place of the bar."""
+    if not narrow:
+        return 4
+    return 0 if usage is not None and usage.capacity != usage.allocatable else 3
+
+
 def node_row(summary: NodeSummary, narrow: bool, unknown: str | None = None, w: Widths | None = None) -> tuple[Text, ...]:
     """unknown: the pods are not listed, allocated and free are not known (`…` or `?` stands for them)."""
     w = w or widths(node_columns(narrow))
@@ -154,7 +161,7 @@ def node_row(summary: NodeSummary, narrow: bool, unknown: str | None = None, w: 
     cells = (
         cut(summary.name, w["node"]),
         clip(render.node_status(summary.node), w["status"]),
-        clip(render.usage_cell(gpu_usage, bar_width=3 if narrow else 4, capacity=not narrow, unknown=unknown), w["gpu"]),
+        clip(render.usage_cell(gpu_usage, bar_width=_bar_width(gpu_usage, narrow), unknown=unknown), w["gpu"]),
         clip(render.free_cell(gpu_usage, unknown), w["free"]),
         clip(render.verdicts(summary.problems, short=narrow, width=w["verdict"], unknown=summary.unknown), w["verdict"], verdict_full(summary)),
         other_cell(summary, w["other"], unknown),

@@ -121,7 +121,7 @@ class CoalescedRefresh(_AppBase):
         self._refresh_cost = 0.0  # seconds the last coalesced refresh took
         self._gathering = False  # node summaries being gathered (see _gather_nodes)
         self._freeze_when_filled = False  # the model has synced: freeze the tables' rows once they are filled
-        self._health: list[Text] = []  # the header's DCGM and health parts (render.health_parts)
+        self._health: tuple[list[Text], list[Text]] = ([], [])  # the header's alarms and DCGM parts (render.health_parts)
         self._pending_words = ""  # the header's `3 GPU pods pending, longest 12m`, from the pods pane's rows
         self._needle = ""  # the pods pane's filter (casefolded) the rows were cut for
         self._filter_hits: set[tuple[str, str]] = set()  # the GPU pods the filter matches, on any node
@@ -131,7 +131,7 @@ class CoalescedRefresh(_AppBase):
             self._stale_pods.update(self._pod_view)  # their ages: looked at like any change, a slice at a time
         self.health_input_changed()  # the notes' ages (`on bad GPU: XID 79 3m ago`)
         self._request("pods", "plugin")
-        if self._health:
+        if self._health[1]:
             self._request("header")  # the DCGM readings' age
         states = self.model.states if self.model is not None else {}
         if any(s.stale_since is not None or not s.synced for kind, s in states.items() if kind in render.ALLOCATION_KINDS):
@@ -272,19 +272,21 @@ class CoalescedRefresh(_AppBase):
     def _refresh_header(
         self, totals_by_resource: dict[str, gpu.Usage] | None, mark: str | None = None, basis: Text | None = None
     ) -> None:
-        """Context, server, watch states, then the cluster's GPU totals; two lines at 80 columns."""
+        """The alarms (XIDs, health conditions) first, never cut; context, server, watch states; then the
+        cluster's GPU totals. Two lines, packed again for the terminal's width."""
         header = self._main("#header", ClusterHeader)
         narrow = bool(self._narrow)
-        first = [Text("gputui", style="bold", end="")]
-        first.append(Text("context ", style="dim", end="") + render.text(self.context or "in-cluster", limit=60))
+        alarms, readings = self._health if self.model is not None else ([], [])
+        first = [*alarms, Text("gputui", style="bold", end="")]
+        first.append(render.labelled("context ", render.text(self.context or "in-cluster", limit=60)))
         acting_as = self.conn.impersonation.user if self.conn is not None else ""
         if acting_as:  # kubeconfig `as:` or --as: what the cluster lets this user do is what shows
-            first.append(Text("as ", style="dim", end="") + render.text(acting_as, limit=60))
+            first.append(render.labelled("as ", render.text(acting_as, limit=60)))
         if self.server_version:
-            first.append(Text("server ", style="dim", end="") + render.text(self.server_version, limit=30))
+            first.append(render.labelled("server ", render.text(self.server_version, limit=30)))
         if self.namespaces:
             label = "namespace " if len(self.namespaces) == 1 else "namespaces "
-            first.append(Text(label, style="dim", end="") + render.text(", ".join(self.namespaces), limit=100))
+            first.append(render.labelled(label, render.text(", ".join(self.namespaces), limit=100)))
         model = self.model
         if model is None:
             first.append(Text("connecting…", style="dim", end=""))
@@ -301,7 +303,7 @@ class CoalescedRefresh(_AppBase):
             totals = render.totals_parts(totals_by_resource or {}, compact=narrow, unknown=mark, basis=basis)
             if self._pending_words:  # waiting work, right after the main total: never the part cut off
                 totals.insert(min(1, len(totals)), Text(self._pending_words, style=render.WARN_STYLE, end=""))
-            totals += self._health  # XIDs, health conditions, the DCGM readings' age
+            totals += readings  # the DCGM readings' age
         if narrow:
             lines = render.pack(first + totals, width)
         else:
@@ -315,7 +317,8 @@ class CoalescedRefresh(_AppBase):
     def _watch_states(model: ClusterModel) -> Text:
         """`watches live`, or the watches that are not: `pods retrying in 4 s: connection refused`."""
         troubled = [(kind, state) for kind, state in model.states.items() if state.phase not in WATCH_OK]
-        out = Text("watches ", style="dim", end="")
+        out = Text(end="")
+        out.append("watches ", style="dim")  # a style of its own: `live` is not dimmed with it
         # Kinds forbidden cluster-wide and read in some namespaces, first (pods: allocation_basis says it, on the totals' line).
         for line in scope_lines(scope for scope in model.partial_scopes() if scope.kind != PODS):
             out += render.text(line, style=render.WARN_STYLE, limit=200) + Text(" · ", style="dim")

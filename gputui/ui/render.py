@@ -29,18 +29,26 @@ class Palette:
     """The verdict and state colours. By default the terminal's own green, yellow and red (ANSI: they
     follow the terminal's colour scheme, as k9s's do); once the user picks a theme (the command
     palette's "Change theme"), that theme's $success, $warning and $error. The app sets them
-    (`use_theme`) and redraws; renderers read them as OK_STYLE, WARN_STYLE and BAD_STYLE."""
+    (`use_theme`) and redraws; renderers read them as OK_STYLE, WARN_STYLE and BAD_STYLE.
+    monochrome (NO_COLOR): warnings are bold too, as problems are, so that they keep the contrast
+    of normal text at least (ui/colour.py) and stand out by weight."""
 
     def __init__(self) -> None:
+        self.monochrome = False
         self.use_terminal_colours()
 
     def use_terminal_colours(self) -> None:
-        self.ok, self.warn, self.bad = "green", "yellow", "bold red"
+        self.use_theme("green", "yellow", "red")
 
     def use_theme(self, success: str | None, warning: str | None, error: str | None) -> None:
         self.ok = success or "green"
-        self.warn = warning or "yellow"
-        self.bad = f"bold {error}" if error else "bold red"
+        self.warn = ("bold " if self.monochrome else "") + (warning or "yellow")
+        self.bad = f"bold {error or 'red'}"
+
+    def start(self, monochrome: bool) -> None:
+        """An app starts: the terminal's colours; NO_COLOR or not."""
+        self.monochrome = monochrome
+        self.use_terminal_colours()
 
 
 PALETTE = Palette()
@@ -226,7 +234,8 @@ def verdicts(problems: list[Problem], *, short: bool = False, width: int = 24, u
         return Text("✓ ok", style=PALETTE.ok, end="")
     first = verdict(problems[0].code)
     bad = first is None or first.severity == PROBLEM
-    out = Text("✗ " if bad else "! ", style=PALETTE.bad if bad else PALETTE.warn, end="")
+    out = Text(end="")
+    out.append("✗ " if bad else "! ", style=PALETTE.bad if bad else PALETTE.warn)
     for i, problem in enumerate(problems):
         word, style = verdict_word(problem, short)
         rest = len(problems) - i - 1
@@ -243,9 +252,10 @@ def verdicts(problems: list[Problem], *, short: bool = False, width: int = 24, u
 _NO_EXPORTER_YET = ("no DCGM exporter on this node", "exporter unknown")
 
 
-def health_parts(summaries: Iterable[NodeSummary], metrics_of: Callable[[str], NodeMetrics | None], now: float) -> list[Text]:
-    """The header's health: `DCGM 4/5 read · oldest 52s`, `✗ XID: 1 node`, `✗ health: 2 nodes`.
-    Nothing about DCGM where no GPU node has an exporter to read."""
+def health_parts(summaries: Iterable[NodeSummary], metrics_of: Callable[[str], NodeMetrics | None],
+                 now: float) -> tuple[list[Text], list[Text]]:
+    """The header's health: its alarms (`✗ XID: 1 node`, `✗ health: 2 nodes`), and how current the
+    readings are (`DCGM 4/5 read · oldest 52s`; nothing where no GPU node has an exporter to read)."""
     exporters = current = 0
     oldest: float | None = None
     xid = health = 0
@@ -262,17 +272,27 @@ def health_parts(summaries: Iterable[NodeSummary], metrics_of: Callable[[str], N
         current += m.current
         if m.at is not None and (oldest is None or m.at < oldest):
             oldest = m.at
-    parts = [  # the alarms first: in 80 columns what does not fit is cut
+    alarms = [
         Text(f"✗ {word}: {count} node{'s' if count > 1 else ''}", style=PALETTE.bad, end="")
         for count, word in ((xid, "XID"), (health, "health")) if count
     ]
+    parts = []
     if exporters:
-        part = Text("DCGM ", style=DIM_STYLE, end="")
+        part = Text(end="")
+        part.append("DCGM ", style=DIM_STYLE)
         part.append(f"{current}/{exporters} read", style=PALETTE.ok if current == exporters else PALETTE.warn)
         if oldest is not None:
             part.append(f" · oldest {age(oldest, now)}", style=DIM_STYLE)
         parts.append(part)
-    return parts
+    return alarms, parts
+
+
+def labelled(label: str, value: Text) -> Text:
+    """`context prod`: a dim label, its value as it is."""
+    out = Text(end="")  # no style of its own: it would reach the value
+    out.append(label, style=DIM_STYLE)
+    out.append_text(value)
+    return out
 
 
 def gpu_counts(gpu: dict[str, int]) -> Text:
@@ -388,7 +408,8 @@ def at_most(lines: list[Text], count: int, width: int) -> list[Text]:
 
 
 def event_line(event: Event, now: float) -> Text:
-    out = Text(f"{age(event.last, now):>6} ", style=DIM_STYLE, end="")
+    out = Text(end="")  # no style of its own: it would dim the whole line
+    out.append(f"{age(event.last, now):>6} ", style=DIM_STYLE)
     out.append_text(text(event.type or "-", style=PALETTE.warn if event.type == "Warning" else "", limit=10))
     out.append(" ")
     out.append_text(text(event.reason, style="bold", limit=40))

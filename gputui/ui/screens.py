@@ -11,6 +11,8 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Static
 
+from gputui.sanitize import clean
+
 from . import render
 from .idle import idle_words
 from .stack_render import components_section, dra_section, metrics_section
@@ -222,35 +224,46 @@ def details_text(details: NodeDetails, now: float, width: int = 120) -> Text:
     dra_section(out, summary.dra_devices)
 
     _section(out, "Resources")
-    out.append(f"  {'RESOURCE':<34}{'CAPACITY':>14}{'ALLOCATABLE':>14}{'ALLOCATED':>11}{'FREE':>6}\n", style="dim")
     names = sorted(set(node.capacity) | set(node.allocatable))
+    capacity = {name: render.quantity(node.capacity.get(name)) for name in names}
+    allocatable = {name: render.quantity(node.allocatable.get(name)) for name in names}
+    # Each column as wide as its content: at 80 columns no header word goes to a line of its own.
+    name_width = min(60, max((len(clean(name, 60)) for name in names), default=8)) + 2
+    quantity_width = max((len(q) for q in [*capacity.values(), *allocatable.values()]), default=0) + 1
+    columns = (("CAPACITY", quantity_width), ("ALLOCATABLE", quantity_width), ("ALLOCATED", 11), ("FREE", 6))
+    out.append("  " + "RESOURCE".ljust(name_width) + "".join(title.rjust(max(len(title) + 1, w)) for title, w in columns) + "\n", style="dim")
+    widths = [max(len(title) + 1, w) for title, w in columns]
     unknown = details.unknown  # the pods are not listed: allocated and free are not known, as in the Nodes pane
     for name in names:
         usage = summary.usage.get(name)
         out.append("  ")
-        out.append_text(render.text(name.ljust(34), style="bold" if usage else "", limit=60))
-        out.append(f"{render.quantity(node.capacity.get(name)):>14}{render.quantity(node.allocatable.get(name)):>14}")
+        out.append_text(render.text(clean(name, 60).ljust(name_width), style="bold" if usage else "", limit=name_width))
+        out.append(f"{capacity[name]:>{widths[0]}}{allocatable[name]:>{widths[1]}}")
         if usage is not None and unknown:
-            out.append(f"{unknown:>11}", style=render.mark_style(unknown))
-            out.append(f"{unknown:>6}", style=render.mark_style(unknown))
+            out.append(f"{unknown:>{widths[2]}}", style=render.mark_style(unknown))
+            out.append(f"{unknown:>{widths[3]}}", style=render.mark_style(unknown))
         elif usage is not None:
-            out.append(f"{usage.allocated:>11}")
-            out.append_text(Text(f"{usage.free:>6}", style=render.BAD_STYLE if usage.free < 0 else ""))
+            out.append(f"{usage.allocated:>{widths[2]}}")
+            out.append_text(Text(f"{usage.free:>{widths[3]}}", style=render.BAD_STYLE if usage.free < 0 else ""))
         out.append("\n")
     out.rstrip()
 
     _section(out, "Conditions")
     if not node.conditions:
         out.append("  none reported", style="dim")
+    room = width - 4  # the page's padding and scrollbar
     for condition in node.conditions:
         good = (condition.status == "True") == (condition.type == "Ready")
         out.append("  ")
         out.append_text(render.text(f"{condition.type:<20}", limit=40))
         out.append(f"{condition.status:<8}", style=render.OK_STYLE if good else render.BAD_STYLE)
-        out.append_text(render.text(condition.reason, limit=60))
+        reason = render.text(condition.reason, limit=60)
+        out.append_text(reason)
         if condition.message:
-            out.append("  ")
-            out.append_text(render.text(condition.message, style="dim", limit=300))
+            message = render.text(condition.message, style="dim", limit=300)
+            fits = 2 + max(20, len(condition.type)) + 8 + reason.cell_len + 2 + message.cell_len <= room
+            out.append("  " if fits else "\n" + " " * 30)  # else under the reason, on a line of its own
+            out.append_text(message)
         out.append("\n")
     out.rstrip()
 

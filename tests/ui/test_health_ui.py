@@ -37,3 +37,16 @@ async def test_xids_and_conditions_on_the_main_screen_without_details(cluster):
         await wait_for(pilot, lambda: "✗ XID: 2 nodes" in screen_text(app), what="the header's XID count")
         text = screen_text(app)
         assert "✗ health: 1 node" in text and "DCGM 2/2 read" in text
+
+
+async def test_the_alarms_lead_the_header_whole_at_every_width(cluster):
+    app = app_on(cluster)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: "✗ XID: 2 nodes" in screen_text(app), what="the header's XID count", timeout=15)
+        for width, height in ((80, 24), (120, 40), (80, 24)):  # packed again after each resize
+            await pilot.resize_terminal(width, height)
+            await wait_for(pilot, lambda width=width: app.size.width == width and app._layout == (width < 100, width), what="the new layout")
+            await pilot.pause(0.2)
+            first_line = screen_text(app).splitlines()[0]
+            assert first_line.lstrip().startswith("✗ XID: 2 nodes"), first_line
+            assert "✗ health: 1 node" in first_line and len(first_line.rstrip()) <= width

@@ -6,8 +6,12 @@ import time
 from typing import Any, Callable, Iterator
 
 import pytest
+from rich.color import Color, ColorSystem
 from rich.console import Console
+from rich.segment import Segment, Segments
+from rich.style import Style
 
+from gputui.ui.colour import SIXTEEN
 from gputui.ui.commands import GpuCommands
 from gputui.ui.demo import BackgroundCluster
 from gputui.ui.launch import make_app
@@ -38,6 +42,33 @@ async def wait_for(pilot: Any, condition: Callable[[], Any], timeout: float = 8.
         if time.monotonic() > deadline:
             pytest.fail(f"timed out waiting for {what or condition}")
         await pilot.pause(0.02)
+
+
+def screen_segments(app: Any) -> list[Segment]:
+    """What the terminal is sent now, as segments (the app's line filters applied)."""
+    width, height = app.size
+    console = Console(width=width, height=height, file=io.StringIO(), force_terminal=True, color_system="truecolor",
+                      legacy_windows=False)
+    update = app.screen._compositor.render_update(full=True, screen_stack=app._background_screens)
+    return [segment for segment in console.render(update) if not segment.control]  # not the cursor's moves
+
+
+def in_sixteen_colours(segments: list[Segment]) -> list[Segment]:
+    """The segments as a 16-colour terminal shows them: every colour the nearest of its 16."""
+    def downgrade(color: Color | None) -> Color | None:
+        return None if color is None else color.downgrade(ColorSystem.STANDARD)
+
+    return [Segment(text, style + Style.from_color(downgrade(style.color), downgrade(style.bgcolor)) if style else style, control)
+            for text, style, control in segments]
+
+
+def sixteen_colour_svg(app: Any, title: str | None = None, simplify: bool = False) -> str:
+    """The screen as a 16-colour terminal shows it, as App.export_screenshot's SVG (for snap_compare)."""
+    width, height = app.size
+    console = Console(width=width, height=height, file=io.StringIO(), force_terminal=True, color_system="truecolor",
+                      record=True, legacy_windows=False, safe_box=False)
+    console.print(Segments(in_sixteen_colours(screen_segments(app))), end="")
+    return console.export_svg(title=title or app.title, theme=SIXTEEN)  # the 16 colours as Rich maps them
 
 
 def screen_text(app: Any) -> str:
