@@ -293,4 +293,4 @@ async def test_report_on_the_demo_names_the_operator_and_the_failing_component(d
     nodes = {n["name"]: n for n in json.loads(out)["nodes"]}
     assert nodes["h100-4"]["components"]["dcgm-exporter"] == "crash-looping" and "gpus" not in nodes["h100-4"]
     assert len(nodes["h100-1"]["gpus"]) == 8 and nodes["h100-1"]["gpus"][2]["xid"] == 48
-    assert nodes["h100-dra-1"]["gpu"]["nvidia.com/gpu"]["capacity"] == 7
+    assert nodes["h100-dra-1"]["gpu"]["gpu.nvidia.com"]["capacity"] == 7  # a DeviceClass of its own, not nvidia.com/gpu
