@@ -312,3 +312,14 @@ def test_verdict_json_shape():
     data = json.loads(json.dumps(verdict.to_json()))
     assert data["result"] == "PASS" and data["gpus"] == [{"index": 0, "model": "A100-SXM4-40GB", "memory_mib": 40537}]
     assert data["driver"] == "450.80.02" and data["deleted"] is True and data["leftover"] is None
+
+
+def test_events_in_the_order_they_happened_whatever_the_precision_of_their_times():
+    """The scheduler writes through events.k8s.io (`eventTime`, microseconds), the kubelet through core/v1
+    (`firstTimestamp`, whole seconds): within one second only the events' resourceVersions tell the order."""
+    from gputui.kube.verify.run import _event_order
+
+    scheduled = {"metadata": {"resourceVersion": "41"}, "eventTime": "2026-12-02T16:00:00.456789Z", "reason": "Scheduled"}
+    pulling = {"metadata": {"resourceVersion": "42"}, "firstTimestamp": "2026-12-02T16:00:00Z", "reason": "Pulling"}
+    started = {"metadata": {"resourceVersion": "40"}, "firstTimestamp": "2026-12-02T16:00:03Z", "reason": "Started"}  # a lagging sequence
+    assert [e["reason"] for e in sorted([started, pulling, scheduled], key=_event_order)] == ["Scheduled", "Pulling", "Started"]

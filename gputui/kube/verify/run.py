@@ -259,12 +259,14 @@ class _Run:
         return self.verdict(PASS, summary, report=report, mismatches=mismatches)
 
 
-def _event_order(obj: Any) -> tuple[float, int]:
-    """When an event happened (its time, then its place in the events' own resourceVersion sequence)."""
+def _event_order(obj: Any) -> tuple[int, int]:
+    """When an event happened: its second, then its place in the events' own resourceVersion sequence. Whole
+    seconds, because the kubelet's events (core/v1 `firstTimestamp`) say no more, while the scheduler's
+    (events.k8s.io `eventTime`) carry microseconds: a `Scheduled` at .4 s comes before a `Pulling` at .0 s."""
     meta = obj.get("metadata") or {}
     when = parse_time(obj.get("eventTime") or obj.get("firstTimestamp") or obj.get("lastTimestamp") or meta.get("creationTimestamp"))
     rv = str(meta.get("resourceVersion") or "")
-    return (when if when is not None else 0.0, int(rv) if rv.isdigit() else 0)
+    return (int(when) if when is not None else 0, int(rv) if rv.isdigit() else 0)
 
 
 async def run_plan(api: Client, plan: Plan, options: VerifyOptions, on_update: OnUpdate | None = None) -> Verdict:
