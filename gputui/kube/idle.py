@@ -46,6 +46,7 @@ import orjson
 
 from .client import Client, HttpError, Timeout
 from .config import describe_network_error, status_message
+from .duration import human_duration
 from .gpu import GPU, gpu_facts
 
 if TYPE_CHECKING:
@@ -101,10 +102,16 @@ class PodIdle:
     fb_used_mib: float | None
     covered_s: float
     shared: bool = False  # on a GPU other pods use at the same time: its use cannot be split among them
+    why: str | None = None  # why there are no figures, when known (`no DCGM exporter on this node`)
 
     @property
     def known(self) -> bool:
         return self.idle_s is not None
+
+    @property
+    def idle_for(self) -> str:
+        """`12m`, `≥12m` (idle for all that is covered), `0s` for a GPU in use: the app's words and the report's."""
+        return idle_for(self.idle_s, self.idle_at_least)
 
     def to_json(self) -> dict[str, Any]:
         def whole(value: float | None) -> int | None:
@@ -114,7 +121,13 @@ class PodIdle:
             "namespace": self.namespace, "name": self.name, "node": self.node, "gpus": self.gpus,
             "idle_s": whole(self.idle_s), "mean_util": None if self.mean_util is None else round(float(self.mean_util), 1),
             "peak_util": None if self.peak_util is None else round(float(self.peak_util), 1), "fb_used_mib": whole(self.fb_used_mib),
+            "idle_at_least": self.idle_at_least, "why": self.why,
         }
+
+
+def idle_for(idle_s: float | None, at_least: bool) -> str:
+    """`12m`, `≥12m` (idle for all the samples cover, and maybe longer), `0s` for a GPU in use."""
+    return ("≥" if at_least else "") + human_duration(idle_s or 0)
 
 
 def worst_first(pod: PodIdle) -> tuple:
@@ -155,6 +168,7 @@ class Holder:
     node: str | None
     gpus: int
     shared: bool = False  # holds a GPU that other pods hold too (see the module docstring)
+    unread: str | None = None  # why its node's GPUs are not read (`no DCGM exporter on this node`)
 
 
 def holders(model: ClusterModel, namespaces: Iterable[str] = (), pods: Iterable[Pod] | None = None) -> list[Holder]:
@@ -169,8 +183,17 @@ def holders(model: ClusterModel, namespaces: Iterable[str] = (), pods: Iterable[
         if entry is not None:
             # A device held only through DRA (a MIG device of its own class) is counted by its claims.
             held = sum(entry.gpu.values()) or sum(len(hold.devices) for hold in entry.claims)
-            out.append(Holder(pod.namespace, pod.name, pod.node, held, _shares_gpus(model, entry)))
+            metrics = model.node_metrics(pod.node)
+            unread = _unread(metrics.error) if metrics is not None and metrics.at is None and metrics.error else None
+            out.append(Holder(pod.namespace, pod.name, pod.node, held, _shares_gpus(model, entry), unread))
     return out
+
+
+def _unread(error: str) -> str:
+    """Why a node's GPUs are not read, in a few words for a pod's row."""
+    if error.startswith("no DCGM exporter"):
+        return "no exporter on this node"
+    return "exporter not running" if error.startswith("exporter not running") else error
 
 
 def _sharing_resources(model: ClusterModel, entry: GpuPod) -> set[str]:
@@ -238,7 +261,8 @@ def pod_figures(holder: Holder, devices: Sequence[DeviceFigures], now: float, st
     """A pod's figures from its GPUs': idle while every GPU is, the mean of their means, the highest peak,
     their framebuffers summed; none for a pod on shared GPUs (their use is not its own)."""
     if not devices or holder.shared:
-        return PodIdle(holder.namespace, holder.name, holder.node, holder.gpus, None, False, None, None, None, 0.0, holder.shared)
+        return PodIdle(holder.namespace, holder.name, holder.node, holder.gpus, None, False, None, None, None, 0.0, holder.shared,
+                       None if holder.shared else holder.unread)
     if any(d.idle_from is None for d in devices):
         idle_s, at_least = 0.0, False
     else:

@@ -13,6 +13,7 @@ import orjson
 
 from gputui.kube import duration
 from gputui.kube.health import age_words
+from gputui.kube.idle import idle_for
 from gputui.sanitize import BIDI_CONTROLS, printable
 
 from .contract import PodTimes, cluster_problems
@@ -249,10 +250,11 @@ def _write_idle(idle: dict[str, Any] | None, out: TextIO) -> None:
         known = p["idle_s"] is not None
         rows.append([
             f"{p['namespace']}/{p['name']}", p["node"] or "", str(p["gpus"]),
-            duration.human_duration(p["idle_s"]) if known else "no samples", *(_percent(p[k]) for k in ("mean_util", "peak_util")),
+            idle_for(p["idle_s"], p.get("idle_at_least", False)) if known else printable(p.get("why") or "no samples"),
+            *(_percent(p[k]) for k in ("mean_util", "peak_util")),
             "" if p["fb_used_mib"] is None else f"{p['fb_used_mib']} MiB",
         ])
-    for line in _columns(rows, [42, 20, 4, 10, 5, 5, 11], numeric={2, 4, 5, 6}, names={0, 1}, total=WIDTH - 2):
+    for line in _columns(rows, [42, 20, 4, 24, 5, 5, 11], numeric={2, 4, 5, 6}, names={0, 1}, total=WIDTH - 2):  # IDLE FOR: or why unknown
         out.write("  " + line + "\n")
 
 

@@ -40,21 +40,17 @@ def memory(mib: float | None) -> str:
     return f"{mib / 1024:.1f} GiB" if mib >= 1024 else f"{mib:.0f} MiB"
 
 
-def idle_for(pod: PodIdle) -> str:
-    """`12m`, `≥12m` (idle for all that is covered), `0s` for a GPU in use."""
-    return ("≥" if pod.idle_at_least else "") + human_duration(pod.idle_s or 0)
-
-
 def idle_words(pod: PodIdle | None, compact: bool = False) -> Text:
     """A pod's use in a few words: `idle ≥12m, mean 0%` or `in use, mean 62%`; `no samples yet` (compact: `…`);
     `shared GPU: use not split` for a pod on a GPU other pods use too (compact: `shared GPU`)."""
     if pod is not None and pod.shared:
         return Text(SHARED_COMPACT if compact else SHARED_WORDS, style=render.DIM_STYLE, end="")
     if pod is None or not pod.known:
-        return Text(PENDING if compact else "no samples yet", style=render.DIM_STYLE, end="")
+        words = PENDING if compact else (pod.why if pod is not None and pod.why else "no samples yet")
+        return render.text(words, style=render.DIM_STYLE, limit=100)
     mean = f"{pod.mean_util:.0f}%" if pod.mean_util is not None else "?"
     if pod.idle_s:
-        out = Text(f"idle {idle_for(pod)}", style=render.WARN_STYLE, end="")
+        out = Text(f"idle {pod.idle_for}", style=render.WARN_STYLE, end="")
         out.append(f" · {mean}" if compact else f", mean {mean}", style=render.DIM_STYLE)
         return out
     return Text(f"in use · {mean}" if compact else f"in use, mean {mean}", style=render.DIM_STYLE, end="")
@@ -115,10 +111,10 @@ def idle_text(view: IdleView | None, settings: IdleSettings, width: int = 120) -
             out.append(" ")
         if not pod.known:
             out.append(f"{pod.gpus:>4} ")
-            out.append(SHARED_WORDS if pod.shared else "no samples yet", style=render.DIM_STYLE)
+            out.append_text(render.text(SHARED_WORDS if pod.shared else pod.why or "no samples yet", style=render.DIM_STYLE, limit=100))
             out.append("\n")
             continue
-        values = [f"{pod.gpus}", idle_for(pod), _percent(pod.mean_util), *([_percent(pod.peak_util)] if wide else []), memory(pod.fb_used_mib)]
+        values = [f"{pod.gpus}", pod.idle_for, _percent(pod.mean_util), *([_percent(pod.peak_util)] if wide else []), memory(pod.fb_used_mib)]
         for i, ((_, w), value) in enumerate(zip(numbers, values, strict=True)):
             out.append(value.rjust(w) + ("" if i == len(values) - 1 else " "), style=render.WARN_STYLE if i == 1 and pod.idle_s else "")
         out.append("\n")

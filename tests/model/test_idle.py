@@ -379,10 +379,29 @@ async def test_the_report_gives_the_same_figures_and_keeps_a_window_across_runs(
     assert second["covered_s"] >= 1  # the first run's reads, from the file
     pods = {p["name"]: p for p in second["pods"]}
     assert set(second) == {"source", "window_s", "covered_s", "pods"}
-    assert set(pods["notebook-alice"]) == {"namespace", "name", "node", "gpus", "idle_s", "mean_util", "peak_util", "fb_used_mib"}
+    assert set(pods["notebook-alice"]) == {"namespace", "name", "node", "gpus", "idle_s", "mean_util", "peak_util", "fb_used_mib",
+                                           "idle_at_least", "why"}
     h100 = memory_of(objects, "gpu-1")
     assert pods["notebook-alice"] == {"namespace": "ml", "name": "notebook-alice", "node": "gpu-1", "gpus": 1, "idle_s": second["covered_s"],
-                                      "mean_util": 0.0, "peak_util": 0.0, "fb_used_mib": round(h100 * 0.2)}
+                                      "mean_util": 0.0, "peak_util": 0.0, "fb_used_mib": round(h100 * 0.2), "idle_at_least": True, "why": None}
     assert (pods["llm-train-0"]["idle_s"], pods["llm-train-0"]["mean_util"]) == (0, 90.0)
     assert pods["notebook-bob"]["mean_util"] == MIG_PERCENT
     assert "Idle GPUs (gputui's own samples of the DCGM exporters: " in table and "ml/notebook-alice" in table
+    alice = next(line for line in idle_section(table) if "ml/notebook-alice" in line)
+    assert " ≥" in alice  # idle for all that is covered, maybe longer: the app's words, not `0s` or a bare figure
+
+
+def idle_section(table: str) -> list[str]:
+    lines = table.splitlines()
+    return lines[next(i for i, line in enumerate(lines) if line.startswith("Idle GPUs (")):]
+
+
+async def test_a_pod_whose_node_has_no_exporter_says_so():
+    objects = [o for o in idle_gpus.build() if o["metadata"]["name"] != "nvidia-dcgm-exporter-j66wp"]  # mig-1's
+    async with SimCluster(objects, run_controllers=False) as sim:
+        rc, out, err = await report_of("--kubeconfig", str(sim.kubeconfig_path), "-o", "json")
+        _, table, _ = await report_of("--kubeconfig", str(sim.kubeconfig_path))
+    bob = next(p for p in json.loads(out)["idle"]["pods"] if p["name"] == "notebook-bob")
+    assert bob["idle_s"] is None and bob["why"] == "exporter not running"
+    line = next(line for line in idle_section(table) if "research/notebook-bob" in line)
+    assert "exporter not running" in line and "no samples" not in line

@@ -93,8 +93,8 @@ async def test_no_samples_is_said_not_shown_as_zero(cluster):
         await wait_for(pilot, lambda: app.idle_view is not None and len(app.idle_view.pods) == 5, what="the first figures")
         screen = await idle_screen(pilot)
         await wait_for(pilot, lambda: "finetune-a100-0" in screen.text, what="the pods")
-        pods = [line for line in screen.text.splitlines()[1:] if "no samples yet" in line]
-        assert len(pods) == len(app.idle_view.pods) == 5  # every bound GPU pod, none with a figure
+        pods = [line for line in screen.text.splitlines()[1:] if "no exporter on this node" in line]
+        assert len(pods) == len(app.idle_view.pods) == 5  # every bound GPU pod, none with a figure, and why (issue 22)
         assert "· no samples yet · window 60m ·" in screen.text.splitlines()[0]
         assert not re.search(r"\b0%|\b0s\b", screen.text)
         await pilot.press("escape")
