@@ -177,6 +177,7 @@ async def measure(kubeconfig: str, sim_pid: int, width: int, height: int, args: 
         return {
             "start": rss_start, "settle": settle_rss, "end": rss_end, "peak": max([settle_rss, rss_end, *samples]),
             "applied": applied, "rest_cpu": rest_cpu, "rows": app.pods_table.row_count, "minutes": churn_seconds / 60,
+            "samples": samples,
         }
 
 
@@ -187,6 +188,8 @@ def one_size(args: argparse.Namespace) -> None:
     print(f"{args.size:>8}: RSS {f['settle']:.0f} MB at {settle}, {f['end']:.0f} MB at {span(f['minutes'] * 60)}: "
           f"growth after the first {settle} {f['end'] - f['settle']:+.1f} MB (peak {f['peak']:.0f} MB; "
           f"{f['start']:.0f} MB when the churn began)", flush=True)
+    every = max(1, len(f["samples"]) // 10)  # about ten figures: whether it levels off, or keeps growing
+    print(f"{args.size:>8}: RSS along the churn, MB: {' '.join(f'{mb:.0f}' for mb in f['samples'][every - 1::every]) or '-'}", flush=True)
     print(f"{args.size:>8}: churn {args.churn:,} pod changes/s asked, {f['applied']:,.0f} watch events/s applied, "
           f"{f['rows']:,} GPU-pod rows; CPU at rest {f['rest_cpu']:.1f} % of a core (over {span(args.rest)}, no churn)", flush=True)
 
