@@ -275,6 +275,7 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, HealthActions, Coalesc
         # cyclic GC's way (gc.freeze); the tables' rows follow once they are filled.
         await model.wait_synced()
         self._freeze_when_filled = True
+        self._freeze_if_filled()  # the tables may be filled already: no refresh may follow on an idle cluster
 
     @work(exclusive=True, group="version")
     async def _ask_version(self, conn: Connection) -> None:

@@ -233,6 +233,8 @@ class CoalescedRefresh(_AppBase):
         if not self._freeze_when_filled or model is None or self._gathering or self._pods_filling:
             return
         if self._stale_pods is None or self._nodes_generation != model.summary_generation:
+            # not filled yet: looked at again after the refresh that fills it (an idle cluster sends no event to wait for)
+            self._request("pods" if self._stale_pods is None else "nodes")
             return
         self._freeze_when_filled = False
         gc.collect()

@@ -75,3 +75,20 @@ async def test_the_collector_runs_while_a_tall_terminal_follows_churn(cluster):
         in_view = len(table.visible_keys()) + 1  # and the header
         assert len(table._row_render_cache) <= 2 * in_view, (len(table._row_render_cache), in_view)
         assert len(table._cell_render_cache) <= 2 * in_view * len(table.columns)
+
+
+async def test_the_tables_are_frozen_once_filled_even_on_a_cluster_that_goes_quiet(cluster):
+    """The race a real terminal showed (1 run in 5 of the memory benchmark's second size): when the tables were
+    looked at, the node summaries had moved on since they were drawn (a summary dropped without an event), and
+    then the cluster sent nothing more. Only a pods refresh followed, the nodes were never drawn again, and
+    the rows were never moved out of the collector's way."""
+    app = app_on(cluster)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.model is not None and app.model.pods_known and app.pods_table.row_count
+                       and not app._freeze_when_filled, timeout=30, what="the tables filled and frozen")
+        app._freeze_when_filled = True  # the model's sync noticed again: its rows to freeze once filled
+        app.model._forget_summary()  # the summaries move on, with no event to say so
+        app._request("pods")
+        await wait_for(pilot, lambda: not app._freeze_when_filled, what="frozen, with no cluster event")
+        app._when_synced(app.model)  # a sync noticed after the last refresh: frozen all the same
+        await wait_for(pilot, lambda: not app._freeze_when_filled, what="frozen after a late sync")
