@@ -435,7 +435,7 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, HealthActions, Coalesc
             table.focus()
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen(keys.help_lines(self, [*self.BINDINGS, *self.screen_stack[0].BINDINGS])))
+        self.push_screen(HelpScreen(keys.help_lines(self, [*self.BINDINGS, *self.screen_stack[0].BINDINGS, *keys.bindings(keys.LOG_KEYS)])))
 
     async def action_interrupt(self) -> None:
         """ctrl+c: a running verification on top is cancelled (its pod deleted, the screen says so);

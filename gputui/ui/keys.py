@@ -68,6 +68,15 @@ MAIN_KEYS: tuple[Key, ...] = (
     Key("space", "app.mark_node", "Mark", "Nodes: mark a node for v"),
 )
 
+# Every log view's keys (the device-plugin pane, a component's logs, a verification's): on the focused log.
+LOG_KEYS: tuple[Key, ...] = (
+    Key("w", "toggle_wrap", "Wrap", "logs: wrap long lines / one row each (w again)", show=True),
+    Key("left", "scroll_half(-1)", "Left", "logs: half a screen sideways"),
+    Key("right", "scroll_half(1)", "Right", "logs: half a screen sideways"),
+    Key("home", "first_line", "First line", "logs: the first line"),
+    Key("end", "last_line", "Last line", "logs: the last line, followed again"),
+)
+
 QUIT_HELP = "quit (running verification pods are deleted first)"
 PALETTE_HELP = "command palette: context, namespace, jump to node, panes, and every screen above"
 

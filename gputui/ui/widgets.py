@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 from collections import deque
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
+from rich.cells import chop_cells
 from rich.text import Text
 from textual.containers import Vertical
 from textual.timer import Timer
@@ -12,24 +13,85 @@ from textual.widgets import Input, Log, Static
 from gputui.kube.logs import LogNote
 from gputui.sanitize import clean, log_line
 
+from . import keys
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
 LOG_LINES_KEPT = 2_000
 
 
 class FollowingLog(Log):
     """A Log that keeps following its end when it is made smaller (a pane above it grows, the terminal
-    shrinks): Log keeps its scroll offset then, and the last lines, new ones included, fell out of view."""
+    shrinks): Log keeps its scroll offset then, and the last lines, new ones included, fell out of view.
+
+    `w` wraps long lines at the log's width (Log has no wrap mode: its lines are then the wrapped rows,
+    made again from the kept lines on a toggle or a new width); ← → scroll half a width, home / end
+    jump to the first / last line (keys.LOG_KEYS)."""
+
+    BINDINGS = keys.bindings(keys.LOG_KEYS)
+    ROWS_PER_LINE_KEPT = 4  # wrapped: at most this many rows per kept line (the oldest line's first rows go)
 
     def __init__(self, *, max_lines: int | None = None, id: str | None = None) -> None:
         super().__init__(max_lines=max_lines, auto_scroll=True, id=id)
         self._at_end = True
+        self._kept: deque[str] = deque(maxlen=max_lines)  # the lines as written, wrapped again from here
+        self.wrapping = False
+        self._wrap_width = 0  # the width the rows were wrapped at
 
     def watch_scroll_y(self, old_value: float, new_value: float) -> None:
         super().watch_scroll_y(old_value, new_value)
         self._at_end = new_value >= self.max_scroll_y
 
     def on_resize(self) -> None:
+        if self.wrapping and self.scrollable_content_region.width != self._wrap_width:
+            self._rewrite()
         if self._at_end:
             self.scroll_end(animate=False, immediate=True, x_axis=False)
+
+    def write_lines(self, lines: Iterable[str], scroll_end: bool | None = None) -> Self:
+        written = [part for line in lines for part in line.splitlines()]  # as Log splits them
+        self._kept.extend(written)
+        if self.wrapping:
+            written = [row for line in written for row in self._rows(line)]
+        return super().write_lines(written, scroll_end)
+
+    def clear(self) -> Self:
+        self._kept.clear()
+        return super().clear()
+
+    def _rows(self, line: str) -> list[str]:
+        return chop_cells(line, self._wrap_width) if line and self._wrap_width > 0 else [line]
+
+    def _rewrite(self) -> None:
+        """The kept lines written again: wrapped at the current width, or one line each."""
+        at_end, fraction = self._at_end, self.scroll_y / max(1, self.max_scroll_y)
+        kept = list(self._kept)
+        self._wrap_width = self.scrollable_content_region.width
+        if self._kept.maxlen is not None:
+            self.max_lines = self._kept.maxlen * (self.ROWS_PER_LINE_KEPT if self.wrapping else 1)
+        self._kept.clear()
+        super().clear()  # Log's: a PluginLog's lines waiting to be written stay
+        self.write_lines(kept, scroll_end=False)
+        if at_end:
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
+        else:
+            self.scroll_to(y=round(fraction * self.max_scroll_y), animate=False, immediate=True)
+
+    def action_toggle_wrap(self) -> None:
+        self.wrapping = not self.wrapping
+        self.scroll_to(x=0, animate=False, immediate=True)
+        self._rewrite()
+
+    def action_scroll_half(self, direction: int) -> None:
+        self.scroll_relative(x=direction * max(1, self.scrollable_content_region.width // 2), animate=False, immediate=True)
+
+    def action_first_line(self) -> None:
+        self.scroll_to(x=0, y=0, animate=False, immediate=True)
+
+    def action_last_line(self) -> None:
+        self.scroll_to(x=0, animate=False, immediate=True)
+        self.scroll_end(animate=False, immediate=True, x_axis=False)
 
 
 class PluginLog(FollowingLog):

@@ -9,6 +9,7 @@ from kubernetes_asyncio.client import CoreV1Api
 from kubernetes_asyncio.config import new_client_from_config
 
 from gputui.ui.screens import HelpScreen, NodeDetailsScreen, TextScreen
+from tests.ui.test_log_keys import LONG, check_log_keys
 from tests.ui.ui_helpers import (
     app_on,
     screen_text,
@@ -129,6 +130,9 @@ async def test_new_plugin_log_lines_appear(cluster):
         for i in range(3):
             cluster.call(cluster.sim.logs.append, PLUGIN_NS, pod, PLUGIN_CONTAINER, f"Registered device plugin #{i} [not markup]")
         await wait_for(pilot, lambda: "Registered device plugin #2 [not markup]" in app.plugin_log.lines, what="followed lines")
+        cluster.call(cluster.sim.logs.append, PLUGIN_NS, pod, PLUGIN_CONTAINER, LONG)
+        await wait_for(pilot, lambda: LONG in app.plugin_log.lines, what="a 200-character line")
+        await check_log_keys(pilot, app.plugin_log)
         await pilot.press("l")
         assert app.screen.maximized is not None
         await pilot.press("escape")

@@ -11,6 +11,7 @@ from gputui.sim import demo, stacks
 from gputui.ui.demo import BackgroundCluster
 from gputui.ui.screens import NodeDetailsScreen
 from gputui.ui.stack import ComponentLogScreen, LocalScreen, StackScreen
+from tests.ui.test_log_keys import LONG, check_log_keys
 from tests.ui.ui_helpers import app_on, screen_text, start_cluster, wait_for
 from tests.ui.ui_scenario import NOW
 
@@ -123,6 +124,9 @@ async def test_a_components_logs_stream_full_screen(demo_cluster):
         demo_cluster.call(logs.append, namespace, pod, state.container, "collecting metrics from 8 GPUs")
         await wait_for(pilot, lambda: "collecting metrics from 8 GPUs" in log.lines, what="a new line, followed")
         assert "container nvidia-dcgm-exporter" in screen_text(app)
+        demo_cluster.call(logs.append, namespace, pod, state.container, LONG)
+        await wait_for(pilot, lambda: LONG in log.lines, what="a 200-character line")
+        await check_log_keys(pilot, log)
         await pilot.press("escape")
         assert app.screen is screen
         # enter on a cell opens its logs too; a component with no pod on the node says so instead.

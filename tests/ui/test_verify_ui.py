@@ -29,6 +29,8 @@ from gputui.ui.verify import (
     VerifyScreen,
     VerifySettings,
 )
+from gputui.ui.widgets import PluginLog
+from tests.ui.test_log_keys import LONG, check_log_keys
 from tests.ui.ui_helpers import screen_text, start_cluster, wait_for
 from tests.ui.ui_scenario import NOW_TS
 from tests.verify import cluster as verify_cluster
@@ -136,6 +138,9 @@ async def test_confirm_shows_the_pod_then_pass_on_a_free_node(cluster, created):
         assert reasons[0] == "Scheduled" and "Started" in reasons
         await wait_for(pilot, lambda: any("NVIDIA-SMI" in line for line in app.screen.query_one("#verify-log").lines), what="the streamed log")
         assert verification_pods(cluster) == []
+        log = app.screen.query_one("#verify-log", PluginLog)
+        log.add_lines([LONG])  # the keys of the screen's log, on a line longer than it
+        await check_log_keys(pilot, log)
 
         await pilot.press("escape")  # back to the main screen
         assert not isinstance(app.screen, VerifyScreen)
