@@ -113,4 +113,5 @@ def dump_app(dump: Any, config: Any, extra_resources: list[str] | tuple[str, ...
 
     metrics = {**config.model_options(), "metrics_unavailable": NOT_IN_DUMP}
     app = make_app(None, None, extra_resources, kubeconfig_from=started, verify=verify_settings(config, True), metrics=metrics, **options)
+    app.dump_paths = dump.paths
     return app, served

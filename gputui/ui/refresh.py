@@ -77,6 +77,7 @@ class CoalescedRefresh(_AppBase):
     resources: gpu.GpuResources
     clock: Callable[[], float]
     context: str | None
+    dump_paths: tuple[str, ...]
     conn: Connection | None
     server_version: str
     namespaces: tuple[str, ...]  # the GPU pods shown (-n, the palette); () all
@@ -280,7 +281,10 @@ class CoalescedRefresh(_AppBase):
         narrow = bool(self._narrow)
         alarms, readings = self._health if self.model is not None else ([], [])
         first = [*alarms, Text("gputui", style="bold", end="")]
-        first.append(render.labelled("context ", render.text(self.context or "in-cluster", limit=60)))
+        if self.dump_paths:
+            first.append(render.labelled("dump of ", render.text(", ".join(self.dump_paths), limit=60)))
+        else:
+            first.append(render.labelled("context ", render.text(self.context or "in-cluster", limit=60)))
         acting_as = self.conn.impersonation.user if self.conn is not None else ""
         if acting_as:  # kubeconfig `as:` or --as: what the cluster lets this user do is what shows
             first.append(render.labelled("as ", render.text(acting_as, limit=60)))
@@ -297,7 +301,7 @@ class CoalescedRefresh(_AppBase):
         if model is not None:
             # The watch states end the first line, cut to fit (the panes' status lines have them whole):
             # the totals, or why they are unknown, must keep their line.
-            states = self._watch_states(model)
+            states = self._watch_states(model, dumped=bool(self.dump_paths))
             room = width - sum(part.cell_len + (3 if narrow else 2) for part in first)
             if states.cell_len > room:
                 states.truncate(max(24, room), overflow="ellipsis")
@@ -316,16 +320,19 @@ class CoalescedRefresh(_AppBase):
             header.update(content)
 
     @staticmethod
-    def _watch_states(model: ClusterModel) -> Text:
-        """`watches live`, or the watches that are not: `pods retrying in 4 s: connection refused`."""
+    def _watch_states(model: ClusterModel, dumped: bool = False) -> Text:
+        """`watches live` (`objects as dumped, not live` on a dump), or the watches that are not:
+        `pods retrying in 4 s: connection refused`."""
         troubled = [(kind, state) for kind, state in model.states.items() if state.phase not in WATCH_OK]
         out = Text(end="")
-        out.append("watches ", style="dim")  # a style of its own: `live` is not dimmed with it
+        out.append("objects " if dumped else "watches ", style="dim")  # a style of its own: `live` is not dimmed with it
         # Kinds forbidden cluster-wide and read in some namespaces, first (pods: allocation_basis says it, on the totals' line).
         for line in scope_lines(scope for scope in model.partial_scopes() if scope.kind != PODS):
             out += render.text(line, style=render.WARN_STYLE, limit=200) + Text(" · ", style="dim")
         unreadable = unreadable_line(model.unreadable())
-        if not troubled and model.all_running():
+        if not troubled and model.all_running() and dumped:
+            out.append("as dumped, not live")
+        elif not troubled and model.all_running():
             out.append("live", style=render.OK_STYLE)
         elif not troubled:
             out.append("restarting", style=render.WARN_STYLE)  # a watch ended; the model's watchdog starts it again

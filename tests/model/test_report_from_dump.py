@@ -197,6 +197,9 @@ async def test_the_app_on_a_dump_shows_its_nodes_and_refuses_to_verify():
 
             await until(lambda: app.model is not None and set(app.nodes_table.shown_keys) == {"gpu-1", "cpu-1"}, "the dump's nodes")
             assert app.conn.context == f"dump:{MUST_GATHER}" and app.server_version == ""  # the header names no release
+            await until(lambda: "as dumped, not live" in str(app.query_one("#header").render()), "the header's words")
+            header = str(app.query_one("#header").render())
+            assert f"dump of {MUST_GATHER}"[:40] in header and "live" not in header.replace("not live", "")
             await pilot.press("v")
             await until(lambda: READ_ONLY_MESSAGE in [n.message for n in app._notifications], "the read-only notice")
         assert served.call(lambda: len(served.sim.store.objects("pods"))) == len(
