@@ -29,7 +29,8 @@ from .table import Cells, Column, KeyedTable, fit
 from .widgets import FilterBar
 
 UNKNOWN_SYNCING, UNKNOWN_TROUBLE = "…", "?"
-SORTS = ("context", "free", "problems", "pending")
+SORTS = ("context", "free", "problems", "pending")  # the first: kubeconfig order
+SORTED_MARK = "↓"
 
 
 def state_style(state: str) -> str:
@@ -44,12 +45,15 @@ TITLES = {"context": "CONTEXT", "state": "STATE", "version": "VERSION", "gpu": "
           "problems": "PROBLEMS", "pending": "PENDING", "stack": "STACK"}
 
 
-def fleet_columns(width: int) -> list[Column]:
-    """Every column fits: the context column takes what the others leave (each cell has 2 of padding)."""
+def fleet_columns(width: int, sort: str = SORTS[0]) -> list[Column]:
+    """Every column fits: the context column takes what the others leave (each cell has 2 of padding).
+    The column the rows are ordered by (`o`) is marked `↓`; none in kubeconfig order."""
     widths = dict(NARROW_WIDTHS if width < 110 else WIDE_WIDTHS)
+    titles = {key: TITLES[key] + (SORTED_MARK if key == sort != SORTS[0] else "") for key in widths}
+    widths = {key: max(w, len(titles[key])) for key, w in widths.items()}
     room = width - 2 - 2 * len(widths) - sum(w for key, w in widths.items() if key != "context")
     widths["context"] = max(10, min(40, room))
-    return [Column(key, TITLES[key], w) for key, w in widths.items()]
+    return [Column(key, titles[key], w) for key, w in widths.items()]
 
 
 def main_resource(totals: dict[str, Usage]) -> tuple[str, Usage] | None:
@@ -250,8 +254,8 @@ class FleetScreen(Screen[None]):
         self._layout(event.size.width)
 
     def _layout(self, width: int) -> None:
-        columns = fleet_columns(width)
-        if [c.key for c in columns] != [c.key for c in self._columns]:
+        columns = fleet_columns(width, self.sort)
+        if [(c.key, c.label) for c in columns] != [(c.key, c.label) for c in self._columns]:
             self._columns = columns
             self.table.set_columns(columns)
             self._cells.clear()
@@ -308,7 +312,7 @@ class FleetScreen(Screen[None]):
 
     def action_sort(self) -> None:
         self.sort = SORTS[(SORTS.index(self.sort) + 1) % len(SORTS)]
-        self.refresh_rows()
+        self._layout(self.app.size.width)  # the ordering column's title is marked
 
     def action_filter(self) -> None:
         bar = self.query_one("#fleet-filter", FilterBar)

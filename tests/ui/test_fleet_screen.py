@@ -85,8 +85,14 @@ async def test_fleet_rows_drill_in_and_back(tmp_path, training, inference):
         await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen), what="back again")
 
         # `o` orders by free GPUs; `/` filters
+        assert "↓" not in screen_text(app)  # kubeconfig order: no column marked
         await pilot.press("o")
         assert app.screen.sort == "free"
+        await wait_for(pilot, lambda: " FREE↓ " in screen_text(app), what="the ordering column marked")
+        await pilot.press("o")
+        await wait_for(pilot, lambda: " PROBLEMS↓ " in screen_text(app) and "FREE↓" not in screen_text(app), what="the mark moved")
+        await pilot.press("o", "o")
+        assert app.screen.sort == "context"
         await pilot.press("slash", *"infer", "enter")
         await wait_for(pilot, lambda: app.screen.table.shown_keys == ["inference"], what="the filter")
         await pilot.press("escape")
