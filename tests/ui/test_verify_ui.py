@@ -29,6 +29,7 @@ from gputui.ui.verify import (
     VerifyScreen,
     VerifySettings,
 )
+from gputui.ui.verify.confirm import obstacle_line
 from gputui.ui.widgets import PluginLog
 from tests.ui.test_log_keys import LONG, check_log_keys
 from tests.ui.ui_helpers import screen_text, start_cluster, wait_for
@@ -454,3 +455,12 @@ def test_verdict_screen_snapshot(cluster, snap_compare):
         await pilot.pause(0.3)
 
     assert snap_compare(app_for(cluster, seed=7), terminal_size=(120, 40), run_before=run_to_verdict)
+
+
+def test_every_warning_of_the_confirmation_names_its_node():
+    cordoned, taint = v.node_obstacles(
+        {"metadata": {"name": "h100-2"}, "spec": {"unschedulable": True, "taints": [{"key": "maint", "effect": "NoSchedule"}]},
+         "status": {"conditions": [{"type": "Ready", "status": "True"}]}}, "nvidia.com/gpu", 1, {"nvidia.com/gpu": 1}, ())
+    assert obstacle_line("h100-2", cordoned).plain == "likely to fail: node h100-2 is cordoned"  # named once
+    assert obstacle_line("h100-2", taint).plain == "likely to fail on node h100-2: untolerated taint maint (NoSchedule; add --tolerate maint)"
+    assert obstacle_line("h1[b]", "only 0 nvidia.com/gpu free on the node").plain.startswith("likely to fail on node h1[b]: ")  # text, not markup

@@ -17,6 +17,18 @@ if TYPE_CHECKING:
     from gputui.kube import verify as v
 
 
+def obstacle_line(node: str, obstacle: str) -> Text:
+    """`likely to fail: node h100-2 is cordoned`, `likely to fail on node h100-2: only 1 nvidia.com/gpu free
+    on the node`: every warning names its node, once."""
+    out = Text("likely to fail", style=render.WARN_STYLE, end="")
+    if not obstacle.startswith(f"node {node} "):
+        out.append(" on node ", style=render.WARN_STYLE)
+        out.append_text(render.text(node, style="bold", limit=253))
+    out.append(": ", style=render.WARN_STYLE)
+    out.append_text(render.text(obstacle, limit=300))
+    return out
+
+
 class ConfirmVerifyScreen(ModalScreen[bool]):
     """The node(s) and the exact pod spec, before anything is created: y creates, n or esc does not."""
 
@@ -94,8 +106,7 @@ class ConfirmVerifyScreen(ModalScreen[bool]):
         for plan in self.plans:
             for obstacle in plan.obstacles:
                 out.append("\n" if out else "")
-                out.append("likely to fail: ", style=render.WARN_STYLE)
-                out.append_text(render.text(obstacle, limit=300))
+                out.append_text(obstacle_line(plan.node, obstacle))
         out.append("\n" if out else "")
         out.append("y", style="bold")
         out.append(" create · ")
