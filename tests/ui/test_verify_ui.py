@@ -16,6 +16,7 @@ import pytest
 from kubernetes_asyncio.client import CoreV1Api
 from kubernetes_asyncio.config import new_client_from_config
 
+from gputui.kube import health
 from gputui.kube import verify as v
 from gputui.kube.config import connect
 from gputui.ui import session
@@ -30,6 +31,7 @@ from gputui.ui.verify import (
     VerifySettings,
 )
 from gputui.ui.verify.confirm import obstacle_line
+from gputui.ui.verify.words import known_problems, verdict_text
 from gputui.ui.widgets import PluginLog
 from tests.ui.test_log_keys import LONG, check_log_keys
 from tests.ui.ui_helpers import screen_text, start_cluster, wait_for
@@ -464,3 +466,15 @@ def test_every_warning_of_the_confirmation_names_its_node():
     assert obstacle_line("h100-2", cordoned).plain == "likely to fail: node h100-2 is cordoned"  # named once
     assert obstacle_line("h100-2", taint).plain == "likely to fail on node h100-2: untolerated taint maint (NoSchedule; add --tolerate maint)"
     assert obstacle_line("h1[b]", "only 0 nvidia.com/gpu free on the node").plain.startswith("likely to fail on node h1[b]: ")  # text, not markup
+
+
+def test_a_verdict_on_a_node_with_known_xids_or_conditions_says_so_under_its_verdict():
+    gpus = [health.BadGpu("h100-1", "GPU 1", "GPU-1", [health.Signal("DCGM", "XID 79 (GPU has fallen off the bus)", 1000.0)]),
+            health.BadGpu("h100-1", None, None, [health.Signal("CONDITION", "GpuHealthy=False [b]", None)])]
+    known = known_problems(gpus, now=1180.0)
+    passed = verdict_text(v.Verdict("h100-1", True, v.PASS, "ok", resource="nvidia.com/gpu", deleted=True), known=known).plain
+    assert passed.splitlines()[1] == "known on this node: GPU 1 XID 79 (GPU has fallen off the bus), 3m ago; the node GpuHealthy=False [b]"
+    failed = verdict_text(v.Verdict("h100-1", False, v.NVIDIA_SMI, "nvidia-smi failed (exit 9)", deleted=True), known=known).plain
+    assert failed.splitlines()[:3] == ["FAIL  nvidia-smi failed", known.plain, "nvidia-smi failed (exit 9)"]
+    assert known_problems([], now=0.0) is None  # nothing known: nothing said
+    assert "known on" not in verdict_text(v.Verdict("h100-1", True, v.PASS, "ok", deleted=True)).plain

@@ -22,7 +22,7 @@ from .. import render
 from gputui.sanitize import clean
 from ..widgets import FollowingLog, Pane, PluginLog
 from .settings import FLUSH_INTERVAL, VERIFY_GROUP
-from .words import STAGE_WORDS, _elapsed, _error_text, _event_line, verdict_text
+from .words import STAGE_WORDS, _elapsed, _error_text, _event_line, known_problems, verdict_text
 
 
 class VerifyScreen(Screen[None]):
@@ -125,13 +125,19 @@ class VerifyScreen(Screen[None]):
             self.query_one("#verify-head", Static).update(head)
         if self._shown_verdict is None and (self.verdict is not None or self.error is not None):
             if self.verdict is not None:
-                body = verdict_text(self.verdict, dict(self.plan.node_labels), pod_created=self.pod_created)
+                body = verdict_text(self.verdict, dict(self.plan.node_labels), pod_created=self.pod_created, known=self._known_problems())
             else:
                 body = Text("ERROR ", style=render.BAD_STYLE, end="") + render.text(
                     f"the verification stopped unexpectedly: {self.error}", limit=2000
                 )
             self._shown_verdict = body
             self.query_one("#verify-verdict-text", Static).update(body)
+
+    def _known_problems(self) -> Text | None:
+        model = self.app.model  # type: ignore[attr-defined]  # Textual types self.app as App; ours is GpuTuiApp
+        if model is None:
+            return None
+        return known_problems((gpu for gpu in model.bad_gpus() if gpu.node == self.plan.node), model.clock())
 
     def _head(self) -> Text:
         plan = self.plan

@@ -2,8 +2,11 @@
 event lines, elapsed time and errors; shared by the screens."""
 from __future__ import annotations
 
+from typing import Iterable
+
 from rich.text import Text
 
+from gputui.kube import health
 from gputui.kube import verify as v
 from gputui.kube.config import describe_network_error
 from gputui.kube.client import HttpError
@@ -42,10 +45,22 @@ def kubectl_delete(namespace: str, name: str) -> str:
     return f"kubectl delete pod -n {namespace} {name}"
 
 
-def verdict_text(verdict: v.Verdict, node_labels: dict[str, str] | None = None, *, pod_created: bool = True) -> Text:
+def known_problems(gpus: Iterable[health.BadGpu], now: float) -> Text | None:
+    """`known on this node: GPU 1 XID 79 (GPU has fallen off the bus), 3m ago`: what the Health screen
+    holds against the node (kube/health.py's bad GPUs), said beside a verdict that nvidia-smi alone gives."""
+    parts = [f"{gpu.device or 'the node'} {health.signal_words(signal, now)}" for gpu in gpus for signal in gpu.signals]
+    if not parts:
+        return None
+    return Text("known on this node: ", style=render.WARN_STYLE, end="") + render.text("; ".join(parts), limit=800)
+
+
+def verdict_text(verdict: v.Verdict, node_labels: dict[str, str] | None = None, *, pod_created: bool = True,
+                 known: Text | None = None) -> Text:
     """PASS with what nvidia-smi saw and how it compares with GFD, or FAIL with the reason; the pod's fate last.
-    pod_created: whether the pod ever existed (a refused create leaves nothing to delete)."""
+    pod_created: whether the pod ever existed (a refused create leaves nothing to delete).
+    known: the node's known XIDs and health conditions (known_problems), on the line under the verdict's."""
     out = Text(end="")
+    beside = Text("\n", end="") + known if known is not None else Text(end="")
     if verdict.passed:
         out.append("PASS", style=f"bold {render.OK_STYLE}")
         out.append("  ")
@@ -57,6 +72,7 @@ def verdict_text(verdict: v.Verdict, node_labels: dict[str, str] | None = None, 
                 summary += f" · {len(report.migs)} MIG device(s)"
             out.append_text(render.text(summary, style="bold", limit=400))
         out.append(f"  ({verdict.count} {clean(verdict.resource or '?', 100)})", style="dim")
+        out.append_text(beside)
         if verdict.mismatches:
             out.append("\n")
             out.append("disagrees with the node's GPU Feature Discovery labels:", style=render.WARN_STYLE)
@@ -77,6 +93,7 @@ def verdict_text(verdict: v.Verdict, node_labels: dict[str, str] | None = None, 
         words = CODE_WORDS.get(verdict.code)
         if words:
             out.append(f"  {words}", style="bold")
+        out.append_text(beside)
         out.append("\n")
         out.append_text(render.text(verdict.reason, limit=4000))
     out.append("\n")
