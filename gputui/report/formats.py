@@ -246,16 +246,21 @@ def _write_idle(idle: dict[str, Any] | None, out: TextIO) -> None:
         out.write("  no pod holds GPUs\n")
         return
     rows = [["NAMESPACE/NAME", "NODE", "GPUS", "IDLE FOR", "MEAN", "PEAK", "MEMORY"]]
+    unknown: dict[int, str] = {}  # row -> why it has no figures, on a line of its own below it
     for p in idle["pods"]:
         known = p["idle_s"] is not None
+        if not known:
+            unknown[len(rows)] = p.get("why") or "no samples"
         rows.append([
             f"{p['namespace']}/{p['name']}", p["node"] or "", str(p["gpus"]),
-            idle_for(p["idle_s"], p.get("idle_at_least", False)) if known else printable(p.get("why") or "no samples"),
+            idle_for(p["idle_s"], p.get("idle_at_least", False)) if known else "?",
             *(_percent(p[k]) for k in ("mean_util", "peak_util")),
             "" if p["fb_used_mib"] is None else f"{p['fb_used_mib']} MiB",
         ])
-    for line in _columns(rows, [42, 20, 4, 24, 5, 5, 11], numeric={2, 4, 5, 6}, names={0, 1}, total=WIDTH - 2):  # IDLE FOR: or why unknown
+    for i, line in enumerate(_columns(rows, [42, 20, 4, 10, 5, 5, 11], numeric={2, 4, 5, 6}, names={0, 1}, total=WIDTH - 2)):
         out.write("  " + line + "\n")
+        if i in unknown:
+            out.write(textwrap.fill(printable(unknown[i]), WIDTH, initial_indent="      why: ", subsequent_indent="           ") + "\n")
 
 
 def _percent(value: float | None) -> str:
