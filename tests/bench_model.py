@@ -3,6 +3,7 @@
     python tests/bench_model.py              # 20,000 pods, then 5,000 nodes / 150,000 pods
     python tests/bench_model.py --smoke      # a few hundred pods, a few seconds
     python tests/bench_model.py --startup-only --repeat 5   # only the one-node start-up figures
+    python tests/bench_model.py --sync [--before TREE] [--repeat 5]   # the pods' sync beside curl (and TREE's)
 
 On a synthetic simulated cluster (its own process), times the initial sync to
 a complete GPU summary for:
@@ -21,6 +22,12 @@ included, as a user or a cron job pays them): `gputui --version`, and
 one, beside the seed's kubectl+jq recipes on the same cluster. gputui runs as
 installed: `pip install` compiles its modules, so each run loads bytecode; the
 one-node report is timed from a checkout that compiles its sources each run too.
+
+--sync: the initial sync of the pods alone (the model's own WatchList stream, then a list from the watch cache)
+of 1,000 nodes and 20,000 pods, beside `curl` of the same request (the same gzip: asked for, used where the
+server gives it), and beside another source tree's model (`--before`: `git worktree add /tmp/before REV`),
+alternating run by run. Each model runs in a process of its own, connected first (not timed); wall time and
+CPU time (user and system) from the model's start to its sync; CPU per pod over the pods the server sent.
 """
 from __future__ import annotations
 
@@ -36,6 +43,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from urllib.parse import urlencode
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script from anywhere
@@ -340,6 +348,104 @@ def bench_startup(repeat: int, workdir: str) -> dict:
     return figures
 
 
+UNFINISHED_PODS = "status.phase!=Succeeded,status.phase!=Failed"  # the model's pods watch (kube/model.py)
+SYNC_CHILD = """
+import asyncio, json, sys, time
+from gputui.kube.config import connect
+from gputui.kube.model import PODS, ClusterModel
+
+async def main(kubeconfig, mode):
+    async with await connect(kubeconfig) as conn:
+        await conn.api.json("GET", "/version")  # connected, the transport imported: not timed
+        cpu, start = time.process_time(), time.perf_counter()
+        model = ClusterModel(conn.api, kinds=(PODS,), list_modes=(mode,))
+        async with model:
+            assert await model.wait_synced(600), model.states
+            return {"seconds": time.perf_counter() - start, "cpu": time.process_time() - cpu, "kept": len(model.pods.records)}
+
+print(json.dumps(asyncio.run(main(sys.argv[1], sys.argv[2]))))
+"""
+
+
+def sync_child(tree: str, kubeconfig: str, mode: str, workdir: str) -> dict:
+    done = subprocess.run([sys.executable, "-c", SYNC_CHILD, kubeconfig, mode], env={**os.environ, "PYTHONPATH": tree},
+                          cwd=workdir, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        raise SystemExit(f"bench: the sync from {tree} failed: {done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def curl_command(kubeconfig: str, mode: str) -> str:
+    """curl of the request the reflector makes: the WatchList read up to its initial-events-end bookmark, or the
+    list from the watch cache read whole; --compressed asks for gzip and undoes it, as gputui does."""
+    import yaml
+
+    config = yaml.safe_load(Path(kubeconfig).read_text())
+    server, token = config["clusters"][0]["cluster"]["server"], config["users"][0]["user"]["token"]
+    if mode == "watchlist":
+        query = {"watch": "true", "sendInitialEvents": "true", "resourceVersionMatch": "NotOlderThan", "allowWatchBookmarks": "true",
+                 "resourceVersion": "", "fieldSelector": UNFINISHED_PODS, "timeoutSeconds": "300"}
+    else:
+        query = {"resourceVersion": "0", "fieldSelector": UNFINISHED_PODS}
+    return f"curl -sSk -N --compressed -H 'Authorization: Bearer {token}' '{server}/api/v1/pods?{urlencode(query)}'"
+
+
+def curl_seconds(command: str, mode: str) -> float:
+    """Until curl has written the list, or the WatchList's initial-events-end bookmark (grep stops there: the
+    stream itself stays open)."""
+    start = time.perf_counter()
+    if mode != "watchlist":
+        subprocess.run(command + " -o /dev/null", shell=True, check=True)
+        return time.perf_counter() - start
+    curl = subprocess.Popen(command, shell=True, stdout=subprocess.PIPE, start_new_session=True)
+    found = subprocess.run(["grep", "-m1", "-q", "k8s.io/initial-events-end"], stdin=curl.stdout, check=False)
+    seconds = time.perf_counter() - start
+    os.killpg(curl.pid, 15)
+    curl.wait()
+    if found.returncode != 0:
+        raise SystemExit("bench: curl's WatchList ended without its initial-events-end bookmark")
+    return seconds
+
+
+def bench_pods_sync(repeat: int, before: str | None, workdir: str) -> None:
+    from tests.bench_connection import installed
+
+    trees = {"after": installed(ROOT, os.path.join(workdir, "after-tree"))}
+    if before:
+        trees = {"before": installed(before, os.path.join(workdir, "before-tree")), **trees}
+    sim = Simulator(1000, 20_000, workdir)
+    try:
+        import orjson
+
+        listed = subprocess.run(curl_command(sim.kubeconfig, "cache"), shell=True, capture_output=True, check=True)
+        served = len(orjson.loads(listed.stdout)["items"])
+        print(f"\n== the pods' initial sync, 1,000 nodes / 20,000 pods: {served} unfinished pods, "
+              f"{len(listed.stdout) / 1e6:.1f} MB (median of {repeat}; load average {os.getloadavg()[0]:.1f} at the start) ==", flush=True)
+        for mode in ("watchlist", "cache"):
+            curl = curl_command(sim.kubeconfig, mode)
+            for tree in trees.values():  # caches warm, bytecode read: not measured
+                sync_child(tree, sim.kubeconfig, mode, workdir)
+            times: dict[str, list[dict]] = {name: [] for name in (*trees, "curl")}
+            for run in range(repeat):
+                order = [*trees, "curl"] if run % 2 == 0 else ["curl", *reversed(trees)]
+                for name in order:
+                    if name == "curl":
+                        times["curl"].append({"seconds": curl_seconds(curl, mode)})
+                    else:
+                        times[name].append(sync_child(trees[name], sim.kubeconfig, mode, workdir))
+                print(f"  {mode} run {run + 1}: " + ", ".join(f"{name} {times[name][-1]['seconds']:.3f} s" for name in times)
+                      + f"  (load {os.getloadavg()[0]:.1f})", flush=True)
+            curl_s = median([t["seconds"] for t in times["curl"]])
+            print(f"  {mode}: curl {curl_s:.3f} s")
+            for name in trees:
+                wall = median([t["seconds"] for t in times[name]])
+                cpu = median([t["cpu"] for t in times[name]])
+                print(f"  {mode}: {name:6} {wall:.3f} s = {wall / curl_s:.2f} x curl; CPU {cpu:.3f} s = {cpu / served * 1e6:.1f} us a pod; "
+                      f"keeps {times[name][0]['kept']} pods")
+    finally:
+        sim.stop()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--smoke", action="store_true", help="tiny run (a few hundred pods) for the test suite")
@@ -347,6 +453,8 @@ def main() -> int:
     parser.add_argument("--skip-big", action="store_true", help="skip the 5,000 nodes / 150,000 pods run")
     parser.add_argument("--only-big", action="store_true", help="only the 5,000 nodes / 150,000 pods run")
     parser.add_argument("--startup-only", action="store_true", help="only the start-up figures (--version, a one-node report)")
+    parser.add_argument("--sync", action="store_true", help="only the pods' initial sync beside curl (and --before's)")
+    parser.add_argument("--before", metavar="TREE", help="with --sync: a source tree (holding gputui/) to compare with")
     parser.add_argument("--child", choices=sorted(CHILDREN), help=argparse.SUPPRESS)
     parser.add_argument("--kubeconfig", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -355,6 +463,9 @@ def main() -> int:
         return 0
 
     with tempfile.TemporaryDirectory(prefix="gputui-bench-") as workdir:
+        if args.sync:
+            bench_pods_sync(args.repeat, args.before, workdir)
+            return 0
         if args.only_big:
             bench_sync(5000, 150_000, 1, workdir, with_seed=False, with_models=False)
             return 0
