@@ -2,8 +2,9 @@
 starts and again every `interval` seconds. A reflector of a kind whose group/version is not served asks nothing
 of it (no WatchList answered 404 per absent kind every few seconds, for every session): the kind is absent until
 a later read finds its group/version. A kind not served although its group/version is (a 404) waits for the next
-read too. The core group (/api/v1) is always served. Until /apis has been read once (forbidden, unreachable), a
-reflector asks for its kind as it would without discovery.
+read too. The core group (/api/v1) and apps/v1 (DaemonSets) are served by every supported server: their kinds do
+not wait for the first read (the GPU stack's component matrix needs the DaemonSets as soon as the pods). Until
+/apis has been read once (forbidden, unreachable), a reflector asks for its kind as it would without discovery.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ log = logging.getLogger(__name__)
 
 DISCOVERY_INTERVAL = 120.0  # seconds between reads of /apis: a GPU Operator or Kueue installed meanwhile shows within this
 READ_TIMEOUT = 10.0
+ALWAYS_SERVED = frozenset({"apps/v1"})
 
 
 def group_version(collection: str) -> str | None:
@@ -39,7 +41,7 @@ class Discovery:
     def serves(self, collection: str) -> bool | None:
         """Whether the collection's group/version is served; None: not known (no good read yet)."""
         gv = group_version(collection)
-        if gv is None:
+        if gv is None or gv in ALWAYS_SERVED:
             return True
         return None if self.served is None else gv in self.served
 
