@@ -21,8 +21,9 @@ shows without asking never come; a pod's other events are listed on demand
 
 The GPU stack: ClusterPolicies (`nvidia.com/v1`), DaemonSets and the
 `resource.k8s.io/v1` kinds (ResourceSlices, ResourceClaims, DeviceClasses)
-are watched too; a kind the cluster does not serve (404: no CRD, an older
-cluster) or forbids is simply empty, its state saying so.  On top:
+are watched too; a kind the cluster does not serve (no CRD, an older cluster:
+found through discovery, kube/discovery.py, or a 404) or forbids is simply
+empty, its state saying so.  On top:
 `stack()` (which install, ClusterPolicy state), per GPU node the component
 matrix, DRA devices with their holders, DRA-held GPUs counted as allocated,
 and the verdicts component-failing, several-plugins and xid-errors in the
@@ -363,7 +364,9 @@ class ClusterModel:
 
     @property
     def pods_known(self) -> bool:
-        return self._known(PODS)
+        """Every pod the selectors select is listed (those that may hold a GPU). A GPU stack namespace read whole
+        (its finished pods too, for stack_known) after they were holds meanwhile the records it took over."""
+        return PODS in self.reflectors and self.watches.complete(PODS, whole=False)
 
     @property
     def stack_known(self) -> bool:

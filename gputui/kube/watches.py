@@ -120,6 +120,9 @@ class Watch:
     reflector: Reflector
     sink: Share | BaseTable[Any, Any]
     whole: bool = False  # a namespace read without the kind's selector
+    # A namespace read whole once the cluster-wide list was complete: it took over every object of the selector's
+    # there, and holds them while it lists the rest (complete(kind, whole=False) does not wait for it).
+    covered: bool = False
     task: asyncio.Task[None] | None = None
 
     @property
@@ -206,7 +209,9 @@ class Watches:
             if any(w.whole for w in mine) or kind not in self.primary:
                 continue
             log.info("%s: reading namespace %s whole", kind, namespace)
+            covered = self.complete(kind, whole=False)
             whole = self._add(kind, namespace, None, whole=True)
+            whole.covered = covered
             for watch in mine:  # read through the selector, per namespace, until now
                 assert isinstance(watch.sink, Share) and isinstance(whole.sink, Share)  # namespaced watches feed a Share
                 watch.sink.hand_over(whole.sink, namespace)
@@ -260,12 +265,14 @@ class Watches:
         return dataclasses.replace(worst, synced=all(s.synced for s in playing), relisting=any(s.relisting for s in playing),
                                    stale_since=min(stale) if stale else None)
 
-    def complete(self, kind: str) -> bool:
-        """Listed cluster-wide (and every namespace read whole), neither forbidden nor unserved."""
+    def complete(self, kind: str, whole: bool = True) -> bool:
+        """Listed cluster-wide and every namespace read whole, neither forbidden nor unserved. whole=False: what the
+        selectors select is (a namespace read whole that took over a complete list's objects need not be listed)."""
         primary = self.primary.get(kind)
         if primary is None or not primary.state.synced or primary.state.phase in (FORBIDDEN, ABSENT):
             return False
-        return all(w.reflector.state.synced for w in self.of(kind) if w.namespace is None or w.whole)
+        return all(w.reflector.state.synced for w in self.of(kind)
+                   if w.namespace is None or (w.whole and (whole or not w.covered)))
 
     def settled(self, kinds: Iterable[str]) -> bool:
         wanted = set(kinds)

@@ -19,6 +19,7 @@ from textual.binding import Binding
 
 from gputui.kube.duration import human_duration
 from gputui.kube.idle import PROMETHEUS, SLICE, HistoryError, IdleSettings, IdleTracker, IdleView, PodIdle, holders
+from gputui.kube.model import METRICS
 
 from . import render
 from .page import ModelPage
@@ -187,6 +188,10 @@ class IdleActions:
             self.notify(f"{error}; the samples are kept in memory only", severity="warning", timeout=15, markup=False)  # type: ignore[attr-defined]  # a mix-in of GpuTuiApp: the App's members, not the mix-in's (issue 21's seam)
             tracker.store.history = None  # nothing to write
         unhook = tracker.follow(model.metrics)
+        # An exporter's state changing (known once the DaemonSets are, not running, gone) changes its pods' words too:
+        # the figures follow it as they follow the samples.
+        woken = tracker.store.changed
+        unsubscribe = model.subscribe(lambda change: woken.set() if change.kind == METRICS else None)
         try:
             await model.wait_synced(30, kinds=("pods",))  # figures for the pods there are, not for none
             while True:
@@ -204,6 +209,7 @@ class IdleActions:
                 await asyncio.sleep(IDLE_COALESCE)
         finally:
             unhook()
+            unsubscribe()
 
     @staticmethod
     async def _holders(model: Any) -> list:

@@ -130,8 +130,13 @@ async def test_a_stack_namespace_found_while_running_is_read_whole_from_then_on(
         conn, model = await synced(sim)
         try:
             assert model.pod("gpu-operator", "nvidia-cuda-validator-x1") is None  # no stack there yet: selected out
+            assert model.pod("gpu-operator", "plugin-operator-mig-1") is not None and model.pods_known
+            known: list[bool] = []
+            model.subscribe(lambda change: known.append(model.pods_known))
             sim.store.create("daemonsets.apps", OPERATOR_DS)
             await until(lambda: model.pod("gpu-operator", "nvidia-cuda-validator-x1") is not None, what="the validator pod")
+            # The namespace read whole took over the pods listed there: they stay known (no verdict withdrawn meanwhile)
+            assert known and all(known) and model.stack_known
             assert ("watch", "gpu-operator") in {(verb, query.get("namespace")) for verb, query in reads(sim, PODS)}
             sim.store.mutate("pods", "gpu-operator", "nvidia-cuda-validator-x1", lambda p: p["status"].update(phase="Failed"))
             await until(lambda: model.pod("gpu-operator", "nvidia-cuda-validator-x1").phase == "Failed", what="its new phase")

@@ -90,7 +90,9 @@ async def test_the_screen_rows_and_details_agree_with_the_profiles(profiled_clus
 async def test_no_samples_is_said_not_shown_as_zero(cluster):
     app = app_on(cluster)
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: app.idle_view is not None and len(app.idle_view.pods) == 5, what="the first figures")
+        # Until the DaemonSets are read, every exporter is unknown; then the figures say there is none
+        await wait_for(pilot, lambda: app.idle_view is not None and len(app.idle_view.pods) == 5
+                       and {pod.why for pod in app.idle_view.pods} == {"no exporter on this node"}, what="the first figures")
         screen = await idle_screen(pilot)
         await wait_for(pilot, lambda: "finetune-a100-0" in screen.text, what="the pods")
         pods = [line for line in screen.text.splitlines()[1:] if "no exporter on this node" in line]
