@@ -154,9 +154,9 @@ _PAGE = msgspec.json.Decoder(_Page)
 _EVENT = msgspec.json.Decoder(_Event[Any])
 
 
-def _whole(raw: bytes | msgspec.Raw) -> Obj:
-    obj = _WHOLE.decode(raw)
-    return obj if isinstance(obj, dict) else {}
+def _whole(raw: bytes | msgspec.Raw) -> Any:
+    """All of it, as it is (a list item that is not an object reaches the table as it is, which skips it)."""
+    return _WHOLE.decode(raw)
 
 
 class Decoding:
@@ -177,7 +177,7 @@ class Decoding:
             made = cls._made[shape] = cls(shape)
         return made
 
-    def object(self, raw: bytes | msgspec.Raw) -> Obj:
+    def object(self, raw: bytes | msgspec.Raw) -> Any:
         """One object: its shape's fields, or all of it when it does not fit its shape."""
         if self._typed is None:
             return _whole(raw)
@@ -204,4 +204,4 @@ class Decoding:
             if typed is not None and typed.type in _TYPED_EVENTS and typed.object is not None:
                 return typed.type, typed.object
         event = _EVENT.decode(line)
-        return event.type, event.object if isinstance(event.object, dict) else {}
+        return event.type, event.object or {}

@@ -88,6 +88,8 @@ def test_pages_and_events():
     assert meta == {"continue": "t", "resourceVersion": "5"} and [decoding.object(item) for item in items] == [
         {"spec": {"nodeName": "n"}, "metadata": {"name": "a"}}]
     assert decoding.page(b'{"kind":"PodList","items":null,"metadata":{}}') == ({}, [])
+    _, items = Decoding.of(NodeShape).page(b'{"items":[null,7]}')
+    assert [Decoding.of(NodeShape).object(item) for item in items] == [None, 7]  # as they are: the table skips them
     bookmark = b'{"object":{"metadata":{"resourceVersion":"9","annotations":{"k8s.io/initial-events-end":"true"}}},"type":"BOOKMARK"}'
     assert decoding.event(bookmark) == ("BOOKMARK", {"metadata": {"resourceVersion": "9", "annotations": {"k8s.io/initial-events-end": "true"}}})
     error = b'{"type":"ERROR","object":{"kind":"Status","status":"Failure","code":410,"message":"too old"}}'
