@@ -32,16 +32,6 @@ def sim():
         yield cluster
 
 
-@pytest.fixture(scope="module")
-def kubectl(sim, make_kubectl):
-    return make_kubectl(sim.kubeconfig_path)
-
-
-@pytest.fixture(scope="module")
-def core(sim):
-    return k8s.CoreV1Api(k8s_config.new_client_from_config(str(sim.kubeconfig_path)))
-
-
 def pod(name: str, namespace: str, spec: dict | None = None, **resources: dict) -> dict:
     body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},
             "spec": json.loads(json.dumps(spec or RESTRICTED_POD_SPEC))}

@@ -16,11 +16,6 @@ def sim():
         yield cluster
 
 
-@pytest.fixture(scope="module")
-def kubectl(sim, make_kubectl):
-    return make_kubectl(sim.kubeconfig_path)
-
-
 def rows(output: str) -> list[list[str]]:
     """Table output split into cells (columns are separated by 2+ spaces)."""
     return [re.split(r"\s{2,}", line.strip()) for line in output.strip().splitlines()]

@@ -23,11 +23,6 @@ def sim():
         yield cluster
 
 
-@pytest.fixture(scope="module")
-def kubectl(sim, make_kubectl):
-    return make_kubectl(sim.kubeconfig_path)
-
-
 def table(output: str) -> list[list[str]]:
     return [re.split(r"\s{2,}", line.strip()) for line in output.strip().splitlines()]
 

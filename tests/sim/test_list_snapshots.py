@@ -9,8 +9,6 @@ import json
 import urllib.parse
 
 import pytest
-from kubernetes import client as k8s
-from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
 
 from gputui.ui.demo import BackgroundCluster
@@ -30,16 +28,6 @@ def sim():
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "snap"}}
     with BackgroundCluster(scenario=[namespace, *(config_map(n) for n in "abcde")], run_controllers=False) as cluster:
         yield cluster
-
-
-@pytest.fixture(scope="module")
-def core(sim):
-    return k8s.CoreV1Api(k8s_config.new_client_from_config(str(sim.kubeconfig_path)))
-
-
-@pytest.fixture(scope="module")
-def kubectl(sim, make_kubectl):
-    return make_kubectl(sim.kubeconfig_path)
 
 
 def write(sim, change):

@@ -13,8 +13,6 @@ import time
 from pathlib import Path
 
 import pytest
-from kubernetes import client as k8s
-from kubernetes import config as k8s_config
 
 from gputui.sim import scenarios
 from gputui.ui.demo import BackgroundCluster
@@ -86,16 +84,6 @@ def test_gputui_sim_refuses_a_malformed_scenario_in_one_line(tmp_path):
 def sim():
     with BackgroundCluster(scenario=[node("gpu-1")], speed=50) as cluster:
         yield cluster
-
-
-@pytest.fixture(scope="module")
-def core(sim):
-    return k8s.CoreV1Api(k8s_config.new_client_from_config(str(sim.kubeconfig_path)))
-
-
-@pytest.fixture(scope="module")
-def kubectl(sim, make_kubectl):
-    return make_kubectl(sim.kubeconfig_path)
 
 
 @pytest.mark.parametrize("case", sorted(MALFORMED))

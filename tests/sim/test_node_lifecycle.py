@@ -9,8 +9,6 @@ import json
 import time
 
 import pytest
-from kubernetes import client as k8s
-from kubernetes import config as k8s_config
 
 from gputui.sim import builders
 from gputui.ui.demo import BackgroundCluster
@@ -25,16 +23,6 @@ def sim():
         cluster.sim.node_monitor_grace_period = 1.0
         cluster.sim.node_monitor_period = 0.5
         yield cluster
-
-
-@pytest.fixture(scope="module")
-def kubectl(sim, make_kubectl):
-    return make_kubectl(sim.kubeconfig_path)
-
-
-@pytest.fixture(scope="module")
-def core(sim):
-    return k8s.CoreV1Api(k8s_config.new_client_from_config(str(sim.kubeconfig_path)))
 
 
 def pod(name: str, tolerations: list[dict] | None = None) -> dict:

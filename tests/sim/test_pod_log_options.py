@@ -9,8 +9,6 @@ import re
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from kubernetes import client as k8s
-from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
 
 from gputui.ui.demo import BackgroundCluster
@@ -27,16 +25,6 @@ def sim():
         cluster.call(lambda: cluster.sim.logs.append(NS, POD, CTR, "old 1\nold 2\n", at=hour_ago))
         cluster.call(lambda: cluster.sim.logs.append(NS, POD, CTR, "new 1\nnew 2\n"))
         yield cluster
-
-
-@pytest.fixture(scope="module")
-def core(sim):
-    return k8s.CoreV1Api(k8s_config.new_client_from_config(str(sim.kubeconfig_path)))
-
-
-@pytest.fixture(scope="module")
-def kubectl(sim, make_kubectl):
-    return make_kubectl(sim.kubeconfig_path)
 
 
 def test_since_timestamps_tail_and_limit_are_honoured(kubectl, core):

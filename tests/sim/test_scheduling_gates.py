@@ -32,11 +32,6 @@ def sim():
         yield cluster
 
 
-@pytest.fixture(scope="module")
-def kubectl(sim, make_kubectl):
-    return make_kubectl(sim.kubeconfig_path)
-
-
 def pod(kubectl, name: str) -> dict:
     return json.loads(kubectl("get", "pod", "-n", "ml", name, "-o", "json"))
 

@@ -8,8 +8,6 @@ import json
 import urllib.parse
 
 import pytest
-from kubernetes import client as k8s
-from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
 
 from gputui.sim import builders
@@ -26,16 +24,6 @@ SUBDOMAIN = ("a lowercase RFC 1123 subdomain must consist of lower case alphanum
 def sim():
     with BackgroundCluster(scenario=[builders.node("gpu-1", 0)], run_controllers=False) as cluster:
         yield cluster
-
-
-@pytest.fixture(scope="module")
-def kubectl(sim, make_kubectl):
-    return make_kubectl(sim.kubeconfig_path)
-
-
-@pytest.fixture(scope="module")
-def core(sim):
-    return k8s.CoreV1Api(k8s_config.new_client_from_config(str(sim.kubeconfig_path)))
 
 
 FIELD_REFUSALS = {
