@@ -302,7 +302,7 @@ class UsageRow:
         if self.shared_h > 0:
             out.append(f"{hours_text(self.shared_h)} GPU-h on shared GPUs: their use cannot be split between pods")
         unmeasured = self.allocated_h - self.measured_h - self.shared_h
-        if unmeasured > 0.02 * self.allocated_h:  # a scrape's misalignment aside
+        if unmeasured > max(0.02 * self.allocated_h, 1e-5):  # a scrape's misalignment aside (1e-5 GPU-h: 36 ms of a GPU)
             out.append(f"{hours_text(unmeasured)} GPU-h without DCGM readings")
         return tuple(out)
 
