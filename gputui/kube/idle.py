@@ -44,9 +44,9 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 import orjson
 
-from .client import Client, HttpError, Timeout
-from .config import describe_network_error, status_message
+from .client import Client
 from .duration import human_duration
+from .prometheus import Prometheus, PrometheusError
 from .gpu import GPU, gpu_facts
 
 if TYPE_CHECKING:
@@ -571,55 +571,40 @@ def parse_answer(body: bytes, now: float, window: float, threshold: float) -> di
 
 
 class PrometheusSource:
-    """Where Prometheus answers: a service through the API server's proxy, or a URL."""
+    """Where Prometheus answers (kube/prometheus.py's client): a service through the API server's proxy, or a URL."""
 
     def __init__(self, api: Client, where: str) -> None:
         self.where = where
-        if where.startswith(("http://", "https://")):
-            self.client: Client = Client(where)
-            self.path, self.own_client = "/api/v1/query", True
-        else:
-            namespace, _, service = where.partition("/")
-            if not namespace or not service:
-                raise ValueError(f"prometheus {where!r}: expected NAMESPACE/SERVICE[:PORT] or an http(s):// URL")
-            self.client, self.own_client = api, False
-            self.path = f"/api/v1/namespaces/{namespace}/services/{service}/proxy/api/v1/query"
+        try:
+            self.prometheus = Prometheus(where, api)
+        except PrometheusError:
+            raise ValueError(f"prometheus {where!r}: expected NAMESPACE/SERVICE[:PORT] or an http(s):// URL") from None
         self.describe = f"Prometheus {where}"
         self.retry_at = 0.0  # loop time before which a failed Prometheus is not asked again
-        self.requests = 0
-        self.absent = False  # the last answer was 404: no such service (or path)
+
+    @property
+    def requests(self) -> int:
+        return self.prometheus.requests
+
+    @property
+    def absent(self) -> bool:
+        """The last answer was 404: no such service (or path)."""
+        return self.prometheus.absent
 
     async def query(self, now: float, window: float, threshold: float) -> dict[tuple[str, str], list[DeviceFigures]]:
         """Every pod's GPUs' figures; ValueError with one line saying why there are none."""
         step = max(1.0, window / 360)
-        params = {"query": promql(window, threshold, step), "time": f"{now:.3f}"}
-        self.requests += 1
         try:
-            resp = await self.client.request("GET", self.path, params=params, timeout=Timeout(total=PROMETHEUS_TIMEOUT))
-            async with resp:
-                body = await resp.read()
-        except asyncio.TimeoutError:
-            raise ValueError(f"{self.describe} did not answer within {PROMETHEUS_TIMEOUT:g} s") from None
-        except (HttpError, OSError) as exc:
-            raise ValueError(f"{self.describe}: {describe_network_error(exc)}") from None
-        self.absent = resp.status == 404
-        if resp.status == 403 and not self.own_client:
-            raise ValueError(f"{self.describe}: forbidden: cannot get services/proxy in namespace {self.where.partition('/')[0]}")
-        if resp.status != 200:
-            try:
-                answer = orjson.loads(body)
-            except orjson.JSONDecodeError:
-                answer = None
-            error = answer.get("error") if isinstance(answer, dict) else None  # Prometheus' own, else the API server's Status
-            raise ValueError(f"{self.describe}: {str(error or status_message(body))[:300]} ({resp.status})")
+            body = await self.prometheus.answer(promql(window, threshold, step), now, PROMETHEUS_TIMEOUT - 5)
+        except PrometheusError as exc:
+            raise ValueError(str(exc)) from None
         try:
             return parse_answer(body, now, window, threshold)
         except ValueError as exc:
             raise ValueError(f"{self.describe}: {exc}") from None
 
     async def close(self) -> None:
-        if self.own_client:
-            await self.client.close()
+        await self.prometheus.close()
 
 
 # -- the tracker ---------------------------------------------------------------------------

@@ -68,12 +68,23 @@ class Prometheus:
         self.requests = 0
         self.samples = 0  # Prometheus' own count of the samples its answers read (totalQueryableSamples)
         self.bytes = 0  # the answers' bodies
+        self.absent = False  # the last answer was 404: no such service (or path)
 
     async def query(self, expr: str, at: float, timeout: float = TIMEOUT) -> list[dict[str, Any]]:
         """The instant query's result items; PrometheusError with one line saying why there are none."""
+        body = await self.answer(expr, at, timeout, stats=True)
+        try:
+            items, samples = _results(body)
+        except PrometheusError as exc:
+            raise PrometheusError(f"Prometheus {self.where}: {exc}") from None
+        self.samples += samples
+        return items
+
+    async def answer(self, expr: str, at: float, timeout: float = TIMEOUT, *, stats: bool = False) -> bytes:
+        """The instant query's answer as it came (200); PrometheusError with one line saying why not."""
         self.requests += 1
         where = f"Prometheus {self.where}"
-        params = {"query": expr, "time": f"{at:.3f}", "timeout": f"{timeout:g}s", "stats": "all"}
+        params = {"query": expr, "time": f"{at:.3f}", "timeout": f"{timeout:g}s", **({"stats": "all"} if stats else {})}
         try:
             resp = await self.client.request("GET", self.path, params=params, timeout=Timeout(total=timeout + 5))
             async with resp:
@@ -83,6 +94,9 @@ class Prometheus:
         except (HttpError, OSError) as exc:
             raise PrometheusError(f"{where}: {describe_network_error(exc)}") from None
         self.bytes += len(body)
+        self.absent = resp.status == 404  # no such service (or path)
+        if resp.status == 403 and not self.own_client:
+            raise PrometheusError(f"{where}: forbidden: cannot get services/proxy in namespace {self.where.partition('/')[0]}")
         if resp.status != 200:
             try:
                 answer = orjson.loads(body)
@@ -90,12 +104,7 @@ class Prometheus:
                 answer = None
             error = answer.get("error") if isinstance(answer, dict) else None  # Prometheus' own, else the API server's Status
             raise PrometheusError(f"{where}: {str(error or status_message(body))[:300]} ({resp.status})")
-        try:
-            items, samples = _results(body)
-        except PrometheusError as exc:
-            raise PrometheusError(f"{where}: {exc}") from None
-        self.samples += samples
-        return items
+        return body
 
     async def close(self) -> None:
         if self.own_client:
