@@ -3,7 +3,7 @@
 Feature gates (kube-apiserver's defaults for the release played, 1.34 unless told):
   WatchList               watch with sendInitialEvents (beta, on in 1.32, off in 1.33, on from 1.34)
   ConsistentListFromCache a list with no resourceVersion served from the watch cache (on from 1.31)
-  ListFromCacheSnapshot   a list's continue pages served from the watch cache (on from 1.34)
+  ListFromCacheSnapshot   continue pages and exact revisions served from the watch cache (on from 1.34)
 
 `ApiCounts` tallies what a real server would have done with each read: served
 from the watch cache or from etcd, and the bytes sent, and every request answered

@@ -6,9 +6,13 @@ revision (an inconsistent list); a compacted exact revision is 410; a continue w
 from __future__ import annotations
 
 import json
+import time
 import urllib.parse
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
 
 from gputui.ui.demo import BackgroundCluster
@@ -99,3 +103,45 @@ def test_a_continue_with_a_resource_version_is_400(sim, core, kubectl):
         core.list_namespaced_config_map("snap", limit=2, _continue=first.metadata._continue, resource_version=first.metadata.resource_version,
                                         resource_version_match="Exact")
     assert caught.value.status == 422  # resourceVersionMatch is forbidden when continue is provided
+
+
+def test_an_exact_list_from_the_future_waits_for_it_then_504(sim, core, kubectl):
+    """1.34 serves an exact revision from the watch cache's snapshots, so a revision not reached yet is waited for
+    (waitUntilFreshLocked, 3 s) like a NotOlderThan one, then refused with ResourceVersionTooLarge."""
+    sim.sim.too_large_wait = 0.3
+    try:
+        now = int(core.list_namespaced_config_map("snap").metadata.resource_version)
+        with pytest.raises(ApiException) as caught:
+            core.list_namespaced_config_map("snap", resource_version=str(now + 5), resource_version_match="Exact")
+        status = json.loads(caught.value.body)
+        assert (caught.value.status, status["reason"], status["message"]) == (504, "Timeout", f"Timeout: Too large resource version: {now + 5}, current: {now}")
+        assert status["details"] == {"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}], "retryAfterSeconds": 1}
+        done = kubectl.run("get", "--raw", f"/api/v1/namespaces/snap/configmaps?limit=2&resourceVersion={now + 5}")  # the legacy exact list
+        assert (done.returncode, done.stderr.strip()) == (1, f"Error from server (Timeout): Timeout: Too large resource version: {now + 5}, current: {now}")
+        # Reached while waited for: the state at that revision.
+        sim.sim.too_large_wait = 20.0
+        with ThreadPoolExecutor(1) as pool:
+            listed = pool.submit(core.list_namespaced_config_map, "snap", resource_version=str(now + 1), resource_version_match="Exact")
+            while not any(shape.get("resourceVersion") == str(now + 1) for _, _, shape in list(sim.sim.api_counts.recent)):
+                time.sleep(0.01)
+            write(sim, lambda s: (s.create("configmaps", config_map("f")), s.create("configmaps", config_map("g"))))
+            then = listed.result(timeout=10)
+        assert (names(then), then.metadata.resource_version) == (list("abcdef"), str(now + 1))
+    finally:
+        sim.sim.too_large_wait = 3.0
+        write(sim, lambda s: (s.delete("configmaps", "snap", "f"), s.delete("configmaps", "snap", "g")))
+
+
+def test_before_1_34_an_exact_list_from_the_future_is_etcds_error_at_once(make_kubectl):
+    """Without cache snapshots the exact list is read from etcd, which refuses a future revision (ErrFutureRev):
+    kube-apiserver passes the error on unconverted, a 500 with no reason."""
+    with BackgroundCluster(scenario=[], run_controllers=False, server_minor=33) as old:
+        old.sim.too_large_wait = 30.0  # not waited for: the answer comes at once
+        now = int(old.sim.store.resource_version)
+        core = k8s.CoreV1Api(k8s_config.new_client_from_config(str(old.kubeconfig_path)))
+        with pytest.raises(ApiException) as caught:
+            core.list_namespace(resource_version=str(now + 5), resource_version_match="Exact")
+        status = json.loads(caught.value.body)
+        assert (caught.value.status, status.get("reason"), status["message"]) == (500, None, "etcdserver: mvcc: required revision is a future revision")
+        done = make_kubectl(old.kubeconfig_path).run("get", "--raw", f"/api/v1/namespaces?resourceVersion={now + 5}&resourceVersionMatch=Exact")
+        assert (done.returncode, done.stderr.strip()) == (1, "Error from server: etcdserver: mvcc: required revision is a future revision")

@@ -28,6 +28,8 @@ WATCH_CHUNK = 256 * 1024  # bytes of a watch's backlog sent in one write
 
 
 NOT_OLDER_THAN = "NotOlderThan"
+# etcd's answer to a read at a revision it has not reached (rpctypes.ErrFutureRev).
+FUTURE_REVISION = "etcdserver: mvcc: required revision is a future revision"
 
 Entries = list[Entry]  # (`list` is a method's name in Reading)
 
@@ -121,18 +123,20 @@ class Reading(ApiBase):
             except ValueError:
                 raise bad_request(f'invalid resource version "{rv_param}"') from None
             if wanted > self.store.resource_version_of(r.key):
-                if request.query.get("resourceVersionMatch") == "Exact":
-                    # Served from etcd at that revision: a future revision fails at once.
-                    too_large: Obj | None = too_large_status(wanted, self.store.resource_version_of(r.key))
-                else:
-                    too_large = await self._too_large(r, wanted)
+                if self._exact(request.query) and not self.features["ListFromCacheSnapshot"]:
+                    # Read from etcd at that revision (before 1.34's cache snapshots): etcd's error, passed on
+                    # unconverted as a 500 with no reason.
+                    raise ApiError(500, "", FUTURE_REVISION)
+                # The watch cache (1.34 serves an exact revision from its snapshots too, cacher's
+                # shouldDelegateExactRV): waits for it, then 504.
+                too_large = await self._too_large(r, wanted)
                 if too_large is not None:
                     raise ApiError(504, "Timeout", too_large["message"], too_large["details"])
         token = request.query.get("continue")
         match = request.query.get("resourceVersionMatch", "")
         # resourceVersion=0: any data, from the watch cache, which ignores limit (one answer, no pages).
         limit = 0 if rv_param == "0" and not token else (_int_param(request.query, "limit") or 0)
-        from_etcd = self._from_etcd(rv_param, token, match)
+        from_etcd = self._from_etcd(rv_param, token, self._exact(request.query))
         # The revision the list is cut from: the latest (None), or an exact one (etcd's WithRev): the one asked for
         # with Exact (or, with a limit, without resourceVersionMatch), or the first page's for a continue token.
         at: int | None = None
@@ -215,13 +219,21 @@ class Reading(ApiBase):
             selected.append(entry)
         return selected, None
 
-    def _from_etcd(self, rv: str, token: str | None, match: str) -> bool:
+    @staticmethod
+    def _exact(query: Any) -> bool:
+        """A list of the state at one revision: resourceVersionMatch=Exact, or (the legacy paged list) a limit and a
+        resourceVersion other than 0 with no match."""
+        match, rv = query.get("resourceVersionMatch", ""), query.get("resourceVersion", "")
+        return match == "Exact" or (not match and rv not in ("", "0") and bool(_int_param(query, "limit")))
+
+    def _from_etcd(self, rv: str, token: str | None, exact: bool) -> bool:
         """Would kube-apiserver (of the release played) read this list from etcd rather than its watch cache?"""
         if token:
             return not self.features["ListFromCacheSnapshot"]  # "watch cache doesn't support continuations"
         if rv == "":
             return not self.features["ConsistentListFromCache"]  # a consistent read
-        return match == "Exact"  # resourceVersion=0 or NotOlderThan: the cache
+        # An exact revision: from the cache's snapshots from 1.34, else etcd; resourceVersion=0 or NotOlderThan: the cache.
+        return exact and not self.features["ListFromCacheSnapshot"]
 
     def get(self, request: web.Request, t: Target) -> web.Response:
         entry = self._entry(t)

@@ -28,8 +28,9 @@ class ApiError(Exception):
 
 
 def status_body(code: int, reason: str, message: str, details: Obj | None = None, metadata: Obj | None = None) -> Obj:
-    body: Obj = {"kind": "Status", "apiVersion": "v1", "metadata": metadata or {}, "status": "Failure", "message": message,
-                 "reason": reason}
+    body: Obj = {"kind": "Status", "apiVersion": "v1", "metadata": metadata or {}, "status": "Failure", "message": message}
+    if reason:  # omitted when empty (StatusReasonUnknown), as metav1.Status serialises it
+        body["reason"] = reason
     if details:
         body["details"] = details
     body["code"] = code
