@@ -106,6 +106,7 @@ class PodStatus(TypedDict, total=False):  # not hostIP(s), podIP(s), qosClass, s
     conditions: list[PodCondition]
     containerStatuses: list[ContainerStatus]
     initContainerStatuses: list[ContainerStatus]
+    resourceClaimStatuses: Any
 
 
 class PodShape(TypedDict, total=False):

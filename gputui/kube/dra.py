@@ -211,6 +211,97 @@ def parse_claims(claims: Iterable[dict]) -> list[Allocation]:
     return allocations
 
 
+@dataclass(frozen=True)
+class DeviceRequest:
+    """One request of a claim (`exactly`; a `firstAvailable` one is `alternatives`, its devices not looked at)."""
+
+    name: str
+    device_class: str | None
+    count: int  # ExactCount's count (1 unless given)
+    all_devices: bool  # allocationMode All: every matching device of one node
+    selectors: tuple[str, ...] = ()  # the request's own CEL selectors, besides its class's
+    tolerations: tuple[tuple[str, str, str, str], ...] = ()  # (key, operator, value, effect) of device taints
+    alternatives: bool = False
+
+    def tolerates(self, taint: DeviceTaint) -> bool:
+        for key, operator, value, effect in self.tolerations:
+            if effect and effect != taint.effect:
+                continue
+            if operator == "Exists" and (not key or key == taint.key):
+                return True
+            if operator != "Exists" and key == taint.key and value == taint.value:
+                return True
+        return False
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A ResourceClaim: what it asks for, and what it was given (empty until allocated)."""
+
+    key: str  # "namespace/name"
+    requests: tuple[DeviceRequest, ...]
+    allocations: tuple[Allocation, ...]
+    allocated: bool
+
+
+def _device_requests(claim: dict) -> tuple[DeviceRequest, ...]:
+    out = []
+    for request in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
+        if not isinstance(request, dict):
+            continue
+        exactly = request.get("exactly") or request  # v1 nests under `exactly`; v1beta1 does not
+        count = exactly.get("count")
+        out.append(DeviceRequest(
+            name=str(request.get("name") or ""),
+            device_class=exactly.get("deviceClassName") or None,
+            count=count if isinstance(count, int) and count > 0 else 1,
+            all_devices=exactly.get("allocationMode") == "All",
+            selectors=tuple(str((s.get("cel") or {}).get("expression") or "") for s in exactly.get("selectors") or [] if isinstance(s, dict)),
+            tolerations=tuple((str(t.get("key") or ""), str(t.get("operator") or "Equal"), str(t.get("value") or ""), str(t.get("effect") or ""))
+                              for t in exactly.get("tolerations") or [] if isinstance(t, dict)),
+            alternatives=bool(request.get("firstAvailable")),
+        ))
+    return tuple(out)
+
+
+def claim_from(obj: dict) -> Claim:
+    meta = obj.get("metadata") or {}
+    return Claim(f"{meta.get('namespace') or ''}/{meta.get('name', '')}", _device_requests(obj), tuple(parse_claims([obj])),
+                 bool((obj.get("status") or {}).get("allocation")))
+
+
+@dataclass(frozen=True)
+class RequestPool:
+    """The devices of one pool that one request could be given (its class's and its own selectors)."""
+
+    driver: str
+    pool: str
+    node: str | None
+    devices: int
+    allocated: int
+    tainted: int  # not allocated, with a NoSchedule/NoExecute taint the request does not tolerate
+    free: int
+    taints: tuple[str, ...]  # those taints, as written
+
+
+def request_pools(request: DeviceRequest, device_class: DeviceClass, devices: Iterable[DraDevice]) -> list[RequestPool]:
+    """Per pool, the devices the request could be given and how many are free for it, most free first (any driver:
+    the class's selectors choose). SelectorError where a selector cannot be evaluated here."""
+    chosen = DeviceClass(device_class.name, device_class.selectors + request.selectors)
+    grouped: dict[tuple[str, str, str | None], list[DraDevice]] = {}
+    for d in devices:
+        if selects(chosen, d):
+            grouped.setdefault((d.driver, d.pool, d.node), []).append(d)
+    out = []
+    for (driver, pool, node), members in grouped.items():
+        allocated = sum(1 for d in members if d.claim)
+        blocking = [t for d in members if not d.claim for t in d.blocking_taints if not request.tolerates(t)]
+        tainted = sum(1 for d in members if not d.claim and any(not request.tolerates(t) for t in d.blocking_taints))
+        out.append(RequestPool(driver, pool, node, len(members), allocated, tainted, len(members) - allocated - tainted,
+                               tuple(sorted({str(t) for t in blocking}))))
+    return sorted(out, key=lambda p: (-p.free, p.driver, _natural(p.pool)))
+
+
 COMPUTE_DOMAIN_DRIVER = "compute-domain.nvidia.com"
 
 

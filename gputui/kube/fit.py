@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from .dra import ClassDevices, Pool
+from .dra import Claim, ClassDevices, DeviceClass, DeviceRequest, DraDevice, Pool, RequestPool, SelectorError, request_pools
 from .gpu import GPU, NodeSummary, sorted_resources
 from .records import Node
 
@@ -168,3 +168,63 @@ def _named(f: ResourceFit) -> str:
     text = ", ".join(f"{node} {free}" for node, free in f.top)
     more = f.free_nodes - len(f.top)
     return text + (f", +{more} more" if more > 0 else "")
+
+
+def claim_line(claims: Iterable[Claim], classes: Mapping[str, DeviceClass], devices: Iterable[DraDevice],
+               nodes: Mapping[str, Node]) -> str | None:
+    """Why a pending pod's unallocated ResourceClaims get no devices now, from the published devices: per request no
+    pool could serve, the pools that match its DeviceClass (and its own selectors) and what they lack ("claim ml/big
+    request gpus: needs 8 devices of one pool; pool h100-dra-1/gpu.nvidia.com: 5 of 7 devices free matching DeviceClass
+    gpu.nvidia.com (2 allocated)"), or that no device matches. None when each request alone could be served somewhere
+    (the pod waits for something these inputs do not show) or where a selector cannot be evaluated here."""
+    listed = list(devices)
+    lines = []
+    for claim in claims:
+        if claim.allocated:
+            continue
+        for request in claim.requests:
+            line = _request_line(request, classes, listed, nodes)
+            if line:
+                lines.append(f"claim {claim.key} request {request.name}: {line}")
+    return "; ".join(lines) or None
+
+
+def _request_line(request: DeviceRequest, classes: Mapping[str, DeviceClass], devices: list[DraDevice],
+                  nodes: Mapping[str, Node]) -> str | None:
+    if request.alternatives or not request.device_class:
+        return None  # firstAvailable: which alternative the scheduler would take is not looked at
+    device_class = classes.get(request.device_class)
+    if device_class is None:
+        return f"DeviceClass {request.device_class} does not exist"
+    try:
+        pools = request_pools(request, device_class, devices)
+    except SelectorError:
+        return None
+    matching = f"DeviceClass {device_class.name}" + (" and the claim's selectors" if request.selectors else "")
+    if not pools:
+        return f"no published device matches {matching}"
+    need = "every matching device of a pool" if request.all_devices else f"{request.count} device{'s' if request.count != 1 else ''} of one pool"
+
+    def blocked_by(pool: RequestPool) -> str | None:
+        if pool.node is None:
+            return None  # not tied to one node (network-attached devices)
+        node = nodes.get(pool.node)
+        return "not listed" if node is None else blocked(node, device_class.name)
+
+    for pool in pools:
+        enough = pool.free >= 1 and (pool.free == pool.devices if request.all_devices else pool.free >= request.count)
+        if enough and blocked_by(pool) is None:
+            return None
+    described = []
+    for pool in pools[:NAMED]:
+        parts = []
+        if pool.allocated:
+            parts.append(f"all {pool.allocated} allocated" if pool.allocated == pool.devices else f"{pool.allocated} allocated")
+        if pool.tainted:
+            parts.append(f"{pool.tainted} tainted {', '.join(pool.taints)}")
+        if (why := blocked_by(pool)) is not None:
+            parts.append(f"node {pool.node} {why}" if why in ("cordoned", "NotReady") else f"node {pool.node}: {why}")
+        described.append(f"pool {pool.pool}/{pool.driver}: {pool.free} of {pool.devices} device{'s' if pool.devices != 1 else ''} free "
+                         f"matching {matching}" + (f" ({'; '.join(parts)})" if parts else ""))
+    more = len(pools) - NAMED
+    return f"needs {need}; " + "; ".join(described) + (f"; +{more} more pools" if more > 0 else "")

@@ -577,16 +577,20 @@ class GpuPod:
     claims: tuple[ClaimHold, ...] = ()  # what it holds through Dynamic Resource Allocation
 
 
-def gpu_pod(pod: Pod, resources: GpuResources, events: Iterable[Event] = (), claims: tuple[ClaimHold, ...] = ()) -> GpuPod | None:
+def gpu_pod(pod: Pod, resources: GpuResources, events: Iterable[Event] = (), claims: tuple[ClaimHold, ...] = (),
+            claimed: Iterable[tuple[str, int]] = ()) -> GpuPod | None:
     """The pod as a GPU pod, or None when it neither holds nor waits for GPUs (or is finished).
 
     `claims`: the DRA claims reserved for it (dra.pod_holdings); a pod holding devices only that way is a GPU pod too.
     `gpu` names what it holds through them by DeviceClass (`gpu.nvidia.com`, `mig.nvidia.com`), as the node rows do.
+    `claimed`: (DeviceClass, count) its claims not yet allocated ask for: a pod waiting for devices that way is one too.
     """
     gpu = resources.of(pod.requests)
     for hold in claims:
         for name, n in hold.gpu:
             gpu[name] = gpu.get(name, 0) + n
+    for name, n in claimed:
+        gpu[name] = gpu.get(name, 0) + n
     if (not gpu and not claims) or pod.finished:
         return None
     return GpuPod(pod, {name: gpu[name] for name in sorted_resources(gpu)}, unbound_reason(pod, events), claims)

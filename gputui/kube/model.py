@@ -177,7 +177,7 @@ class ClusterModel:
         self.cluster_policies: Table[Obj] = Table(CLUSTERPOLICIES, lambda obj: obj, self._notify)
         self.gpu_clusters: Table[Obj] = Table(GPUCLUSTERS, lambda obj: obj, self._notify)
         self.resource_slices = Table(RESOURCESLICES, lambda obj: _nonempty(tuple(dra.parse_slices([obj]))), self._notify)
-        self.resource_claims = Table(RESOURCECLAIMS, lambda obj: _nonempty(tuple(dra.parse_claims([obj]))), self._notify)
+        self.resource_claims: Table[dra.Claim] = Table(RESOURCECLAIMS, dra.claim_from, self._notify)
         self.compute_domains: Table[compute_domains.ComputeDomain] = Table(COMPUTEDOMAINS, compute_domains.domain_from, self._notify)
         self.device_classes = Table(DEVICECLASSES, dra.device_class_from, self._notify)
         self.metrics = MetricsPoller(
@@ -546,9 +546,14 @@ class ClusterModel:
         A pending one's reason ends with why its GPUs fit no node now (fit.pending_line), when they do not."""
         if events is None:
             events = self.events_for("Pod", pod.namespace, pod.name) if pod.node is None else ()
-        entry = gpu.gpu_pod(pod, self.resources, events, self.dra_view().holdings.get((pod.namespace, pod.name), ()))
+        waiting = self._waiting_claims(pod) if pod.node is None and pod.claims else []
+        claimed = [(r.device_class, r.count) for c in waiting for r in c.requests if r.device_class and not r.all_devices
+                   and not r.alternatives and self._gpu_class(r.device_class)]
+        entry = gpu.gpu_pod(pod, self.resources, events, self.dra_view().holdings.get((pod.namespace, pod.name), ()), claimed)
         if entry is not None and pod.node is None and not pod.gates and (fits := self.fit()) is not None:
             line = fit.pending_line(self.resources.of(pod.requests), fits)
+            if waiting and all(self._known(kind) for kind in (*DRA_KINDS, NODES)):
+                line = "; ".join(filter(None, (line, self._claim_line(waiting))))
             if line:
                 entry.reason = f"{entry.reason} · {line}" if entry.reason else line
         if entry is not None and pod.node is None and (workload := self.kueue().workload_of(pod)) is not None:
@@ -556,6 +561,30 @@ class ClusterModel:
             if held:
                 entry.reason = f"{held} · {entry.reason}" if entry.reason else held
         return entry
+
+    def _waiting_claims(self, pod: Pod) -> list[dra.Claim]:
+        """The pod's ResourceClaims that are listed and not allocated yet."""
+        claims = (self.resource_claims.records.get((pod.namespace, name)) for name in pod.claims)
+        return [c for c in claims if c is not None and not c.allocated]
+
+    def _gpu_class(self, name: str) -> bool:
+        """A DeviceClass of NVIDIA's GPU devices: one selecting some (a row of the pools), or one whose selectors name
+        the driver (while it publishes none)."""
+        classes = self.dra_view().classes
+        if name in classes.unknown or any(p.device_class == name for p in classes.pools):
+            return True
+        device_class = self.device_classes.records.get(("", name))
+        return device_class is not None and any(dra.NVIDIA_GPU_DRIVER in s for s in device_class.selectors)
+
+    def _claim_line(self, claims: list[dra.Claim]) -> str | None:
+        """Which pools lack what for these unallocated claims (fit.claim_line)."""
+        classes = {c.name: c for c in self.device_classes.records.values()}
+        devices = [d for held in self.dra_view().devices.values() for d in held]
+        return fit.claim_line(claims, classes, devices, self.nodes.records)
+
+    def waiting_on_claims(self) -> set[tuple[str, str]]:
+        """The pods not on a node that name ResourceClaims (their rows change with the claims and the pools)."""
+        return {pod.key for pod in self.pods.records.values() if pod.claims and pod.node is None}
 
     def kueue(self) -> kueue.Kueue:
         """Kueue's queues and GPU Workloads (none where it is not installed: kueue_state() says)."""
@@ -606,7 +635,7 @@ class ClusterModel:
         domain on its way to stuck has the model look again when it comes due."""
         on_nodes: dict[str, set[str]] = {}
         for claim in self.resource_claims.records.values():
-            for allocation in claim:
+            for allocation in claim.allocations:
                 if allocation.domain and allocation.node:
                     on_nodes.setdefault(allocation.domain, set()).add(allocation.node)
         now, after = self.clock(), self.stuck_settings.domain_after
@@ -632,7 +661,7 @@ class ClusterModel:
     def dra_view(self) -> DraView:
         if self._dra is None:
             devices = [d for slice_devices in self.resource_slices.records.values() for d in slice_devices]
-            allocations = [a for claim in self.resource_claims.records.values() for a in claim]
+            allocations = [a for claim in self.resource_claims.records.values() for a in claim.allocations]
             by_node = dra.attach_holders(devices, allocations)
             classes = dra.class_devices(self.device_classes.records.values(), [d for held in by_node.values() for d in held])
             usage: dict[str, dict[str, gpu.Usage]] = {}

@@ -182,6 +182,7 @@ class Pod:
     scheduled_message: str  # PodScheduled=False message, else ""
     gates: tuple[str, ...] = ()  # spec.schedulingGates' names: the scheduler leaves the pod alone until they are removed
     devices: tuple[DeviceHealth, ...] = ()  # its containers' allocated devices and their health, where the kubelet says
+    claims: tuple[str, ...] = ()  # its ResourceClaims' names (a template's once the claim is made, in status)
 
     @property
     def key(self) -> PodKey:
@@ -384,7 +385,20 @@ def pod_from(obj: Obj, requests: dict[str, int] | None = None) -> Pod:
         scheduled_message=scheduled_message,
         gates=tuple(g.get("name", "") for g in spec.get("schedulingGates") or ()),
         devices=_device_health(status),
+        claims=_claim_names(spec, status) if spec.get("resourceClaims") else (),
     )
+
+
+def _claim_names(spec: Obj, status: Obj) -> tuple[str, ...]:
+    """The names of the pod's ResourceClaims: given, or made from a template and named in status.resourceClaimStatuses."""
+    made = {s.get("name"): s.get("resourceClaimName") for s in status.get("resourceClaimStatuses") or () if isinstance(s, dict)}
+    names = []
+    for entry in spec.get("resourceClaims") or ():
+        if isinstance(entry, dict):
+            name = entry.get("resourceClaimName") or made.get(entry.get("name"))
+            if isinstance(name, str) and name:
+                names.append(name)
+    return tuple(names)
 
 
 def _device_health(status: Obj) -> tuple[DeviceHealth, ...]:

@@ -160,6 +160,7 @@ class CoalescedRefresh(_AppBase):
             # What a pod holds through its claims: the rows of the holders, before and after.
             self._stale_pods.update(key for key, shown in self._pod_view.items() if shown[0].claims)
             self._stale_pods.update(self.model.dra_pod_keys())
+            self._stale_pods.update(self.model.waiting_on_claims())  # a pending pod's claims: which pool lacks what
         elif change.kind in KUEUE_KINDS and self._stale_pods is not None:
             self._stale_pods.update(self._pending_rows)  # a pending pod's reason starts with why Kueue holds it
         self._request(*ALL_PARTS)
