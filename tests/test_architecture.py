@@ -177,6 +177,16 @@ def test_the_simulator_loads_only_where_a_command_serves_one(imports):
         assert not [name for name in names if within(name, "gputui.sim")], path
 
 
+def test_screens_never_ask_prometheus(imports):
+    """Widgets render the model and never fetch: no module under gputui/ui imports Prometheus' client (the module
+    kube/prometheus.py, or its class by name wherever re-exported) but the launcher, which builds the fleet's source."""
+    assert violations(imports, "gputui.ui", ("gputui.kube.prometheus",), allowed_importers=("gputui.ui.launch",)) == []
+    named = [f"{path.name}:{node.lineno}" for path in sorted((PACKAGE / "ui").rglob("*.py")) if path.name != "launch.py"
+             for node in _runtime_nodes(ast.parse(path.read_text(encoding="utf-8")))
+             if isinstance(node, ast.ImportFrom) and any(alias.name == "Prometheus" for alias in node.names)]
+    assert named == []
+
+
 def test_no_import_cycles(imports):
     assert cycles(imports) == []
 

@@ -22,19 +22,29 @@ cluster.
 
     view = await usage(source, UsageSettings(window=7 * 86400, by="namespace"))
 
+The app's Usage screen reads a UsageFeed, which asks Prometheus for it: the screen only says which
+grouping and window it wants (`ask`) and draws `view`/`error`; `on_update` follows each change.
+
 No Textual here.
 """
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import math
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from .config import ConnectError
 from .prometheus import STAT, Prometheus, PrometheusError, tagged, value_of
+
+if TYPE_CHECKING:
+    from .client import Client
 
 DEFAULT_WINDOW = 7 * 86400.0
 DEFAULT_THRESHOLD = 5.0  # percent, as kube/idle.py's
@@ -393,3 +403,72 @@ async def usage(prometheus: Prometheus, settings: UsageSettings, now: float | No
         missing.append(f"{series} has no {label}: kube-state-metrics' --metric-labels-allowlist must name it ({allow})")
     return UsageView(prometheus.where, settings.by, settings.window, settings.step, method, words, covered,
                      tuple(missing), tuple(rows), now)
+
+
+class UsageFeed:
+    """The figures one view wants, asked of Prometheus here (`where`: a URL or NAMESPACE/SERVICE[:PORT] through
+    the cluster's `api`; None: no Prometheus, nothing asked). `ask(settings)` asks again from now, dropping an
+    answer under way; `view` is None while asking, `error` one line when Prometheus could not answer;
+    `on_update()` is called after each change. While wanted (asked and not released), a new connection
+    (`attach`) asks again."""
+
+    def __init__(self, where: str | None, api: Client | None = None, on_update: Callable[[], None] = lambda: None,
+                 settings: UsageSettings = UsageSettings()) -> None:
+        self.where, self.api, self.on_update, self.settings = where, api, on_update, settings
+        self.view: UsageView | None = None
+        self.error: str | None = None
+        self.wanted = False
+        self._source: Prometheus | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def asking(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    def ask(self, settings: UsageSettings | None = None) -> None:
+        """The figures for `settings` (None: the last asked), from now."""
+        self.settings = settings or self.settings
+        self.wanted = True
+        self.view = self.error = None
+        if self._task is not None:
+            self._task.cancel()
+        if self.where is not None:
+            self._task = asyncio.create_task(self._answer(self.settings), name="gputui-usage")
+        self.on_update()
+
+    def release(self) -> None:
+        """Nobody looks any more: an answer under way is dropped."""
+        self.wanted = False
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+
+    def attach(self, api: Client | None) -> None:
+        """A new connection's client (after stop()); asked again if wanted."""
+        self.api = api
+        if self.wanted:
+            self.ask()
+
+    async def _answer(self, settings: UsageSettings) -> None:
+        try:
+            if self._source is None:
+                self._source = Prometheus(self.where or "", self.api)
+            view = await usage(self._source, settings)
+        except (UsageError, ConnectError) as exc:
+            self.error = str(exc)
+        else:
+            self.view = view
+        self.on_update()
+
+    async def stop(self) -> None:
+        """Drop what is under way and what is held, and close the connection to Prometheus; settings and
+        wanted stay (attach asks again)."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        source, self._source = self._source, None
+        if source is not None:
+            await source.close()
+        self.view = self.error = None

@@ -26,6 +26,7 @@ from gputui.kube.fleet import Fleet
 from gputui.kube.idle import IdleSettings
 from gputui.kube.model import ClusterModel
 from gputui.kube.records import Event, Pod
+from gputui.kube.usage import UsageFeed
 from gputui.kube.watches import namespaces_to_try
 from gputui.last_resort import last_resort_line
 
@@ -131,6 +132,7 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, HealthActions, Coalesc
         self.model_options = model_options or {}
         self.verify_settings = verify
         self.idle_settings = idle or IdleSettings(prometheus=None)
+        self.usage_feed = UsageFeed(self.idle_settings.prometheus, on_update=self._request)  # the Usage screen's figures
         self.marked_nodes: set[str] = set()  # space in the Nodes pane: `v` verifies these
         self.conn: Connection | None = None
         self.error: str | None = None  # why the app could not start, for the command line
@@ -266,6 +268,7 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, HealthActions, Coalesc
             self.model.metrics.start_background()  # XIDs in the Nodes pane and the header, not only in details
         self._when_synced(self.model)
         self.start_idle()
+        self.usage_feed.attach(self.conn.api)
         self.check_leftovers()
         self._refresh_views()
         self._ask_version(self.conn)
@@ -289,6 +292,7 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, HealthActions, Coalesc
 
     async def _disconnect(self) -> None:
         await self.stop_idle()
+        await self.usage_feed.stop()
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
@@ -448,7 +452,7 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, HealthActions, Coalesc
         self.push_screen(CapacityScreen())
 
     def action_usage(self) -> None:
-        self.push_screen(UsageScreen(self.idle_settings.prometheus, self.conn.api if self.conn is not None else None))
+        self.push_screen(UsageScreen(self.usage_feed))
 
     def action_queues(self) -> None:
         if self.model is not None and self.model.kueue_state() == kueue.NOT_INSTALLED:

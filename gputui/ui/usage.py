@@ -2,7 +2,8 @@
 (kube/usage.py): allocated, used, their ratio, idle, shared and the peak, with what the figures rest on.
 
 `b` groups by namespace, node or GPU model in turn, `w` takes the next window (1 day, 7 days, 30 days);
-each asks Prometheus again (two queries). Without a Prometheus it says what it needs.
+each asks the app's UsageFeed (kube/usage.py) again, which asks Prometheus; the screen draws what the feed
+holds after each coalesced refresh. Without a Prometheus it says what it needs.
 The renderer is pure: figures in, Text out, every string from Prometheus through gputui.sanitize.
 """
 from __future__ import annotations
@@ -12,9 +13,8 @@ from typing import Any
 from rich.text import Text
 from textual.binding import Binding
 
-from gputui.kube.config import ConnectError
 from gputui.kube.duration import human_duration
-from gputui.kube.usage import Prometheus, UsageError, UsageSettings, UsageView, hours_text, usage
+from gputui.kube.usage import UsageFeed, UsageSettings, UsageView, hours_text
 
 from . import render
 from .page import ModelPage
@@ -85,49 +85,32 @@ def usage_text(view: UsageView | None, settings: UsageSettings, error: str | Non
 
 
 class UsageScreen(ModelPage):
-    """GPU-hours per group from Prometheus; asked when opened and on `b`/`w`."""
+    """GPU-hours per group from the app's UsageFeed, drawn after each coalesced refresh; asked again when
+    opened and on `b`/`w` (the feed's answer brings the refresh)."""
 
     BINDINGS = [Binding("U", "back", "Back", show=False), Binding("b", "group_by", "Group by"), Binding("w", "window", "Window")]
     PAGE_TITLE = "Usage (GPU-hours)"
 
-    def __init__(self, where: str | None, api: Any = None) -> None:
+    def __init__(self, feed: UsageFeed) -> None:
         super().__init__()
-        self.where, self.api = where, api
-        self.settings = UsageSettings(window=WINDOWS[1])
-        self.view: UsageView | None = None
-        self.error: str | None = None if where else NEEDS
+        self.feed = feed
 
-    def body(self) -> Text:
-        return usage_text(self.view, self.settings, self.error, self.app.size.width - 2)
+    def body(self, *_model_and_context: Any) -> Text:  # the figures are the feed's, not the cluster model's
+        feed = self.feed
+        error = NEEDS if feed.where is None else None if feed.error is None else f"{feed.error}; {HOW}"
+        return usage_text(feed.view, feed.settings, error, self.app.size.width - 2)
 
     def on_mount(self) -> None:
+        self.feed.ask()  # figures from now, in the grouping and window last chosen
         super().on_mount()
-        self._ask()
 
-    def _ask(self) -> None:
-        if self.where:
-            self.view, self.error = None, None
-            self._draw()
-            self.run_worker(self._query(self.settings), group="usage", exclusive=True)
-
-    async def _query(self, settings: UsageSettings) -> None:
-        try:
-            source = Prometheus(self.where or "", self.api)
-            try:
-                view = await usage(source, settings)
-            finally:
-                await source.close()
-        except (UsageError, ConnectError) as exc:
-            self.error = f"{exc}; {HOW}"
-        else:
-            if settings == self.settings:
-                self.view = view
-        self._draw()
+    def on_unmount(self) -> None:
+        self.feed.release()
 
     def action_group_by(self) -> None:
-        self.settings = UsageSettings(window=self.settings.window, by=GROUPS[(GROUPS.index(self.settings.by) + 1) % len(GROUPS)])
-        self._ask()
+        settings = self.feed.settings
+        self.feed.ask(UsageSettings(window=settings.window, by=GROUPS[(GROUPS.index(settings.by) + 1) % len(GROUPS)]))
 
     def action_window(self) -> None:
-        self.settings = UsageSettings(window=WINDOWS[(WINDOWS.index(self.settings.window) + 1) % len(WINDOWS)], by=self.settings.by)
-        self._ask()
+        settings = self.feed.settings
+        self.feed.ask(UsageSettings(window=WINDOWS[(WINDOWS.index(settings.window) + 1) % len(WINDOWS)], by=settings.by))

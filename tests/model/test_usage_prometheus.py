@@ -19,7 +19,7 @@ import time
 import pytest
 import pytest_asyncio
 
-from gputui.kube.usage import RAW, RULES, Prometheus, UsageError, UsageSettings, rules_file, usage
+from gputui.kube.usage import RAW, RULES, Prometheus, UsageError, UsageFeed, UsageSettings, rules_file, usage
 from gputui.sim import SimCluster, dcgm, idle_gpus
 from gputui.sim import builders as b
 from gputui.sim.ksm import KubeStateMetrics
@@ -237,6 +237,43 @@ async def test_what_the_figures_rest_on(setup):
     assert {r.group for r in missing.rows} == {""}  # the label unknown, every GPU in one group, not in none
     with pytest.raises(UsageError, match=r"^Prometheus http://127\.0\.0\.1:1: .*refused"):
         await usage(Prometheus("http://127.0.0.1:1"), settings(30))
+
+
+async def test_the_feed_asks_for_the_screen_and_keeps_only_the_last_answer(setup):
+    """The Usage screen's figures come from a UsageFeed: asked twice at once, the first answer is dropped; each
+    change is said (on_update); after a new connection it asks again while wanted; a refusal is one line."""
+    updates = asyncio.Event()
+    feed = UsageFeed(setup.server.url, on_update=updates.set)
+    window = round(time.time() - setup.timeline.t0)
+    feed.ask(settings(window, by="node", use_rules=False))
+    assert (feed.view, feed.error, feed.asking) == (None, None, True) and updates.is_set()  # "asking Prometheus…"
+    feed.ask(settings(window, use_rules=False))
+    for _ in range(40):
+        updates.clear()
+        await asyncio.wait_for(updates.wait(), 30)
+        if not feed.asking:
+            break
+    assert feed.error is None and feed.view is not None and feed.view.by == "namespace"  # the node grouping's answer dropped
+    direct, _ = await figures(setup, settings(window, use_rules=False))
+    assert {(r.group, r.resource) for r in feed.view.rows} == {(r.group, r.resource) for r in direct.rows}
+    await feed.stop()
+    assert feed.view is None
+    feed.attach(None)  # a new connection, the screen still open: asked again
+    assert feed.asking
+    feed.release()  # the screen closed: nothing more
+    assert not feed.asking and not feed.wanted
+    await feed.stop()
+    refused = UsageFeed("http://127.0.0.1:1", on_update=updates.set)
+    updates.clear()
+    refused.ask(settings(30))
+    while refused.asking:
+        await asyncio.wait_for(updates.wait(), 30)
+        updates.clear()
+    assert refused.view is None and refused.error is not None and refused.error.startswith("Prometheus http://127.0.0.1:1: ")
+    await refused.stop()
+    nowhere = UsageFeed(None, on_update=updates.set)
+    nowhere.ask()
+    assert not nowhere.asking and nowhere.error is None  # no Prometheus: nothing asked (the screen says what it needs)
 
 
 @pytest.mark.skipif(prom.PROMTOOL is None, reason="promtool is not installed (Debian's prometheus package)")
