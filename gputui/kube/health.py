@@ -20,13 +20,16 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
 from .dcgm import GpuReading, xid_meaning
 from .duration import human_duration
 from .dra import DraDevice
 from .gpu import has_nvidia_gpus, health_condition_problems, is_nvidia_resource
 from .records import Node, Pod
+
+if TYPE_CHECKING:
+    from .metrics import NodeMetrics
 
 DEFAULT_XID_OLD_AFTER = 24 * 3600.0  # an XID unchanged this long reads as old
 DCGM, POD_STATUS, DRA_TAINT, PLUGIN, CONDITION = "dcgm", "pod-status", "dra-taint", "device-plugin", "node-condition"
@@ -266,3 +269,82 @@ def by_pod(gpus: Iterable[BadGpu]) -> dict[tuple[str, str], list[BadGpu]]:
         for holder in bad.holders:
             out.setdefault((holder.namespace, holder.name), []).append(bad)
     return out
+
+
+# -- per GPU, on one node: the details screen's list ---------------------------------------------------------------
+OK, BAD, UNKNOWN = "ok", "bad", "unknown"
+
+
+@dataclass(frozen=True)
+class GpuHealth:
+    """One GPU of a node (or, `device` None, the node's GPUs no signal names), and its health: BAD from its signals,
+    OK only where DCGM read it and nothing says otherwise, else UNKNOWN with why."""
+
+    device: str | None  # "GPU 0", "GPU 7 (MIG)", "gpu-3" (a DRA device), a UUID; None: a node-level line
+    uuid: str | None
+    state: str  # OK, BAD, UNKNOWN
+    why: str  # what says so, or why it is not known
+    bad: BadGpu | None = None  # its signals and the pods on it, when BAD
+
+
+def node_gpu_health(node: Node, gpu_count: int | None, bad: Iterable[BadGpu], metrics: NodeMetrics | None,
+                    dra_devices: Iterable[DraDevice], now: float, unread_signal: str | None = None) -> list[GpuHealth]:
+    """Each GPU of the node with its health. GPUs are named by the DCGM exporter's readings, the DRA driver's devices
+    and the signals; `gpu_count` (GPU Feature Discovery's count) says how many more there are that nothing names.
+    `bad`: bad_gpus() of this node; metrics: the node's DCGM readings or why there are none (None: not read yet);
+    unread_signal: why a signal cannot be read yet (the pods' device health while they list): no GPU is OK then."""
+    mine = [b for b in bad if b.node == node.name]
+    by_key = {b.uuid or b.device or "": b for b in mine if b.device is not None or b.uuid is not None}
+    node_level = [b for b in mine if b.device is None and b.uuid is None]
+    if metrics is None:
+        unread = "DCGM not read yet"
+    elif metrics.error is not None:
+        unread = f"no DCGM reading: {metrics.error}"
+    else:
+        unread = "no DCGM reading of it"
+    rows: list[GpuHealth] = []
+    named: set[str] = set()
+    whole = 0  # rows that are a GPU of their own (not a MIG device of one)
+
+    def add(key: str, label: str, uuid: str | None, fine: str | None, gpu: bool = True) -> None:
+        nonlocal whole
+        named.add(key)
+        whole += gpu
+        found = by_key.get(key)
+        if found is not None:
+            words = "; ".join(signal_words(s, now) for s in found.signals)
+            rows.append(GpuHealth(label, uuid, BAD, words, found))
+        elif fine is not None and node_level:
+            rows.append(GpuHealth(label, uuid, UNKNOWN, "the node's signal below names no GPU"))
+        elif fine is not None and unread_signal:
+            rows.append(GpuHealth(label, uuid, UNKNOWN, f"{fine}, but {unread_signal}"))
+        elif fine is not None:
+            rows.append(GpuHealth(label, uuid, OK, fine))
+        else:
+            rows.append(GpuHealth(label, uuid, UNKNOWN, unread))
+
+    readings = metrics.readings if metrics is not None else ()
+    by_uuid: dict[str, list[GpuReading]] = {}
+    for reading in readings:
+        by_uuid.setdefault(reading.uuid, []).append(reading)
+    fine = f"no XID reported by DCGM, read {human_duration(max(0.0, now - metrics.at))} ago" \
+        if metrics is not None and metrics.current and metrics.at is not None else None
+    for uuid, instances in sorted(by_uuid.items(), key=lambda item: (item[1][0].index is None, item[1][0].index or 0, item[0])):
+        first = instances[0]
+        label = (f"GPU {first.index}" if first.index is not None else uuid) + (" (MIG)" if any(r.mig_profile for r in instances) else "")
+        add(uuid, label, uuid, fine)
+    for device in dra_devices:
+        key = device.uuid or "/".join(device.id)
+        if key in named or (device.type not in (None, "gpu") and key not in by_key):
+            continue  # read by DCGM already; a MIG device is its GPU's
+        add(key, device.name, device.uuid, None, gpu=device.type in (None, "gpu"))
+    for key, found in by_key.items():
+        if key not in named:
+            add(key, found.device or key, found.uuid, None)
+    if gpu_count is not None and gpu_count > whole:
+        more = gpu_count - whole
+        rows.append(GpuHealth(f"{more} {'more ' if rows else ''}GPU{'s' * (more != 1)}", None, UNKNOWN,
+                              f"{unread}; no other signal names {'them' if more != 1 else 'it'}"))
+    for found in node_level:
+        rows.append(GpuHealth(None, None, BAD, "; ".join(signal_words(s, now) for s in found.signals), found))
+    return rows

@@ -672,17 +672,27 @@ class ClusterModel:
             self._dra = DraView(by_node, usage, dra.pod_holdings(allocations), classes)
         return self._dra
 
-    def bad_gpus(self) -> list[health.BadGpu]:
-        """Every GPU some signal calls unhealthy, newest first, with the pods on it (kube/health.py)."""
-        readings = {name: state.readings for name in self.nodes.records if (state := self.metrics.node(name)) is not None}
+    def bad_gpus(self, node: str | None = None) -> list[health.BadGpu]:
+        """Every GPU some signal calls unhealthy (of one node, if given), newest first, with the pods on it (kube/health.py)."""
+        names = [node] if node is not None and node in self.nodes.records else [] if node is not None else list(self.nodes.records)
+        readings = {name: state.readings for name in names if (state := self.metrics.node(name)) is not None}
         kueue_now = self.kueue()
 
         def owners(pod: Pod) -> tuple[str | None, str | None]:
             workload = kueue_now.workload_of(pod)
             return (f"{pod.owner[0]} {pod.owner[1]}" if pod.owner else None), (workload.name if workload else None)
 
-        return health.bad_gpus(self.nodes.records.values(), self.pods_on_node, readings, self.dra_view().devices, self.xids,
-                               owners, now=self.clock(), old_after=self.xid_old_after)
+        return health.bad_gpus([self.nodes.records[name] for name in names], self.pods_on_node, readings, self.dra_view().devices,
+                               self.xids, owners, now=self.clock(), old_after=self.xid_old_after)
+
+    def gpu_health(self, node: str) -> list[health.GpuHealth]:
+        """Each GPU of the node and its health, `?` with why where no signal tells (health.node_gpu_health)."""
+        record, summary = self.nodes.records.get(node), self.summary(node)
+        if record is None or summary is None:
+            return []
+        return health.node_gpu_health(record, summary.facts.count, self.bad_gpus(node), self.metrics.node(node),
+                                      self.dra_view().devices.get(node, ()), self.clock(),
+                                      None if self.pods_known else "the pods (their devices' health) are not listed yet")
 
     def dra_devices(self, node: str) -> list[dra.DraDevice]:
         return list(self.dra_view().devices.get(node, ()))

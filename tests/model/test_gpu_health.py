@@ -167,3 +167,27 @@ async def test_the_report_lists_bad_gpus_with_their_pods(sim):
     section = out.split("\nBad GPUs:\n", 1)[1]
     assert "gpu-1 GPU 1" in section and "pod ml/llm-train-0 (Job llm-train) by" in section
     assert "cannot tell which" in section
+
+
+async def test_each_gpu_of_a_node_has_its_health_and_unknown_is_never_ok(watched):
+    """The node details' per-GPU list (issue 24): bad with its signal and pods, ok only where DCGM read it and no
+    signal says otherwise, `?` with why (no exporter; a node-level condition that names no GPU)."""
+    model, _ = watched
+    await model.metrics.poll_once()
+
+    def states(node: str) -> dict[str | None, tuple[str, str, list[str]]]:
+        return {g.device: (g.state, g.why, [f"{h.namespace}/{h.name}" for h in g.bad.holders] if g.bad else [])
+                for g in model.gpu_health(node)}
+
+    gpu_1 = states("gpu-1")
+    assert len(gpu_1) == 8
+    assert gpu_1["GPU 1"][0] == health.BAD and gpu_1["GPU 1"][1].startswith("XID 79") and gpu_1["GPU 1"][2] == ["ml/llm-train-0"]
+    assert gpu_1["GPU 6"][0] == health.BAD and gpu_1["GPU 6"][2] == []
+    assert gpu_1["GPU 0"][0] == health.OK and gpu_1["GPU 0"][1].startswith("no XID reported by DCGM, read ")
+    assert states("ts-1")["GPU 0"][2] == ["research/notebook-a", "research/notebook-b"]  # the kubelet's word, time-sliced
+    dra_1 = states("dra-1")  # no exporter there: the tainted device is bad, the others not known
+    assert dra_1["gpu-0"][0] == health.BAD and dra_1["gpu-0"][2] == ["inference/vllm-0"]
+    assert dra_1["gpu-3"] == (health.UNKNOWN, "no DCGM reading: no DCGM exporter on this node", [])
+    cond_1 = states("cond-1")  # the condition names no GPU: no GPU of the node is ok
+    assert cond_1[None][0] == health.BAD and "GpuXidError" in cond_1[None][1]
+    assert {cond_1[f"GPU {i}"][0] for i in range(8)} == {health.UNKNOWN}
