@@ -115,8 +115,14 @@ def admit_create(resource: ResourceType, obj: Obj) -> Obj:
         default_pod(obj)
     elif resource.kind == "Namespace":
         obj["status"] = {"phase": "Active"}
-        obj.setdefault("spec", {"finalizers": ["kubernetes"]})
+        # The namespace strategy adds the kubernetes finalizer to whatever finalizers are given (kubectl sends "spec": {}).
+        spec = obj["spec"] = _mapping(obj.get("spec"))
+        finalizers = spec["finalizers"] = list(spec.get("finalizers") or [])
+        if "kubernetes" not in finalizers:
+            finalizers.append("kubernetes")
         meta.setdefault("labels", {})["kubernetes.io/metadata.name"] = name
+    elif resource.kind == "Secret":
+        obj["type"] = obj.get("type") or "Opaque"  # SetDefaults_Secret
     elif resource.kind == "DaemonSet":
         meta["generation"] = 1
         obj["status"] = {"currentNumberScheduled": 0, "desiredNumberScheduled": 0, "numberMisscheduled": 0, "numberReady": 0}

@@ -53,9 +53,10 @@ class ResourceType:
         return f"{self.plural}.{self.group}" if self.group else self.plural
 
 
-def _kept(api_version: str, plural: str, kind: str, namespaced: bool, *short_names: str, all_category: bool = False) -> ResourceType:
+def _kept(api_version: str, plural: str, kind: str, namespaced: bool, *short_names: str, all_category: bool = False,
+          verbs: tuple[str, ...] = READ_ONLY) -> ResourceType:
     group, _, version = api_version.rpartition("/")
-    return ResourceType(group, version, plural, kind, namespaced, short_names, verbs=READ_ONLY,
+    return ResourceType(group, version, plural, kind, namespaced, short_names, verbs=verbs,
                         categories=("all",) if all_category else ())
 
 
@@ -78,15 +79,16 @@ RESOURCES: list[ResourceType] = [
     # The admission plugins' policy (admission_plugins.py, quota.py): served whole, writable.
     ResourceType("", "v1", "limitranges", "LimitRange", True, ("limits",)),
     ResourceType("", "v1", "resourcequotas", "ResourceQuota", True, ("quota",), ("status",)),
+    # Plain data, stored as given and writable (`kubectl create configmap|secret|serviceaccount`); nothing acts on them.
+    _kept("v1", "configmaps", "ConfigMap", True, "cm", verbs=ALL_VERBS),
+    _kept("v1", "secrets", "Secret", True, verbs=ALL_VERBS),
+    _kept("v1", "serviceaccounts", "ServiceAccount", True, "sa", verbs=ALL_VERBS),
     # Kept as given (read-only).  RBAC objects are also the authorizer's policy (auth.py).
-    _kept("v1", "configmaps", "ConfigMap", True, "cm"),
     _kept("v1", "endpoints", "Endpoints", True, "ep"),
     _kept("v1", "persistentvolumeclaims", "PersistentVolumeClaim", True, "pvc"),
     _kept("v1", "persistentvolumes", "PersistentVolume", False, "pv"),
     _kept("v1", "podtemplates", "PodTemplate", True),
     _kept("v1", "replicationcontrollers", "ReplicationController", True, "rc", all_category=True),
-    _kept("v1", "secrets", "Secret", True),
-    _kept("v1", "serviceaccounts", "ServiceAccount", True, "sa"),
     _kept("admissionregistration.k8s.io/v1", "mutatingwebhookconfigurations", "MutatingWebhookConfiguration", False),
     _kept("admissionregistration.k8s.io/v1", "validatingadmissionpolicies", "ValidatingAdmissionPolicy", False),
     _kept("admissionregistration.k8s.io/v1", "validatingadmissionpolicybindings", "ValidatingAdmissionPolicyBinding", False),

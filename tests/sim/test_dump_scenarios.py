@@ -166,7 +166,7 @@ async def test_kept_kinds_are_read_only_and_stay_as_given_while_the_cluster_runs
 
         before = kept()
         async with sim.http_session(base_url=sim.url) as http:
-            created = await http.post("/api/v1/namespaces/ml/configmaps", json={"metadata": {"name": "x"}, "data": {}})
+            created = await http.post("/api/v1/namespaces/ml/endpoints", json={"metadata": {"name": "x"}})
             status = await created.json()
             deleted = await http.delete("/apis/apps/v1/namespaces/gpu-operator/deployments/gpu-operator")
         await asyncio.sleep(0.5)
@@ -182,8 +182,9 @@ async def test_discovery_lists_the_kept_kinds_and_the_custom_resources_of_the_du
         groups = {g["name"]: g for g in (await (await http.get("/apis")).json())["groups"]}
         example = {r["name"]: r for r in (await (await http.get("/apis/example.com/v1")).json())["resources"]}
         nvidia = await (await http.get("/apis/nvidia.com")).json()
-    assert core["configmaps"] == {"name": "configmaps", "singularName": "configmap", "namespaced": True, "kind": "ConfigMap",
-                                  "verbs": ["get", "list", "watch"], "shortNames": ["cm"]}
+    assert core["persistentvolumeclaims"] == {"name": "persistentvolumeclaims", "singularName": "persistentvolumeclaim", "namespaced": True,
+                                              "kind": "PersistentVolumeClaim", "verbs": ["get", "list", "watch"], "shortNames": ["pvc"]}
+    assert core["configmaps"]["verbs"] == sorted(["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"])
     assert apps["deployments"]["categories"] == ["all"] and apps["deployments"]["shortNames"] == ["deploy"]
     assert "pods" in core and set(core["pods"]["verbs"]) >= {"create", "delete", "deletecollection"}
     assert example["widgets"]["shortNames"] == ["wd"] and example["widgets"]["namespaced"] is True
@@ -207,7 +208,7 @@ def test_kubectl_gets_the_kept_kinds(kubectl):
     kinds = {r[0]: r for r in rows(kubectl("api-resources"))[1:]}
     assert kinds["statefulsets"][1:] == ["sts", "apps/v1", "true", "StatefulSet"]
     assert kinds["widgets"][1:] == ["wd", "example.com/v1", "true", "Widget"]
-    refused = kubectl.run("create", "configmap", "x", "-n", "ml")
+    refused = kubectl.run("create", "deployment", "x", "-n", "ml", "--image=busybox")
     assert refused.returncode == 1 and "the server does not allow this method on the requested resource" in refused.stderr
 
 

@@ -10,8 +10,9 @@ from ..proxy import Proxy
 from ..resources import CRD_KEY, ResourceType, groups
 from ..selectors import SelectorError, both, field_selector, label_selector
 from ..store import Entry, NotFound
+from . import protobuf
 from .request import Target
-from .responses import bad_request, not_found
+from .responses import ApiError, bad_request, not_found
 
 if TYPE_CHECKING:
     from ..cluster import SimCluster
@@ -49,10 +50,20 @@ class ApiBase:
         except NotFound:
             raise not_found(t.resource, t.name or "") from None
 
-    async def _body(self, request: web.Request) -> Any:
+    async def _body(self, request: web.Request, r: ResourceType | None = None) -> Any:
+        """The request's object: JSON, or for r (a kind created or replaced) Kubernetes protobuf where its kind is read
+        so (415 where it is not)."""
         data = await request.read()
         if not data:
             raise bad_request("the body of the request was empty")
+        if r is not None and request.content_type == protobuf.PROTOBUF:
+            if (r.api_version, r.kind) not in protobuf.KINDS:
+                raise ApiError(415, "UnsupportedMediaType",
+                               f"the body of the request was in an unknown format - accepted media types include: {protobuf.ACCEPTED}")
+            try:
+                return protobuf.decode(data, r.api_version, r.kind)
+            except (protobuf.Unreadable, UnicodeDecodeError) as e:
+                raise bad_request(f"the body of the request was in an unknown format: {e}") from None
         try:
             return orjson.loads(data)
         except orjson.JSONDecodeError as e:

@@ -10,13 +10,13 @@ from aiohttp import web
 from ..auth import Request as AuthRequest
 from ..auth import User
 from .base import ApiBase
+from .protobuf import MAGIC as PROTOBUF_MAGIC
+from .protobuf import PROTOBUF, fields
 from .request import Target
 from .responses import ApiError, bad_request, json_response
 
 Obj = dict[str, Any]
 
-PROTOBUF = "application/vnd.kubernetes.protobuf"
-PROTOBUF_MAGIC = b"k8s\x00"
 
 
 class Reviews(ApiBase):
@@ -76,40 +76,8 @@ _RESOURCE_ATTRIBUTES = {1: "namespace", 2: "verb", 3: "group", 4: "version", 5: 
 _NON_RESOURCE_ATTRIBUTES = {1: "path", 2: "verb"}
 
 
-def _fields(data: bytes) -> list[tuple[int, bytes | int]]:
-    """The (field number, value) pairs of one protobuf message: varints as ints, length-delimited fields as bytes."""
-    out: list[tuple[int, bytes | int]] = []
-    at = 0
-
-    def varint() -> int:
-        nonlocal at
-        value = shift = 0
-        while True:
-            byte = data[at]
-            at += 1
-            value |= (byte & 0x7F) << shift
-            shift += 7
-            if not byte & 0x80:
-                return value
-
-    while at < len(data):
-        key = varint()
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            out.append((number, varint()))
-        elif wire == 2:
-            size = varint()
-            out.append((number, data[at:at + size]))
-            at += size
-        elif wire in (1, 5):
-            at += 8 if wire == 1 else 4
-        else:
-            raise ValueError(f"wire type {wire}")
-    return out
-
-
 def _strings(data: bytes, names: dict[int, str]) -> Obj:
-    return {names[n]: v.decode() for n, v in _fields(data) if n in names and isinstance(v, bytes) and v}
+    return {names[n]: v.decode() for n, v in fields(data) if n in names and isinstance(v, bytes) and v}
 
 
 def _from_protobuf(data: bytes, kind: str) -> Obj:
@@ -117,10 +85,10 @@ def _from_protobuf(data: bytes, kind: str) -> Obj:
     try:
         if not data.startswith(PROTOBUF_MAGIC):
             raise ValueError("no k8s protobuf envelope")
-        raw = next((v for n, v in _fields(data[len(PROTOBUF_MAGIC):]) if n == 2 and isinstance(v, bytes)), b"")
-        spec_data = next((v for n, v in _fields(raw) if n == 2 and isinstance(v, bytes)), b"")
+        raw = next((v for n, v in fields(data[len(PROTOBUF_MAGIC):]) if n == 2 and isinstance(v, bytes)), b"")
+        spec_data = next((v for n, v in fields(raw) if n == 2 and isinstance(v, bytes)), b"")
         spec: Obj = {}
-        for number, value in _fields(spec_data):
+        for number, value in fields(spec_data):
             if not isinstance(value, bytes):
                 continue
             if kind == "SelfSubjectRulesReview" and number == 1:

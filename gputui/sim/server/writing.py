@@ -44,7 +44,7 @@ class Writing(ApiBase):
 
     async def create(self, request: web.Request, t: Target) -> web.Response:
         r = t.resource
-        obj = self._check_identity(t, await self._body(request))
+        obj = self._check_identity(t, await self._body(request, t.resource))
         # kube-apiserver's order: decoding, mutating admission, validation, validating admission, then storage.
         try:
             admission.check_decodable(r, obj)
@@ -98,7 +98,7 @@ class Writing(ApiBase):
         return stored
 
     async def update(self, request: web.Request, t: Target) -> web.Response:
-        new = self._check_identity(t, await self._body(request))
+        new = self._check_identity(t, await self._body(request, t.resource))
         old = self.store.find(t.resource.key, t.namespace or "", t.name or "")
         if old is None:
             raise not_found(t.resource, t.name or "")
