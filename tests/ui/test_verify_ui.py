@@ -354,39 +354,55 @@ async def test_a_refused_create_quotes_the_server_in_one_line(cluster, created):
     assert len(created) == before
 
 
+async def node_condition(cluster, node: str, status: str) -> None:
+    """A health monitor's condition on the node (node-problem-detector style: True is the problem), through the API."""
+    condition = {"type": "GpuXidError", "status": status, "reason": "XidCriticalError", "message": "XID 119 on a GPU"}
+    async with await new_client_from_config(str(cluster.kubeconfig_path)) as api:
+        await CoreV1Api(api).patch_node_status(node, {"status": {"conditions": [condition]}})
+
+
 async def test_several_marked_nodes_in_a_results_table(cluster, created):
     app = app_for(cluster)
-    async with app.run_test(size=(120, 40)) as pilot:
-        for node in ("gpu-ok", "gpu-driver-broken"):
-            await on_node(app, pilot, node)
-            await pilot.press("space")
-        await wait_for(pilot, lambda: app.nodes_table.get_row("gpu-ok")[0].plain == "● gpu-ok", what="the mark shown")
-        await on_node(app, pilot, "gpu-mig")
-        await pilot.press("space", "space")  # marked, then unmarked
-        assert app.marked_nodes == {"gpu-ok", "gpu-driver-broken"}
+    await node_condition(cluster, "gpu-ok", "True")  # a known problem: said beside its verdict, as on the one-node screen
+    try:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_for(pilot, lambda: app.model is not None and app.model.bad_gpus("gpu-ok"), what="the node's condition known")
+            for node in ("gpu-ok", "gpu-driver-broken"):
+                await on_node(app, pilot, node)
+                await pilot.press("space")
+            await wait_for(pilot, lambda: app.nodes_table.get_row("gpu-ok")[0].plain == "● gpu-ok", what="the mark shown")
+            await on_node(app, pilot, "gpu-mig")
+            await pilot.press("space", "space")  # marked, then unmarked
+            assert app.marked_nodes == {"gpu-ok", "gpu-driver-broken"}
 
-        await pilot.press("v")
-        dialog = await confirm(app, pilot)
-        assert [p.node for p in dialog.plans] == ["gpu-driver-broken", "gpu-ok"]
-        await pilot.press("y")
-        await wait_for(pilot, lambda: isinstance(app.screen, VerifyManyScreen), what="the results screen")
-        screen = app.screen
-        await wait_for(pilot, lambda: screen.finished and len(screen.verdicts) == 2, timeout=30, what="both verdicts")
-        assert screen.verdicts["gpu-ok"].passed
-        assert screen.verdicts["gpu-driver-broken"].code == v.NVIDIA_SMI
-        await wait_for(pilot, lambda: "every verification pod was deleted" in screen_text(app), what="the summary")
-        rows = {key: [cell.plain for cell in screen.table.get_row(key)] for key in screen.table.shown_keys}
-        assert rows["gpu-ok"][1:4:2] == ["pod deleted", "PASS"]
-        assert rows["gpu-driver-broken"][3] == "FAIL" and rows["gpu-driver-broken"][4].startswith("nvidia-smi failed (exit 9)")
-        assert app.marked_nodes == set()  # the marks were used up
-        assert verification_pods(cluster) == []
+            await pilot.press("v")
+            dialog = await confirm(app, pilot)
+            assert [p.node for p in dialog.plans] == ["gpu-driver-broken", "gpu-ok"]
+            await pilot.press("y")
+            await wait_for(pilot, lambda: isinstance(app.screen, VerifyManyScreen), what="the results screen")
+            screen = app.screen
+            await wait_for(pilot, lambda: screen.finished and len(screen.verdicts) == 2, timeout=30, what="both verdicts")
+            assert screen.verdicts["gpu-ok"].passed
+            assert screen.verdicts["gpu-driver-broken"].code == v.NVIDIA_SMI
+            await wait_for(pilot, lambda: "every verification pod was deleted" in screen_text(app), what="the summary")
+            rows = {key: [cell.plain for cell in screen.table.get_row(key)] for key in screen.table.shown_keys}
+            assert rows["gpu-ok"][1:4:2] == ["pod deleted", "PASS"]
+            assert screen.known["gpu-ok"].plain == "known: the node condition GpuXidError is True (XidCriticalError: XID 119 on a GPU)"
+            assert rows["gpu-ok"][4].startswith("known: the node condition GpuXidError")  # first: the column cuts the rest
+            assert rows["gpu-driver-broken"][3] == "FAIL" and rows["gpu-driver-broken"][4].startswith("nvidia-smi failed (exit 9)")
+            assert "known" not in rows["gpu-driver-broken"][4]
+            assert app.marked_nodes == set()  # the marks were used up
+            assert verification_pods(cluster) == []
 
-        screen.table.move_cursor(row=screen.table.row_index("gpu-ok"))
-        await pilot.press("enter")
-        assert isinstance(app.screen, TextScreen)
-        assert app.screen.text.startswith("PASS  1 x NVIDIA H100 80GB HBM3")
-        await pilot.press("escape", "escape")
-        assert not isinstance(app.screen, (TextScreen, VerifyManyScreen))
+            screen.table.move_cursor(row=screen.table.row_index("gpu-ok"))
+            await pilot.press("enter")
+            assert isinstance(app.screen, TextScreen)
+            assert app.screen.text.startswith("PASS  1 x NVIDIA H100 80GB HBM3")
+            assert app.screen.text.splitlines()[1].startswith("known on this node: the node condition GpuXidError is True")
+            await pilot.press("escape", "escape")
+            assert not isinstance(app.screen, (TextScreen, VerifyManyScreen))
+    finally:
+        await node_condition(cluster, "gpu-ok", "False")
 
 
 async def make_leftovers(cluster, nodes: list[str]) -> list[str]:

@@ -11,7 +11,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 from textual.worker import Worker, WorkerState
 
-from gputui.kube import verify as v
+from gputui.kube import health, verify as v
 
 from .. import render
 from gputui.sanitize import clean
@@ -20,7 +20,7 @@ from ..panes import clip
 from ..table import Column, KeyedTable
 from ..widgets import Pane
 from .settings import FLUSH_INTERVAL, VERIFY_GROUP
-from .words import STAGE_WORDS, _elapsed, _error_text, verdict_text
+from .words import STAGE_WORDS, _elapsed, _error_text, known_problems, verdict_text
 
 if TYPE_CHECKING:
     from .settings import VerifySettings
@@ -73,6 +73,7 @@ class VerifyManyScreen(Screen[None]):
         self.cancelling = False
         self._dirty = True
         self._worker: Worker | None = None
+        self.known: dict[str, Text | None] = {}  # per node, its known XIDs and health conditions as of its verdict
 
     def compose(self) -> ComposeResult:
         yield Static(id="many-head")
@@ -111,6 +112,7 @@ class VerifyManyScreen(Screen[None]):
             self.created.add(update.node)
         if update.verdict is not None:
             self.verdicts[update.node] = update.verdict
+            self.known[update.node] = self._known_problems(update.node)
         self._dirty = True
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
@@ -139,6 +141,8 @@ class VerifyManyScreen(Screen[None]):
             fate = "NOT DELETED" if verdict.leftover else ("pod deleted" if plan.node in self.created else "no pod created")
             progress = Text(fate, style=render.BAD_STYLE if verdict.leftover else "dim", end="")
             detail = render.text(verdict.reason, limit=300)
+            if (known := self.known.get(plan.node)) is not None:
+                detail = known + Text(" · ", end="") + detail  # first, where the column does not cut it; enter shows the whole
             elapsed = Text(_elapsed(verdict.elapsed), end="")
         elif update is not None:
             words = STAGE_WORDS.get(update.stage, update.stage) + (f" ({update.status})" if update.status else "")
@@ -187,8 +191,21 @@ class VerifyManyScreen(Screen[None]):
         if verdict is None:
             return
         plan = next(p for p in self.plans if p.node == node)
-        body = verdict_text(verdict, dict(plan.node_labels), pod_created=verdict.node in self.created)
+        body = verdict_text(verdict, dict(plan.node_labels), pod_created=verdict.node in self.created,
+                            known=known_problems(self._bad_gpus(verdict.node), self._now()))
         self.app.push_screen(TextScreen(f"verdict · {clean(verdict.node, 63)}", body))
+
+    def _bad_gpus(self, node: str) -> list[health.BadGpu]:
+        model = getattr(self.app, "model", None)  # the app's: what is known of the node's GPUs (XIDs, health conditions)
+        return model.bad_gpus(node) if model is not None else []
+
+    def _now(self) -> float:
+        model = getattr(self.app, "model", None)
+        return model.clock() if model is not None else 0.0
+
+    def _known_problems(self, node: str) -> Text | None:
+        """`known: GPU 1 XID 79 (…), 3m ago`, before the row's detail, as the one-node screen says it under its verdict."""
+        return known_problems(self._bad_gpus(node), self._now(), lead="known: ")
 
     def cancel(self) -> None:
         if not self.finished and self._worker is not None and not self.cancelling:

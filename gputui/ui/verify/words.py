@@ -45,13 +45,13 @@ def kubectl_delete(namespace: str, name: str) -> str:
     return f"kubectl delete pod -n {namespace} {name}"
 
 
-def known_problems(gpus: Iterable[health.BadGpu], now: float) -> Text | None:
+def known_problems(gpus: Iterable[health.BadGpu], now: float, lead: str = "known on this node: ") -> Text | None:
     """`known on this node: GPU 1 XID 79 (GPU has fallen off the bus), 3m ago`: what the Health screen
     holds against the node (kube/health.py's bad GPUs), said beside a verdict that nvidia-smi alone gives."""
     parts = [f"{gpu.device or 'the node'} {health.signal_words(signal, now)}" for gpu in gpus for signal in gpu.signals]
     if not parts:
         return None
-    return Text("known on this node: ", style=render.WARN_STYLE, end="") + render.text("; ".join(parts), limit=800)
+    return Text(lead, style=render.WARN_STYLE, end="") + render.text("; ".join(parts), limit=800)
 
 
 def verdict_text(verdict: v.Verdict, node_labels: dict[str, str] | None = None, *, pod_created: bool = True,
