@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Mapping
 from . import gpu, verdicts
 from .config import ConnectError, Connection, Forbidden, Unauthorized, check
 from .model import NODES, PODS, ClusterModel
+from .tasks import cancel_and_wait
 from .watch import LIVE as WATCH_LIVE
 from .watches import namespaces_to_try, scope_lines
 
@@ -183,13 +184,8 @@ class Member:
         self._task = asyncio.get_running_loop().create_task(run(), name=f"gputui-fleet-{self.context}")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+        task, self._task = self._task, None
+        await cancel_and_wait([task])
         await self._close()
 
     async def _close(self) -> None:

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 from .client import HttpError, Timeout, path
 from .config import describe_network_error, status_message
 from .dcgm import GpuReading, MetricsParseError, UtilisationHistory, parse_metrics
+from .tasks import cancel_and_wait
 
 if TYPE_CHECKING:
     from .client import Client
@@ -195,14 +196,8 @@ class MetricsPoller:
             await asyncio.sleep(max(0.0, self.interval - (loop.time() - started)))
 
     async def stop(self) -> None:
-        for task in (self._task, self._background):
-            if task is not None:
-                task.cancel()
-                try:
-                    await task
-                except asyncio.CancelledError:
-                    pass
-        self._task = self._background = None
+        tasks, self._task, self._background = (self._task, self._background), None, None
+        await cancel_and_wait(tasks)
 
     # -- background reads ----------------------------------------------------------
     @property

@@ -36,6 +36,7 @@ from urllib.parse import quote
 from .config import describe_network_error
 from .client import HttpError, Timeout
 from .tables import BaseTable, Share
+from .tasks import cancel_and_wait
 from .watch import ABSENT, FORBIDDEN, LIVE, RETRYING, SYNCING, Reflector, ResourceState
 
 if TYPE_CHECKING:
@@ -371,15 +372,8 @@ class Watches:
     async def stop(self) -> None:
         self._running = False
         tasks = [w.task for w in self.all if w.task is not None] + [t for t in (self._watchdog, self._liveness, self._discovery) if t is not None]
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
-            except Exception:
-                log.debug("reflector ended with an error", exc_info=True)
+        for error in await cancel_and_wait(tasks):
+            log.debug("reflector ended with an error", exc_info=error)
         for watch in self.all:
             watch.task = None
         self._watchdog = self._liveness = self._discovery = None
