@@ -167,10 +167,11 @@ def run_dump(args: argparse.Namespace, config: Any) -> int:
     dump = read_dump(args, "gputui report")
     if dump is None:
         return 2
+    from gputui.kube.quantities import dump_taken  # noqa: PLC0415
     from gputui.report.contract import collect  # noqa: PLC0415
     from gputui.sim.dump import NOT_IN_DUMP  # noqa: PLC0415  (the simulator loads only for --from)
 
-    print(f"gputui report: {dump.context}: {dump.summary()}", file=sys.stderr)
+    print(f"gputui report: {dump.context}: {dump.summary()}; {dump_taken(dump.loaded.objects)}", file=sys.stderr)
 
     async def collect_dump() -> Any:
         async with dump.served() as sim:

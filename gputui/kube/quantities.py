@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import datetime, timezone
 from fractions import Fraction
-from typing import Any
+from typing import Any, Iterable
 
 
 def parse_time(value: str | None) -> float | None:
@@ -148,3 +148,35 @@ def format_quantity(quantity: str | None) -> str:
     if exponent in _DECIMAL:
         return f"{mantissa}{_DECIMAL[exponent]}"
     return f"{mantissa}e{exponent}"
+
+
+_TIME_KEYS = ("time", "startedAt", "finishedAt", "renewTime", "acquireTime")
+
+
+def newest_time(objects: Iterable[Any]) -> float | None:
+    """The newest time written anywhere in raw objects (creation, managedFields, conditions' heartbeats and
+    transitions, events, containers' starts, leases): a dump was taken at or after it. None when none is."""
+    newest: float | None = None
+    stack: list[Any] = list(objects)
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            for key, value in item.items():
+                if isinstance(value, str) and (key.endswith(("Time", "Timestamp")) or key in _TIME_KEYS):
+                    when = parse_time(value)
+                    if when is not None and (newest is None or when > newest):
+                        newest = when
+                elif isinstance(value, (dict, list)):
+                    stack.append(value)
+        elif isinstance(item, list):
+            stack.extend(item)
+    return newest
+
+
+def dump_taken(objects: Iterable[Any]) -> str:
+    """When a dump was taken, from its own objects: `taken ≈ 2026-12-02 14:03 UTC (its newest object time)`; a file's
+    time is not used (a copy changes it)."""
+    newest = newest_time(objects)
+    if newest is None:
+        return "taken: unknown (no time in its objects)"
+    return f"taken ≈ {datetime.fromtimestamp(newest, timezone.utc):%Y-%m-%d %H:%M} UTC (its newest object time)"

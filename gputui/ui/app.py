@@ -119,6 +119,7 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, HealthActions, Coalesc
         super().__init__()
         self.fleet = fleet  # several clusters: the Fleet screen first, `enter` opens one here, `esc` goes back
         self.dump_paths: tuple[str, ...] = ()  # --from: the dump's files (demo.dump_app); the header never says `live`
+        self.dump_taken = ""  # --from: when it was taken, from its objects (quantities.dump_taken)
         self._fleet_installed = False
         # Under NO_COLOR, problem words keep the contrast of normal text at least (get_line_filters).
         self._readable_monochrome = ReadableMonochrome(self.current_theme.foreground or "#e0e0e0")

@@ -101,6 +101,7 @@ def dump_app(dump: Any, config: Any, extra_resources: list[str] | tuple[str, ...
     """The app on a dump (a gputui.sim.dump.Dump) and the cluster serving it, started when the app connects:
     nothing runs on it, no DCGM metrics are read ("not in the dump"), and the app is read-only (`v` refuses).
     Stop the cluster once the app has ended. options: make_app's (namespaces...)."""
+    from gputui.kube.quantities import dump_taken  # noqa: PLC0415
     from gputui.sim.dump import NOT_IN_DUMP  # noqa: PLC0415
 
     from .launch import make_app, verify_settings  # noqa: PLC0415
@@ -114,4 +115,5 @@ def dump_app(dump: Any, config: Any, extra_resources: list[str] | tuple[str, ...
     metrics = {**config.model_options(), "metrics_unavailable": NOT_IN_DUMP}
     app = make_app(None, None, extra_resources, kubeconfig_from=started, verify=verify_settings(config, True), metrics=metrics, **options)
     app.dump_paths = dump.paths
+    app.dump_taken = dump_taken(dump.loaded.objects)
     return app, served

@@ -78,6 +78,7 @@ class CoalescedRefresh(_AppBase):
     clock: Callable[[], float]
     context: str | None
     dump_paths: tuple[str, ...]
+    dump_taken: str
     conn: Connection | None
     server_version: str
     namespaces: tuple[str, ...]  # the GPU pods shown (-n, the palette); () all
@@ -284,6 +285,7 @@ class CoalescedRefresh(_AppBase):
         first = [*alarms, Text("gputui", style="bold", end="")]
         if self.dump_paths:
             first.append(render.labelled("dump of ", render.text(", ".join(self.dump_paths), limit=60)))
+            first.append(Text(self.dump_taken, style="dim", end=""))
         else:
             first.append(render.labelled("context ", render.text(self.context or "in-cluster", limit=60)))
         acting_as = self.conn.impersonation.user if self.conn is not None else ""

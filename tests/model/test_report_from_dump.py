@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from gputui.config import Config
+from gputui.kube.quantities import dump_taken
 from gputui.sim.dump import Dump
 from gputui.ui.demo import BackgroundCluster, dump_app
 from gputui.ui.verify import READ_ONLY_MESSAGE
@@ -148,7 +149,17 @@ async def test_the_must_gather_directory_gives_its_verdicts():
     assert [(p["namespace"], p["name"], p["gpu"]) for p in data["pods"]] == [("ml", "train-0", {"nvidia.com/gpu": 4})]
     assert data["missing"] == [{"part": "metrics", "reason": "not in the dump (1 node)"}]
     assert err.splitlines()[0] == (f"gputui report: dump:{MUST_GATHER}: 30 objects from 8 files; 7 files skipped (not Kubernetes "
-                                   "objects); 1 object in several files kept once")
+                                   "objects); 1 object in several files kept once; taken ≈ 2025-06-02 09:29 UTC (its newest object time)")
+
+
+def test_when_a_dump_was_taken_comes_from_its_own_objects():
+    """The newest time written in it (a node's heartbeat, an event, a managedFields entry): never a file's time."""
+    node = {"kind": "Node", "metadata": {"name": "n", "creationTimestamp": "2025-01-01T00:00:00Z",
+                                         "managedFields": [{"manager": "kubelet", "time": "2025-06-02T09:20:00Z"}]},
+            "status": {"conditions": [{"type": "Ready", "lastHeartbeatTime": "2025-06-02T09:29:41Z", "lastTransitionTime": "2025-05-01T00:00:00Z"}]}}
+    event = {"kind": "Event", "metadata": {"name": "e"}, "lastTimestamp": "2025-06-02T09:25:00Z", "message": "2099-01-01T00:00:00Z"}
+    assert dump_taken([node, event]) == "taken ≈ 2025-06-02 09:29 UTC (its newest object time)"
+    assert dump_taken([{"kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"x": "y"}}]) == "taken: unknown (no time in its objects)"
 
 
 def _bad_dumps(tmp: Path) -> list[tuple[list[str], str]]:
@@ -200,6 +211,7 @@ async def test_the_app_on_a_dump_shows_its_nodes_and_refuses_to_verify():
             await until(lambda: "as dumped, not live" in str(app.query_one("#header").render()), "the header's words")
             header = str(app.query_one("#header").render())
             assert f"dump of {MUST_GATHER}"[:40] in header and "live" not in header.replace("not live", "")
+            assert "taken ≈ 2025-06-02 09:29 UTC" in header
             await pilot.press("v")
             await until(lambda: READ_ONLY_MESSAGE in [n.message for n in app._notifications], "the read-only notice")
         assert served.call(lambda: len(served.sim.store.objects("pods"))) == len(
