@@ -100,8 +100,9 @@ class PodCondition(TypedDict, total=False):  # not lastProbeTime, lastTransition
     message: Any
 
 
-class PodStatus(TypedDict, total=False):  # not hostIP(s), podIP(s), qosClass, startTime
+class PodStatus(TypedDict, total=False):  # not hostIP(s), podIP(s), qosClass
     phase: str
+    startTime: Any
     reason: str
     conditions: list[PodCondition]
     containerStatuses: list[ContainerStatus]

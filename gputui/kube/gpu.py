@@ -594,3 +594,18 @@ def gpu_pod(pod: Pod, resources: GpuResources, events: Iterable[Event] = (), cla
     if (not gpu and not claims) or pod.finished:
         return None
     return GpuPod(pod, {name: gpu[name] for name in sorted_resources(gpu)}, unbound_reason(pod, events), claims)
+
+
+def allocated_hours(entry: GpuPod, now: float) -> dict[str, float] | None:
+    """The pod's allocated GPU-hours so far, per resource of `entry.gpu`: what it holds times the hours since
+    the kubelet took it (status.startTime), its GPUs held from then on. Allocated, not used (its use is the
+    Idle GPUs' and Usage screens'). Each resource counts in its own unit: a MIG slice as its profile, a shared
+    GPU's replica as one replica, a DRA DeviceClass's devices as devices; none is a whole GPU of another.
+    {} for a pod not bound (it holds nothing yet); None when its start is not known."""
+    pod = entry.pod
+    if pod.node is None:
+        return {}
+    if pod.started is None:
+        return None
+    hours = max(0.0, now - pod.started) / 3600
+    return {name: n * hours for name, n in entry.gpu.items()}

@@ -182,6 +182,7 @@ class Pod:
     scheduled_message: str  # PodScheduled=False message, else ""
     gates: tuple[str, ...] = ()  # spec.schedulingGates' names: the scheduler leaves the pod alone until they are removed
     devices: tuple[DeviceHealth, ...] = ()  # its containers' allocated devices and their health, where the kubelet says
+    started: float | None = None  # status.startTime: when the kubelet took the pod, its GPUs held from then on
     claims: tuple[str, ...] = ()  # its ResourceClaims' names (a template's once the claim is made, in status)
 
     @property
@@ -385,6 +386,7 @@ def pod_from(obj: Obj, requests: dict[str, int] | None = None) -> Pod:
         scheduled_message=scheduled_message,
         gates=tuple(g.get("name", "") for g in spec.get("schedulingGates") or ()),
         devices=_device_health(status),
+        started=parse_time(status.get("startTime")),
         claims=_claim_names(spec, status) if spec.get("resourceClaims") else (),
     )
 

@@ -6,7 +6,8 @@ terminal's (`node_columns`, `pod_columns`), and every cell is cut to it with `â€
 (wide characters counted as two cells), so no name pushes the other columns off
 screen; a cut cell keeps its whole value for the filter (`table.Cell`). Narrow
 layouts (under 100 columns, e.g. 80x24 over ssh) drop the model and memory
-columns and shorten the rest.
+columns and the pods' RESTARTS, and shorten the rest; the pods' GPU-H shows from
+120 columns.
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ ROOM = 3  # the pane's two borders and the table's scrollbar
 PADDING = 2  # a cell's padding, one each side
 # kubectl's words, as in `gputui report` and node details: the cell reads allocated/allocatable (`3/8`).
 ALLOCATED_TITLE, ALLOCATED_TITLE_NARROW = "GPU ALLOCATED", "ALLOCATED"
+HOURS_FROM = 120  # the pods' GPU-H column from this width: under it, the names keep its room
 
 
 def _room(width: int, columns: int) -> int:
@@ -183,10 +185,12 @@ def pod_columns(narrow: bool, width: int | None = None) -> list[Column]:
             Column("age", "AGE", w["age"]),
             Column("reason", "REASON", w["reason"]),
         ]
-    fixed = {"status": 10, "restarts": 8, "age": 5}
+    hours = width >= HOURS_FROM
+    fixed = {"status": 10, "restarts": 8, "age": 5, **({"hours": 6} if hours else {})}
     flex = _share(
-        _room(width, 7) - sum(fixed.values()),
-        [("node", 0.15, 10, 63), ("gpus", 0.2, 10, 40), ("reason", 0.25, 10, 300), ("pod", 0.4, 16, 100)],
+        _room(width, 7 + hours) - sum(fixed.values()),
+        # REASON is empty on a running pod's row (and whole one key away): it gives GPU-H its room
+        [("node", 0.17, 10, 63), ("gpus", 0.2, 10, 40), ("reason", 0.2, 10, 300), ("pod", 0.43, 16, 100)],
     )
     w = {**fixed, **flex}
     return [
@@ -196,6 +200,7 @@ def pod_columns(narrow: bool, width: int | None = None) -> list[Column]:
         Column("status", "STATUS", w["status"]),
         Column("restarts", "RESTARTS", w["restarts"]),
         Column("age", "AGE", w["age"]),
+        *([Column("hours", "GPU-H", w["hours"])] if hours else []),
         Column("reason", "REASON", w["reason"]),
     ]
 
@@ -207,9 +212,10 @@ def gpus_cell(entry: GpuPod) -> Text:
 
 
 def pod_row(entry: GpuPod, age_text: str, narrow: bool, w: Widths | None = None, note: Text | None = None,
-            differ: Differ | None = None, keep: int = 0) -> tuple[Text, ...]:
+            differ: Differ | None = None, keep: int = 0, hours: str = "") -> tuple[Text, ...]:
     """note: what a bound pod's REASON cell says instead (its GPUs' use, ui/idle.py); differ, keep: what its
-    name's cut must keep to read unlike another row's, or to show a filter's match (ui/names.py)."""
+    name's cut must keep to read unlike another row's, or to show a filter's match (ui/names.py); hours: its
+    allocated GPU-hours so far (render.gpu_hours), from HOURS_FROM columns."""
     w = w or widths(pod_columns(narrow))
     pod = entry.pod
     node = cut(pod.node, w["node"]) if pod.node else fit("<none>", w["node"], render.DIM_STYLE)
@@ -229,5 +235,6 @@ def pod_row(entry: GpuPod, age_text: str, narrow: bool, w: Widths | None = None,
         status,
         fit(str(pod.restarts), w["restarts"], render.BAD_STYLE if pod.restarts else ""),
         age_cell,
+        *([fit(hours, w["hours"], render.DIM_STYLE if hours in ("-", "?") else "")] if "hours" in w else []),
         reason,
     )

@@ -11,10 +11,11 @@ from typing import Callable, Iterable, Mapping, Sequence
 from rich.text import Text
 
 from gputui.kube import duration
-from gputui.kube.gpu import GPU, GpuPod, NodeSummary, Problem, Unknown, Usage
+from gputui.kube.gpu import GPU, GPU_SHARED, MIG_PREFIX, GpuPod, NodeSummary, Problem, Unknown, Usage, allocated_hours
 from gputui.kube.metrics import NodeMetrics
 from gputui.kube.quantities import format_quantity
 from gputui.kube.records import Event, Node, Pod
+from gputui.kube.usage import hours_text
 from gputui.kube.verdicts import NODE_VERDICTS, PROBLEM, WARNING, Verdict, verdict
 from gputui.kube.watch import ABSENT, LIVE, SYNCING, ResourceState
 
@@ -298,6 +299,36 @@ def labelled(label: str, value: Text) -> Text:
 def gpu_counts(gpu: dict[str, int]) -> Text:
     """`2 gpu`, `1 mig-1g.10gb`, `1 gpu + 2 gpu.shared`."""
     return Text(" + ".join(f"{n} {short_resource(name).removeprefix('nvidia.com/')}" for name, n in gpu.items()), end="")
+
+
+def _gpu_hours(hours: float) -> str:
+    return "<0.01" if 0 < hours < 0.01 else hours_text(hours)
+
+
+def gpu_hours(entry: GpuPod, now: float) -> str:
+    """The pods pane's GPU-H cell: the pod's allocated GPU-hours so far (kube/gpu.allocated_hours), each resource's
+    in the GPUS cell's order and unit (`6.0`, `6.0+1.5`); `-` for a pod not bound, `?` when its start is not known."""
+    hours = allocated_hours(entry, now)
+    if hours is None:
+        return "?"
+    return "+".join(_gpu_hours(h) for h in hours.values()) or "-"
+
+
+def gpu_hours_words(entry: GpuPod, now: float) -> Text:
+    """The pod details' line: `allocated so far: 6.0 gpu-h (held 3h, since status.startTime) · allocated, not used: …`."""
+    hours = allocated_hours(entry, now)
+    if hours == {}:
+        return Text("allocated so far: nothing, not bound to a node", style=DIM_STYLE, end="")
+    if hours is None:
+        return Text("allocated so far: ? GPU-hours (its start, status.startTime, is not known yet)", style=DIM_STYLE, end="")
+    units = " + ".join(f"{_gpu_hours(h)} {short_resource(name).removeprefix('nvidia.com/')}-h" for name, h in hours.items())
+    out = Text(f"allocated so far: {units}", end="")
+    out.append(f" (held {age(entry.pod.started, now)}, since status.startTime) · allocated, not used: see Idle GPUs (i), Usage (U)", style=DIM_STYLE)
+    if any(name.startswith(MIG_PREFIX) or name == "mig.nvidia.com" for name in hours):
+        out.append("\na MIG slice counts as its profile, not as a whole GPU", style=DIM_STYLE)
+    if GPU_SHARED in hours:
+        out.append("\na shared GPU's replica counts as one replica, not as a whole GPU", style=DIM_STYLE)
+    return out
 
 
 def pod_status(pod: Pod) -> Text:

@@ -176,6 +176,7 @@ async def test_filter_help_details_and_quit(cluster):
         # the scheduler's whole message (the simulated scheduler rewrites it as it retries)
         assert app.screen.text.rstrip().endswith("No preemption victims found for incoming pod.")
         assert "FailedScheduling" in app.screen.text
+        assert "allocated so far: nothing, not bound to a node" in app.screen.text  # its GPU-hours: none held yet
         await pilot.press("escape")
 
         await pilot.press("q")
