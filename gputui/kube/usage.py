@@ -9,7 +9,8 @@ MIG profile, shared GPUs), over a window ending now:
   the devices the exporter attributes to those pods (its `pod`/`namespace` labels, or `exported_*`);
   measured GPU-hours: how much of the allocation such readings cover; their ratio is used / measured;
 - idle GPU-hours: measured time under the threshold;
-- shared GPU-hours: time on a device several pods hold at once, or a `*_shared` resource: such a device's
+- shared GPU-hours: time on a device several pods hold at once, a `*_shared` resource, or a GPU of a
+  time-sliced node whose exporter names one pod per GPU (its default; `time_sliced_nodes`): such a device's
   use cannot be split between its pods, so it is in neither used nor measured;
 - peak concurrent GPUs: the highest allocation at any step.
 
@@ -56,6 +57,7 @@ GPU_RESOURCES = "nvidia_com_.+"
 SHARED_RESOURCES = ".+_shared"
 MODEL_LABEL = "label_nvidia_com_gpu_product"  # kube_node_labels' name for GPU Feature Discovery's nvidia.com/gpu.product
 DEVICE = ("UUID", "GPU_I_ID")
+NAMED_REPLICAS = 'DCGM_FI_DEV_GPU_UTIL{vgpu!=""}'  # a time-sliced GPU's series per pod (--kubernetes-virtual-gpus)
 RULES, RAW = "rules", "raw"
 
 # The recording rules' names (rules_file).
@@ -167,16 +169,52 @@ def _shared_devices(c: str, expr: str) -> str:
     return f"(count by ({dev}) ({expr}) > 1)"
 
 
+def _on_node(expr: str) -> str:
+    """`expr` (DCGM series) with the exporter's node name as `node` (its Hostname label; hostname in newer releases)."""
+    return f'label_replace(label_replace({expr}, "node", "$1", "Hostname", "(.+)"), "node", "$1", "hostname", "(.+)")'
+
+
+def time_sliced_nodes(c: str) -> str:
+    """Nodes whose GPUs are time-sliced while the exporter names one pod per GPU (dcgm-exporter's default): the node
+    advertises more nvidia.com/gpu than its exporter reports devices, and no series names a replica (`vgpu`, from
+    --kubernetes-virtual-gpus). Of the pods sharing such a GPU the exporter names one, the last the kubelet lists, so
+    no pod there can be credited with a GPU's use: the others on it are not named. Labels c, node, and resource
+    (nvidia_com_gpu)."""
+    on_node = _on_node(devices())
+    reported = f"count by ({c}, node) (count by ({c}, node, {', '.join(DEVICE)}) ({on_node}))"
+    advertised = f'max by ({c}, node) (kube_node_status_capacity{{resource="nvidia_com_gpu"}})'
+    replicas_named = f"count by ({c}, node) ({_on_node(NAMED_REPLICAS)})"
+    sliced = f"(({advertised} > {reported}) unless on ({c}, node) {replicas_named})"
+    return f'label_replace({sliced}, "resource", "nvidia_com_gpu", "node", ".*")'
+
+
+def unsplit_pods(c: str) -> str:
+    """Per running pod, the GPUs whose use cannot be split between the pods holding them: a `*_shared` resource, or
+    a GPU of a time-sliced node whose exporter names one pod per GPU (allocated_pods' labels)."""
+    on_sliced = f"({allocated_pods(c)} and on ({c}, node, resource) {time_sliced_nodes(c)})"
+    return f"({allocated_pods(c, resources=SHARED_RESOURCES)} or {on_sliced})"
+
+
+def measurable_pods(c: str) -> str:
+    """Per running pod, the GPUs whose use its devices' readings tell (allocated_pods' labels)."""
+    return f"({allocated_pods(c, excluded=SHARED_RESOURCES)} unless on ({c}, node, resource) {time_sliced_nodes(c)})"
+
+
+def _plus(a: str, b: str) -> str:
+    """a + b over two vectors of the same labels, a series in only one of them kept as it is."""
+    return f"(({a}) + ({b}) or ({a}) or ({b}))"
+
+
 def figures_raw(s: UsageSettings) -> str:
     """One query: every figure per (cluster, group, resource), told apart by the label gputui_stat."""
     c = s.cluster_label
     kind, label = parse_by(s.by)
     pods = grouped(allocated_pods(c), c, kind, label)
-    measured_pods = grouped(allocated_pods(c, excluded=SHARED_RESOURCES), c, kind, label)
+    measured_pods = grouped(measurable_pods(c), c, kind, label)
     on_devices = attributed(c, (label,), measured_pods)
     single = f"({on_devices} unless on ({c}, {', '.join(DEVICE)}) {_shared_devices(c, on_devices)})"
     shared_on_device = f"({on_devices} and on ({c}, {', '.join(DEVICE)}) {_shared_devices(c, on_devices)})"
-    shared_resource = grouped(allocated_pods(c, resources=SHARED_RESOURCES), c, kind, label)
+    unsplit = grouped(unsplit_pods(c), c, kind, label)
     keys = f"{c}, {label}, resource"
     w, step = _dur(s.window), _dur(s.step)
     hours = f"{s.step:g} / 3600"
@@ -186,8 +224,7 @@ def figures_raw(s: UsageSettings) -> str:
         "used": f"sum_over_time((sum by ({keys}) ({single}))[{w}:{step}]) * {hours}",
         "measured": f"sum_over_time((count by ({keys}) ({single}))[{w}:{step}]) * {hours}",
         "idle": f"sum_over_time((count by ({keys}) ({single} < {s.threshold / 100:g}))[{w}:{step}]) * {hours}",
-        "shared": f"sum_over_time((count by ({keys}) ({shared_on_device}))[{w}:{step}]) * {hours}"
-                  f" or sum_over_time((sum by ({keys}) ({shared_resource}))[{w}:{step}]) * {hours}",
+        "shared": f"sum_over_time({_plus(f'count by ({keys}) ({shared_on_device})', f'sum by ({keys}) ({unsplit})')}[{w}:{step}]) * {hours}",
     }
     return tagged(stats)
 
@@ -197,8 +234,9 @@ def rule_groups(c: str = "cluster", fine: float = FINE_INTERVAL, coarse: float =
     """The recording rules: at `fine` per cluster, namespace, node and resource; at `coarse` per cluster,
     namespace, model and resource (each sample the GPU-hours of the interval before it)."""
     keys = f"{c}, namespace, node, resource"
-    on_devices = attributed(c, ("node",), allocated_pods(c, excluded=SHARED_RESOURCES))
+    on_devices = attributed(c, ("node",), measurable_pods(c))
     shared = _shared_devices(c, on_devices)
+    shared_on_device = f"count by ({keys}) ({on_devices} and on ({c}, {', '.join(DEVICE)}) {shared})"
     single = f"({on_devices} unless on ({c}, {', '.join(DEVICE)}) {shared})"
     hours = f"{fine:g} / 3600"
     fine_rules = [
@@ -207,8 +245,7 @@ def rule_groups(c: str = "cluster", fine: float = FINE_INTERVAL, coarse: float =
         {"record": R_HOURS["used"], "expr": f"sum by ({keys}) ({single}) * {hours}"},
         {"record": R_HOURS["measured"], "expr": f"count by ({keys}) ({single}) * {hours}"},
         {"record": R_HOURS["idle"], "expr": f"count by ({keys}) ({single} < {threshold / 100:g}) * {hours}"},
-        {"record": R_HOURS["shared"], "expr": f"(count by ({keys}) ({on_devices} and on ({c}, {', '.join(DEVICE)}) {shared})"
-                                              f" or sum by ({keys}) ({allocated_pods(c, resources=SHARED_RESOURCES)})) * {hours}"},
+        {"record": R_HOURS["shared"], "expr": f"{_plus(shared_on_device, f'sum by ({keys}) ({unsplit_pods(c)})')} * {hours}"},
     ]
     model_keys = f"{c}, namespace, {MODEL_LABEL}, resource"
     coarse_rules = [
