@@ -42,7 +42,8 @@ from .queues import QueuesScreen
 from .usage import UsageScreen
 from .refresh import AGE_INTERVAL, CoalescedRefresh
 from gputui.sanitize import clean
-from .screens import HelpScreen, NodeDetails, NodeDetailsScreen, TextScreen
+from .screens import HelpScreen, NodeDetails, NodeDetailsScreen, TextScreen, node_details
+from .seam import ModelView, ViewContext
 from .session import TerminalWatch
 from .table import KeyedTable
 from .stack import StackActions
@@ -193,6 +194,15 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, HealthActions, Coalesc
     @property
     def plugin_log(self) -> PluginLog:
         return self._main("#plugin-log", PluginLog)
+
+    # -- the seam (seam.py): what a screen is given to draw -----------------------------------
+    def view_context(self, now: float | None = None) -> ViewContext:
+        """What screens read besides the model, now (now: the clock's reading, when already taken)."""
+        return ViewContext(now=self.clock() if now is None else now, width=self.size.width, selected_node=self.selected_node,
+                           namespaces=self.namespaces, idle=self.idle_view)
+
+    def show_now(self, view: ModelView) -> None:
+        view.show(self.model, self.view_context())
 
     def main_screen_ready(self) -> None:
         """The panes exist: start connecting."""
@@ -424,18 +434,11 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, HealthActions, Coalesc
         screen.set_body(self._pod_text(pod, events, note))  # shown whether the popup is mounted yet or not
 
     def show_node(self, name: str) -> None:
-        self.push_screen(NodeDetailsScreen(name, self.node_details, self.clock, on_show=lambda: self.want_node_metrics(name)))
+        self.push_screen(NodeDetailsScreen(name, on_show=lambda: self.want_node_metrics(name)))
 
     def node_details(self, name: str) -> NodeDetails | None:
-        model = self.model
-        summary = model.summary(name) if model else None
-        if model is None or summary is None:
-            return None
-        # each pod's GPUs as the pods pane counts them: requests, and DRA devices by DeviceClass
-        pods = [(pod, entry.gpu if (entry := model.gpu_pod(pod, ())) else {}) for pod in model.pods_on_node(name) if not pod.finished]
-        unknown, _ = self.allocation_basis(model)  # as the Nodes pane: `…` or `?` until pods are listed, or some namespaces only
-        return NodeDetails(summary, pods, model.events_for("Node", "", name)[:20], model.node_metrics(name), model.metrics.series, unknown,
-                           self.idle_view)
+        """The node's details as its screen would show them now (tests)."""
+        return node_details(self.model, name, self.idle_view) if self.model is not None else None
 
     def jump_to_node(self, name: str) -> None:
         table = self.nodes_table

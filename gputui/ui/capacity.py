@@ -4,13 +4,13 @@ How many nodes could take a pod of 1, 2, 4 and 8 (devices of one claim, for a
 DeviceClass) now, the largest free block, the free on usable nodes, and the
 stranded free devices with their nodes and why; then the DRA pools: per
 DeviceClass and pool, its devices, allocated, tainted and free. The screen
-renders what the model holds; the app calls `refresh_from_model()` on the top
-screen after each coalesced refresh.
+renders what the model holds; the app calls `show(model, context)` (seam.py) on the
+top screen after each coalesced refresh.
 """
 from __future__ import annotations
 
 import time
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from rich.text import Text
 from textual.binding import Binding
@@ -20,6 +20,10 @@ from gputui.kube.fit import SIZES, ResourceFit
 
 from . import render
 from .page import ModelPage
+from .seam import ViewContext
+
+if TYPE_CHECKING:
+    from gputui.kube.model import ClusterModel
 
 STRANDED_SHOWN = 12  # stranded nodes named per resource; the rest are counted
 POOLS_SHOWN = 24  # DRA pools named; the rest are counted
@@ -122,8 +126,7 @@ class CapacityScreen(ModelPage):
     BINDINGS = [Binding("c", "back", "Back", show=False)]
     PAGE_TITLE = "Capacity"
 
-    def body(self) -> Text:
-        model = self.app.model  # type: ignore[attr-defined]  # Textual types self.app as App; ours is GpuTuiApp (issue 21's seam)
+    def body(self, model: ClusterModel | None, context: ViewContext) -> Text:
         if model is None:
             return Text("connecting…", style=render.DIM_STYLE)
         mark, basis = render.allocation_basis(model.states, time.monotonic())

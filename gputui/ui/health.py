@@ -4,7 +4,7 @@ pod on a bad GPU (`on bad GPU: XID 79 3m ago`). The screen renders what the mode
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual.binding import Binding
@@ -15,6 +15,10 @@ from gputui.kube.gpu import GpuPod
 
 from . import render
 from .page import ModelPage
+from .seam import ViewContext
+
+if TYPE_CHECKING:
+    from gputui.kube.model import ClusterModel
 
 
 def health_text(gpus: list[health.BadGpu], now: float, old_after: float, pods_known: bool) -> Text:
@@ -68,8 +72,7 @@ class HealthScreen(ModelPage):
     BINDINGS = [Binding("h", "back", "Back", show=False)]
     PAGE_TITLE = "Health: bad GPUs"
 
-    def body(self) -> Text:
-        model = self.app.model  # type: ignore[attr-defined]  # Textual types self.app as App; ours is GpuTuiApp (issue 21's seam)
+    def body(self, model: ClusterModel | None, context: ViewContext) -> Text:
         if model is None:
             return Text("connecting…", style=render.DIM_STYLE)
         return health_text(model.bad_gpus(), model.clock(), model.xid_old_after, model.pods_known)

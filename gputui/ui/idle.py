@@ -23,10 +23,12 @@ from gputui.kube.model import METRICS
 
 from . import render
 from .page import ModelPage
+from .seam import ViewContext
 
 if TYPE_CHECKING:
     from gputui.kube.gpu import GpuPod
     from gputui.kube.metrics import NodeMetrics
+    from gputui.kube.model import ClusterModel
 
 IDLE_REFRESH = 10.0  # seconds between two Prometheus queries (and looks at the samples while no read comes)
 IDLE_COALESCE = 2.0  # the samples' figures are worked out at most every 2 s, however fast the reads come
@@ -135,13 +137,16 @@ class IdleScreen(ModelPage):
     BINDINGS = [Binding("i", "back", "Back", show=False)]
     PAGE_TITLE = "Idle GPUs"
 
-    def body(self) -> Text:
-        app: Any = self.app
-        if app.model is None:
+    def __init__(self, settings: IdleSettings) -> None:
+        super().__init__()
+        self.settings = settings
+
+    def body(self, model: ClusterModel | None, context: ViewContext) -> Text:
+        if model is None:
             return Text("connecting…", style=render.DIM_STYLE)
-        if not app.model.pods_known and not (app.idle_view and app.idle_view.pods):
+        if not model.pods_known and not (context.idle and context.idle.pods):
             return Text("listing the pods…", style=render.DIM_STYLE)  # "no pod holds GPUs" would be a guess
-        return idle_text(app.idle_view, app.idle_settings, self.app.size.width - 2)
+        return idle_text(context.idle, self.settings, context.width - 2)
 
 
 class IdleActions:
@@ -157,7 +162,7 @@ class IdleActions:
         self._idle_tracker: IdleTracker | None = None
 
     def action_idle(self) -> None:
-        self.push_screen(IdleScreen())  # type: ignore[attr-defined]  # a mix-in of GpuTuiApp: the App's members, not the mix-in's (issue 21's seam)
+        self.push_screen(IdleScreen(self.idle_settings))  # type: ignore[attr-defined]  # a mix-in of GpuTuiApp: the App's members, not the mix-in's (issue 21's seam)
 
     def idle_note(self, entry: GpuPod) -> Text | None:
         model = self.model

@@ -1,6 +1,8 @@
 """ModelPage: a screen of text drawn from the model (Capacity, Idle GPUs), redrawn after each coalesced
-refresh only when its text changed; `j`/`k` scroll, `esc` or `q` go back."""
+refresh only when its text changed; `j`/`k` scroll, `esc` or `q` go back. A ModelView (seam.py)."""
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -8,6 +10,11 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
+
+from .seam import ViewContext, host
+
+if TYPE_CHECKING:
+    from gputui.kube.model import ClusterModel
 
 
 class ModelPage(Screen[None]):
@@ -25,8 +32,8 @@ class ModelPage(Screen[None]):
         super().__init__()
         self._shown: Text | None = None
 
-    def body(self) -> Text:
-        """The page's text from the model now."""
+    def body(self, model: ClusterModel | None, context: ViewContext) -> Text:
+        """The page's text from the model (None: not connected yet)."""
         raise NotImplementedError
 
     def compose(self) -> ComposeResult:
@@ -36,14 +43,11 @@ class ModelPage(Screen[None]):
 
     def on_mount(self) -> None:
         self.title = self.PAGE_TITLE
-        self._draw()
+        host(self).show_now(self)
         self.query_one("#page", VerticalScroll).focus()
 
-    def refresh_from_model(self) -> None:
-        self._draw()
-
-    def _draw(self) -> None:
-        body = self.body()
+    def show(self, model: ClusterModel | None, context: ViewContext) -> None:
+        body = self.body(model, context)
         if body != self._shown:  # no redraw when nothing changed
             self._shown = body
             self.query_one("#page-body", Static).update(body)

@@ -2,12 +2,12 @@
 free, pending and admitted Workloads; under the table the chosen queue's LocalQueues and its pending
 GPU Workloads with why Kueue holds each back (gputui/kube/kueue.py).
 
-The screen renders what the model holds; the app calls `refresh_from_model()` on the top screen
-after each coalesced refresh. Renderers here are pure: records in, Text out.
+The screen renders what the model holds; the app calls `show(model, context)` (seam.py) on the top
+screen after each coalesced refresh. Renderers here are pure: records in, Text out.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Group
 from rich.padding import Padding
@@ -24,7 +24,11 @@ from gputui.kube import kueue
 from gputui.sanitize import clean
 
 from . import render
+from .seam import ViewContext, host
 from .table import Cells, Column, KeyedTable, fit
+
+if TYPE_CHECKING:
+    from gputui.kube.model import ClusterModel
 
 WIDE_AT = 120
 _WIDTHS = {  # narrow, wide
@@ -164,10 +168,9 @@ class QueuesScreen(Screen[None]):
         if wide != self._wide:
             self._wide = wide
             self.table.set_columns(columns(wide))
-            self.refresh_from_model()
+            host(self).show_now(self)
 
-    def refresh_from_model(self) -> None:
-        model = self.app.model  # type: ignore[attr-defined]  # Textual types self.app as App; ours is GpuTuiApp (issue 21's seam)
+    def show(self, model: ClusterModel | None, context: ViewContext) -> None:
         if self._wide is None:
             return  # not laid out yet: on_mount does it, then comes here
         if model is None:
@@ -176,8 +179,7 @@ class QueuesScreen(Screen[None]):
         view = model.kueue()
         self.table.show([(q.name, queue_row(q, self._wide)) for q in view.cluster_queues])
         chosen = self.table.cursor_key
-        now = self.app.clock()  # type: ignore[attr-defined]  # Textual types self.app as App; ours is GpuTuiApp (issue 21's seam)
-        shown = (summary_text(view, model.kueue_state()), details_text(view, chosen), pending_rows(view, chosen, now))
+        shown = (summary_text(view, model.kueue_state()), details_text(view, chosen), pending_rows(view, chosen, context.now))
         if shown != self._shown:  # no redraw when nothing changed
             self._shown = shown
             self.query_one("#queues-summary", Static).update(shown[0])
@@ -187,7 +189,7 @@ class QueuesScreen(Screen[None]):
 
     @on(DataTable.RowHighlighted, "#queues-table")
     def _queue_chosen(self) -> None:
-        self.refresh_from_model()
+        host(self).show_now(self)
 
     @property
     def text(self) -> str:

@@ -31,6 +31,7 @@ from . import render
 from .panes import node_row, pod_row
 from gputui.sanitize import clean
 from .names import DistinctNames, showing, safe_parts
+from .seam import ModelView, ViewContext
 from .table import KeyedTable, RowCache, matches
 from .widgets import ClusterHeader, Pane
 
@@ -65,11 +66,23 @@ def waiting(entry: gpu.GpuPod) -> bool:
     return pod.node is None or pod.status.endswith("BackOff") or pod.status in FAILING_STATUSES
 
 
+def allocation_basis(model: ClusterModel) -> tuple[str | None, Text | None]:
+    """render.allocation_basis, and `?` while pods are read in some namespaces only: a node's
+    allocated would count only theirs, and its free would be a confident wrong number.
+    `allocation unknown: pods in 2 namespaces: ml, research; cluster-wide forbidden`."""
+    mark, basis = render.allocation_basis(model.states, time.monotonic())
+    pods = model.scope(PODS)
+    if mark is None and pods.partial:
+        return render.UNKNOWN_MARK, render.text(f"allocation unknown: {pods.words()}", style=render.BAD_STYLE, limit=300)
+    return mark, basis
+
+
 class CoalescedRefresh(_AppBase):
     """Mixed into GpuTuiApp: consumes the model's change feed (`_on_change`), notes what is
     stale and redraws it in one coalesced refresh (`_request`, `_flush_refresh`, `_refresh_views`):
     the header, the Nodes and GPU pods panes, the device-plugin pane's info line (through
-    `_refresh_plugin`, see plugin_pane.py) and the top screen's `refresh_from_model()`.
+    `_refresh_plugin`, see plugin_pane.py) and the top screen through `show(model, context)` when
+    it is a ModelView (seam.py).
     Uses the app's model, selection, namespace, layout and main-screen widgets."""
 
     # the app's, read here
@@ -100,6 +113,7 @@ class CoalescedRefresh(_AppBase):
         def pods_table(self) -> KeyedTable: ...
         def with_mark(self, name: str, cells: tuple[Text, ...]) -> tuple[Text, ...]: ...  # ui/verify/actions.py
         def _refresh_plugin(self, model: ClusterModel, now: float) -> None: ...  # plugin_pane.py
+        def view_context(self, now: float | None = None) -> ViewContext: ...  # app.py: what a screen reads besides the model
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -161,7 +175,6 @@ class CoalescedRefresh(_AppBase):
             # What a pod holds through its claims: the rows of the holders, before and after.
             self._stale_pods.update(key for key, shown in self._pod_view.items() if shown[0].claims)
             self._stale_pods.update(self.model.dra_pod_keys())
-            self._stale_pods.update(self.model.waiting_on_claims())  # a pending pod's claims: which pool lacks what
         elif change.kind in KUEUE_KINDS and self._stale_pods is not None:
             self._stale_pods.update(self._pending_rows)  # a pending pod's reason starts with why Kueue holds it
         self._request(*ALL_PARTS)
@@ -260,7 +273,7 @@ class CoalescedRefresh(_AppBase):
             if "nodes" in parts or "header" in parts:
                 if summaries is None:
                     summaries = model.node_summaries()
-                mark, basis = self.allocation_basis(model)
+                mark, basis = allocation_basis(model)
                 self._health = render.health_parts(summaries, model.node_metrics, now)  # DCGM, XIDs, health conditions
                 self._refresh_header(gpu.totals(summaries), mark, basis)
                 if "nodes" in parts:
@@ -269,10 +282,10 @@ class CoalescedRefresh(_AppBase):
                 self._refresh_pods(model, now)
             if "plugin" in parts:
                 self._refresh_plugin(model, now)
-            refresh_screen = getattr(self.screen, "refresh_from_model", None)  # details, stack, component logs
+            screen = self.screen  # details, stack, component logs…: the top screen, when drawn from the model
             # A screen pushed but not yet composed has nothing to update: its on_mount draws it.
-            if refresh_screen is not None and self.screen.is_mounted:
-                refresh_screen()
+            if isinstance(screen, ModelView) and screen.is_mounted:
+                screen.show(model, self.view_context(now))
 
     def _refresh_header(
         self, totals_by_resource: dict[str, gpu.Usage] | None, mark: str | None = None, basis: Text | None = None
@@ -359,16 +372,6 @@ class CoalescedRefresh(_AppBase):
         if unreadable:
             out += Text(" · ", style="dim") + render.text(unreadable, style=render.BAD_STYLE, limit=100)
         return out
-
-    def allocation_basis(self, model: ClusterModel) -> tuple[str | None, Text | None]:
-        """render.allocation_basis, and `?` while pods are read in some namespaces only: a node's
-        allocated would count only theirs, and its free would be a confident wrong number.
-        `allocation unknown: pods in 2 namespaces: ml, research; cluster-wide forbidden`."""
-        mark, basis = render.allocation_basis(model.states, time.monotonic())
-        pods = model.scope(PODS)
-        if mark is None and pods.partial:
-            return render.UNKNOWN_MARK, render.text(f"allocation unknown: {pods.words()}", style=render.BAD_STYLE, limit=300)
-        return mark, basis
 
     def _refresh_nodes(self, summaries: list[gpu.NodeSummary], mark: str | None = None, basis: Text | None = None) -> None:
         """mark: allocated and free are unknown (pods not listed); basis: what the counts rest on, when not live."""

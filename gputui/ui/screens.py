@@ -15,6 +15,8 @@ from gputui.sanitize import clean
 
 from . import render
 from .idle import idle_words
+from .refresh import allocation_basis
+from .seam import ViewContext, host
 from .stack_render import components_section, dra_section, metrics_section
 
 if TYPE_CHECKING:
@@ -23,6 +25,7 @@ if TYPE_CHECKING:
     from gputui.kube.gpu import NodeSummary
     from gputui.kube.idle import IdleView
     from gputui.kube.metrics import NodeMetrics
+    from gputui.kube.model import ClusterModel
     from gputui.kube.records import Event, Pod
 
 class HelpScreen(ModalScreen[None]):
@@ -95,18 +98,13 @@ class TextScreen(ModalScreen[None]):
 
 
 class NodeDetailsScreen(Screen[None]):
-    """A describe-like view of one node; `refresh_from` redraws it from the model."""
+    """A describe-like view of one node, drawn from the model by show() (a ModelView, seam.py)."""
 
     BINDINGS = [Binding("escape,q", "back", "Back"), Binding("j", "scroll_down", show=False), Binding("k", "scroll_up", show=False)]
 
-    def __init__(
-        self, node_name: str, source: Callable[[str], "NodeDetails | None"], clock: Callable[[], float],
-        on_show: Callable[[], Callable[[], None]] | None = None,
-    ) -> None:
+    def __init__(self, node_name: str, on_show: Callable[[], Callable[[], None]] | None = None) -> None:
         super().__init__()
         self.node_name = node_name
-        self._source = source
-        self._clock = clock
         self._while_shown = on_show  # called while shown (DCGM polling); returns the release (not Textual's _on_show)
         self._release: Callable[[], None] | None = None
         self._shown: Text | None = None
@@ -120,7 +118,7 @@ class NodeDetailsScreen(Screen[None]):
         self.title = f"node {render.text(self.node_name).plain}"
         if self._while_shown is not None:
             self._release = self._while_shown()
-        self.refresh_from_model()
+        host(self).show_now(self)
         self.query_one("#details", VerticalScroll).focus()
 
     def on_unmount(self) -> None:
@@ -128,9 +126,9 @@ class NodeDetailsScreen(Screen[None]):
             self._release()
             self._release = None
 
-    def refresh_from_model(self) -> None:
-        details = self._source(self.node_name)
-        body = details_text(details, self._clock(), self.app.size.width) if details else Text(f"node {self.node_name} is gone", style=render.BAD_STYLE)
+    def show(self, model: ClusterModel | None, context: ViewContext) -> None:
+        details = node_details(model, self.node_name, context.idle) if model is not None else None
+        body = details_text(details, context.now, context.width) if details else Text(f"node {self.node_name} is gone", style=render.BAD_STYLE)
         if body != self._shown:  # no redraw when nothing changed
             self._shown = body
             self.query_one("#details-body", Static).update(body)
@@ -167,6 +165,17 @@ class NodeDetails:
         self.series = series  # a GPU's utilisation history
         self.unknown = unknown  # allocated and free not known (`…` listing, `?` unreadable): render.allocation_basis
         self.idle = idle  # the pods' GPU use (ui/idle.py); None before the first figures
+
+
+def node_details(model: ClusterModel, name: str, idle: IdleView | None) -> NodeDetails | None:
+    """What the details screen shows of a node, from the model; None when the node is gone."""
+    summary = model.summary(name)
+    if summary is None:
+        return None
+    # each pod's GPUs as the pods pane counts them: requests, and DRA devices by DeviceClass
+    pods = [(pod, entry.gpu if (entry := model.gpu_pod(pod, ())) else {}) for pod in model.pods_on_node(name) if not pod.finished]
+    unknown, _ = allocation_basis(model)  # as the Nodes pane: `…` or `?` until pods are listed, or some namespaces only
+    return NodeDetails(summary, pods, model.events_for("Node", "", name)[:20], model.node_metrics(name), model.metrics.series, unknown, idle)
 
 
 def _section(out: Text, title: str) -> None:

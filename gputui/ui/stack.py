@@ -3,11 +3,11 @@ full screen, and the Local screen (`g`: this host's GPUs through NVML).
 
 Screens render the model the app holds; they never call the API: the log screen shows
 what kube/logs.py's LogFollower streams (as the plugin pane does). The
-app calls `refresh_from_model()` on the top screen after each coalesced refresh.
+app calls `show(model, context)` (seam.py) on the top screen after each coalesced refresh.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from rich.text import Text
 from textual import on, work
@@ -24,8 +24,20 @@ from gputui.kube.logs import LogFollower, LogSource
 from . import render
 from gputui.sanitize import clean
 from .stack_render import LEGEND, MATRIX_WIDE_AT, cell_detail, component_line, local_text, matrix_columns, matrix_row, stack_summary
+from .seam import ViewContext, host
 from .table import KeyedTable
 from .widgets import PluginLog
+
+if TYPE_CHECKING:
+    from textual.app import App
+
+    from gputui.kube.client import Client
+    from gputui.kube.config import Connection
+    from gputui.kube.model import ClusterModel
+
+    _AppBase = App[None]  # a part of GpuTuiApp: type-checked with Textual's App for a base
+else:
+    _AppBase = object
 
 COMPONENT_LOG_TAIL = 50
 LOCAL_INTERVAL = 2.0  # seconds between NVML snapshots while the Local screen is shown
@@ -33,15 +45,17 @@ LOCAL_INTERVAL = 2.0  # seconds between NVML snapshots while the Local screen is
 
 class StackScreen(Screen[None]):
     """Which stack the cluster runs, its ClusterPolicy and verdicts, and the component matrix.
-    Arrows choose a cell; `l` or enter opens that component's logs."""
+    Arrows choose a cell; `l` or enter opens that component's logs (open_logs(node, component): the app's)."""
 
     BINDINGS = [
         Binding("escape,q", "back", "Back"),
         Binding("l", "logs", "Logs"),
     ]
 
-    def __init__(self) -> None:
+    def __init__(self, open_logs: Callable[[str, str], None]) -> None:
         super().__init__()
+        self._open_logs = open_logs
+        self._model: ClusterModel | None = None  # as last shown
         self._wide: bool | None = None
         self._cells: dict[str, tuple[NodeSummary, tuple[Text, ...]]] = {}  # node -> (summary, cells)
         self._summary: Text | None = None
@@ -70,7 +84,7 @@ class StackScreen(Screen[None]):
         self._layout(event.size.width)
 
     def on_screen_resume(self) -> None:
-        self.refresh_from_model()  # back from a log screen: the app refreshed only the top screen
+        host(self).show_now(self)  # back from a log screen: the app refreshed only the top screen
 
     def _layout(self, width: int) -> None:
         wide = width >= MATRIX_WIDE_AT
@@ -80,10 +94,10 @@ class StackScreen(Screen[None]):
         self.query_one("#stack-legend").display = not wide
         self.table.set_columns(matrix_columns(wide))
         self._cells.clear()
-        self.refresh_from_model()
+        host(self).show_now(self)
 
-    def refresh_from_model(self) -> None:
-        model = self.app.model  # type: ignore[attr-defined]  # Textual types self.app as App; ours is GpuTuiApp (issue 21's seam)
+    def show(self, model: ClusterModel | None, context: ViewContext) -> None:
+        self._model = model
         if model is None or self._wide is None:
             return
         wide = self._wide
@@ -104,8 +118,7 @@ class StackScreen(Screen[None]):
             for name in [n for n in self._cells if n not in shown]:
                 del self._cells[name]
         self.table.show(rows)
-        text = stack_summary(model.stack(), model.cluster_policy_state(), model.cluster_problems(), failing, stuck_plumbing,
-                             self.app.clock())  # type: ignore[attr-defined]  # GpuTuiApp's clock (issue 21's seam)
+        text = stack_summary(model.stack(), model.cluster_policy_state(), model.cluster_problems(), failing, stuck_plumbing, context.now)
         if not model.stack_known:
             text.append("\n")
             text.append_text(render.text(_unknown_reason(model), style=render.WARN_STYLE, limit=300))
@@ -136,7 +149,7 @@ class StackScreen(Screen[None]):
         chosen = self.chosen()
         line = Text("← → choose a component · l or enter: its logs", style=render.DIM_STYLE)
         if chosen is not None:
-            model = self.app.model  # type: ignore[attr-defined]  # Textual types self.app as App; ours is GpuTuiApp (issue 21's seam)
+            model = self._model
             line = cell_detail(chosen[0], model.components(chosen[0]).get(chosen[1]) if model else None)
         self.query_one("#stack-cell", Static).update(line)
 
@@ -155,33 +168,36 @@ class StackScreen(Screen[None]):
             self.notify("choose a component's cell first (← →)", markup=False)
             return
         node, component = chosen
-        model = self.app.model  # type: ignore[attr-defined]  # Textual types self.app as App; ours is GpuTuiApp (issue 21's seam)
+        model = self._model
         state = model.components(node).get(component) if model else None
         if state is None or state.pod is None:
             why = state.describe() if state is not None else "unknown"
             self.notify(f"no {component} pod on {clean(node, 63)}: {clean(why, 200)}", markup=False)
             return
-        self.app.push_screen(ComponentLogScreen(node, component))
+        self._open_logs(node, component)
 
     def action_back(self) -> None:
         self.app.pop_screen()
 
 
-def _unknown_reason(model: Any) -> str:
+def _unknown_reason(model: ClusterModel) -> str:
     states = [f"{kind}: {model.states[kind].describe()}" for kind in ("pods", "daemonsets") if kind in model.states]
     return "component states unknown until pods and DaemonSets are read (" + "; ".join(states) + ")"
 
 
 class ComponentLogScreen(Screen[None]):
     """One component's pod log on one node, full screen: the last lines, then followed; a
-    crash-looping container's previous instance first; onto the next instance when it restarts."""
+    crash-looping container's previous instance first; onto the next instance when it restarts.
+    api: the connection's, that the log is read through (None: not connected, no log)."""
 
     BINDINGS = [Binding("escape,q", "back", "Back")]
 
-    def __init__(self, node: str, component: str) -> None:
+    def __init__(self, node: str, component: str, api: Client | None) -> None:
         super().__init__()
         self.node = node
         self.component = component
+        self._api = api
+        self._model: ClusterModel | None = None  # as last shown
         self._follower: LogFollower | None = None
 
     @property
@@ -195,15 +211,16 @@ class ComponentLogScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.title = f"{self.component} logs · {clean(self.node, 63)}"
-        self.refresh_from_model()
+        host(self).show_now(self)
         self.log_view.focus()
         self._follow()
 
     def _state(self) -> stack.ComponentState | None:
-        model = self.app.model  # type: ignore[attr-defined]  # Textual types self.app as App; ours is GpuTuiApp (issue 21's seam)
+        model = self._model
         return model.components(self.node).get(self.component) if model is not None else None
 
-    def refresh_from_model(self) -> None:
+    def show(self, model: ClusterModel | None, context: ViewContext) -> None:
+        self._model = model
         state = self._state()
         info = render.text(self.node, style="bold", limit=63)
         info.append(" · ")
@@ -227,11 +244,10 @@ class ComponentLogScreen(Screen[None]):
 
     @work(exclusive=True, group="component-log")
     async def _follow(self) -> None:
-        conn = self.app.conn  # type: ignore[attr-defined]  # Textual types self.app as App; ours is GpuTuiApp (issue 21's seam)
-        if conn is None:
+        if self._api is None:
             return
         log = self.log_view
-        self._follower = LogFollower(conn.api, self._source, tail=COMPONENT_LOG_TAIL, absent=f"no {self.component} pod on this node")
+        self._follower = LogFollower(self._api, self._source, tail=COMPONENT_LOG_TAIL, absent=f"no {self.component} pod on this node")
         async for line in self._follower.lines():
             log.show(line)
 
@@ -282,23 +298,28 @@ class LocalScreen(Screen[None]):
         self.app.pop_screen()
 
 
-class StackActions:
-    """Mixed into GpuTuiApp: `s` the Stack screen, `g` the Local screen, and the DCGM metrics demand
-    of node details (polled only while a details screen is shown)."""
+class StackActions(_AppBase):
+    """Mixed into GpuTuiApp: `s` the Stack screen and a component's logs, `g` the Local screen, and the DCGM
+    metrics demand of node details (polled only while a details screen is shown)."""
+
+    # the app's, read here
+    model: ClusterModel | None
+    conn: Connection | None
 
     def action_stack(self) -> None:
-        app: Any = self
-        if not isinstance(app.screen, StackScreen):
-            app.push_screen(StackScreen())
+        if not isinstance(self.screen, StackScreen):
+            self.push_screen(StackScreen(self.open_component_logs))
+
+    def open_component_logs(self, node: str, component: str) -> None:
+        self.push_screen(ComponentLogScreen(node, component, self.conn.api if self.conn is not None else None))
 
     def action_local_gpus(self) -> None:
-        app: Any = self
-        if not isinstance(app.screen, LocalScreen):
-            app.push_screen(LocalScreen())
+        if not isinstance(self.screen, LocalScreen):
+            self.push_screen(LocalScreen())
 
     def want_node_metrics(self, node: str) -> Callable[[], None]:
         """Poll the node's DCGM exporter until the returned release() is called."""
-        model = getattr(self, "model", None)
+        model = self.model
         if model is None:
             return lambda: None
         return model.metrics.want([node])

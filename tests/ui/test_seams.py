@@ -3,11 +3,12 @@ the screen is mounted (a real terminal: a pod's events come in ~10 ms) or after 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 from rich.text import Text
 from textual.app import App, ComposeResult
+from textual.screen import Screen
 
 from gputui.kube.config import connect
 from gputui.kube.nvml import LocalSnapshot
@@ -81,29 +82,29 @@ class Gate:
         return await connect(self.kubeconfig, context)
 
 
-MODEL_SCREENS = {  # the screen, and words it shows once the model is there
-    "capacity": (CapacityScreen, "Stranded"),
-    "idle GPUs": (IdleScreen, "no samples yet"),
-    "queues": (QueuesScreen, "Kueue is not installed"),
-    "stack": (StackScreen, "standalone device plugin"),
-    "health": (HealthScreen, "device unhealthy (capacity 8, allocatable 7)"),
+MODEL_SCREENS: dict[str, tuple[Callable[[GpuTuiApp], Screen], str]] = {  # the screen as the app makes it, and words it shows once the model is there
+    "capacity": (lambda app: CapacityScreen(), "Stranded"),
+    "idle GPUs": (lambda app: IdleScreen(app.idle_settings), "no samples yet"),
+    "queues": (lambda app: QueuesScreen(), "Kueue is not installed"),
+    "stack": (lambda app: StackScreen(app.open_component_logs), "standalone device plugin"),
+    "health": (lambda app: HealthScreen(), "device unhealthy (capacity 8, allocatable 7)"),
 }
 
 
 @pytest.mark.parametrize("name", MODEL_SCREENS)
 async def test_a_model_screen_shows_the_model_arriving_after_it_opened_and_there_before(cluster, name):
-    screen_class, words = MODEL_SCREENS[name]
+    make_screen, words = MODEL_SCREENS[name]
     gate = Gate(str(cluster.kubeconfig_path))
     app = GpuTuiApp(gate, clock=lambda: NOW_TS)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()
-        await app.push_screen(screen_class())  # opened while connecting: the model comes after it is mounted
+        await app.push_screen(make_screen(app))  # opened while connecting: the model comes after it is mounted
         await pilot.pause()
         assert words not in screen_text(app)
         gate.open.set()
         await wait_for(pilot, lambda: words in screen_text(app), what=f"{name} once the model is there")
         app.pop_screen()
-        await app.push_screen(screen_class())  # the model there before it is mounted: shown as it opens
+        await app.push_screen(make_screen(app))  # the model there before it is mounted: shown as it opens
         await pilot.pause()
         assert words in screen_text(app)
 

@@ -6,7 +6,7 @@ line). Everything from the cluster is shown as Text or Log lines, never markup.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual import work
@@ -20,15 +20,21 @@ from gputui.kube import verify as v
 
 from .. import render
 from gputui.sanitize import clean
+from ..seam import ViewContext, host
 from ..widgets import FollowingLog, Pane, PluginLog
 from .settings import FLUSH_INTERVAL, VERIFY_GROUP
 from .words import STAGE_WORDS, _elapsed, _error_text, _event_line, known_problems, verdict_text
+
+if TYPE_CHECKING:
+    from gputui.kube.model import ClusterModel
 
 
 class VerifyScreen(Screen[None]):
     """One node's verification, live: stage and phase, elapsed time, events, logs, then the verdict.
 
     esc or ctrl+c while it runs cancels it (the pod is deleted, and the screen says so); esc afterwards goes back.
+    api: the connection's, that runs the verification; the model (what is known of the node's GPUs, under the
+    verdict) comes through show() (a ModelView, seam.py).
     """
 
     DEFAULT_CSS = """
@@ -62,6 +68,7 @@ class VerifyScreen(Screen[None]):
         self._shown_head: Text | None = None
         self._shown_verdict: Text | None = None
         self._worker: Worker | None = None
+        self._model: ClusterModel | None = None  # as last shown
 
     def compose(self) -> ComposeResult:
         yield Static(id="verify-head")
@@ -76,6 +83,7 @@ class VerifyScreen(Screen[None]):
     def on_mount(self) -> None:
         self._started = self.clock()
         self.title = f"verify {clean(self.plan.node, 63)}"
+        host(self).show_now(self)
         self._flush()
         self.set_interval(FLUSH_INTERVAL, self._flush)
         self._worker = self._run()
@@ -133,8 +141,11 @@ class VerifyScreen(Screen[None]):
             self._shown_verdict = body
             self.query_one("#verify-verdict-text", Static).update(body)
 
+    def show(self, model: ClusterModel | None, context: ViewContext) -> None:
+        self._model = model  # read when the verdict comes (_flush, on its own timer)
+
     def _known_problems(self) -> Text | None:
-        model = self.app.model  # type: ignore[attr-defined]  # Textual types self.app as App; ours is GpuTuiApp
+        model = self._model
         if model is None:
             return None
         return known_problems((gpu for gpu in model.bad_gpus() if gpu.node == self.plan.node), model.clock())
