@@ -8,7 +8,7 @@ The renderer is pure: figures in, Text out, every string from Prometheus through
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual.binding import Binding
@@ -18,6 +18,10 @@ from gputui.kube.usage import UsageFeed, UsageSettings, UsageView, hours_text
 
 from . import render
 from .page import ModelPage
+from .seam import ViewContext
+
+if TYPE_CHECKING:
+    from gputui.kube.model import ClusterModel
 
 GROUPS = ("namespace", "node", "model")
 WINDOWS = (86400.0, 7 * 86400.0, 30 * 86400.0)
@@ -95,10 +99,10 @@ class UsageScreen(ModelPage):
         super().__init__()
         self.feed = feed
 
-    def body(self, *_model_and_context: Any) -> Text:  # the figures are the feed's, not the cluster model's
+    def body(self, model: ClusterModel | None, context: ViewContext) -> Text:  # the feed's figures, not the cluster model's
         feed = self.feed
         error = NEEDS if feed.where is None else None if feed.error is None else f"{feed.error}; {HOW}"
-        return usage_text(feed.view, feed.settings, error, self.app.size.width - 2)
+        return usage_text(feed.view, feed.settings, error, context.width - 2)
 
     def on_mount(self) -> None:
         self.feed.ask()  # figures from now, in the grouping and window last chosen
