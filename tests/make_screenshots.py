@@ -1,4 +1,5 @@
-"""Write screenshots/*.svg from the demo cluster: the main screen, the GPU stack, node details, the plugin logs.
+"""Write screenshots/*.svg from the demo cluster: the main screen, the GPU stack, node details, the plugin logs,
+the Usage screen (with Debian's `prometheus` and `promtool`; skipped, saying so, without them).
 
     python tests/make_screenshots.py [--out screenshots]
 
@@ -7,11 +8,16 @@ reads the real clock, so ages read the same from run to run (as long as a
 run lasts less than a minute), while the DCGM readings and the simulated
 kubelets' log lines, stamped with the real time, read as fresh ("as of 1s"),
 not as from the future (a frozen clock made that "as of <invalid>").
+
+The Usage screen needs days of series: promtool backfills a Prometheus with the demo's kube-state-metrics and
+DCGM series (the simulator's own expositions, sim/ksm.py and sim/dcgm.py) every USAGE_STEP_S over the last
+USAGE_HISTORY_S, each pod from its status.startTime; the app asks that Prometheus.
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
+import subprocess
 import sys
 import tempfile
 import time
@@ -101,6 +107,63 @@ def fleet_kubeconfig(clusters: dict[str, BackgroundCluster], out: Path) -> str:
     return str(path)
 
 
+USAGE_HISTORY_S, USAGE_STEP_S = 2 * 86400, 300
+USAGE_FAMILIES = ("kube_pod_container_resource_requests", "kube_pod_status_phase", "kube_pod_labels", "kube_node_labels",
+                  "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_PROF_GR_ENGINE_ACTIVE")
+USAGE_LABELS = {"pods": ["team"], "nodes": ["nvidia.com/gpu.product"]}
+
+
+def usage_history(objects: list[dict], now: float) -> str:
+    """OpenMetrics for `promtool tsdb create-blocks-from openmetrics`: the series the Usage screen reads, as
+    scraped every USAGE_STEP_S over the last USAGE_HISTORY_S; a pod only from its start on."""
+    from gputui.sim import dcgm, ksm
+
+    nodes = [o for o in objects if o["kind"] == "Node"]
+    pods = [o for o in objects if o["kind"] == "Pod"]
+    started = {id(p): datetime.fromisoformat(p["status"].get("startTime", START.isoformat()).replace("Z", "+00:00")).timestamp() for p in pods}
+    families: dict[str, list[str]] = {name: [] for name in USAGE_FAMILIES}
+    end = int(now)
+    for at in range(end - USAGE_HISTORY_S, end + 1, USAGE_STEP_S):
+        alive = [p for p in pods if started[id(p)] <= at]
+        text = ksm.exposition(nodes, alive, USAGE_LABELS) + "".join(dcgm.exposition(node, alive, at) for node in nodes)
+        for line in text.splitlines():
+            name = line.split("{", 1)[0].split(" ", 1)[0]
+            if name in families:
+                families[name].append(f"{line} {at}")
+    return "".join(f"# TYPE {name} gauge\n" + "\n".join(lines) + "\n" for name, lines in families.items() if lines) + "# EOF\n"
+
+
+def backfill(workdir: Path) -> bool:
+    """A Prometheus data directory holding the demo's last USAGE_HISTORY_S; False (said) without Debian's prometheus."""
+    from tests import prometheus as prom
+
+    if prom.BINARY is None or prom.PROMTOOL is None:
+        print(f"usage.svg skipped: {prom.MISSING}", file=sys.stderr)
+        return False
+    (workdir / "history.om").write_text(usage_history(demo.build(now=START), time.time()))
+    subprocess.run([prom.PROMTOOL, "tsdb", "create-blocks-from", "openmetrics", str(workdir / "history.om"), str(workdir / "prometheus" / "data")],
+                   check=True, stdout=subprocess.DEVNULL)
+    return True
+
+
+async def shoot_usage(kubeconfig: str, out: Path, workdir: Path) -> Path:
+    from tests import prometheus as prom
+
+    from gputui.kube.idle import IdleSettings
+    from gputui.ui.usage import UsageScreen
+
+    async with prom.running(workdir / "prometheus", "") as server:  # no scrapes: the backfilled days only
+        app = make_app(kubeconfig, idle=IdleSettings(prometheus=server.url))
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: app.model is not None)
+            await pilot.press("U")
+            await wait_for(pilot, lambda: isinstance(app.screen, UsageScreen) and not app.usage_feed.asking, timeout=60)
+            await pilot.pause(0.5)
+            path = Path(app.save_screenshot("usage.svg", str(out)))
+            await pilot.press("escape", "q")
+    return path
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(Path(__file__).resolve().parent.parent / "screenshots"))
@@ -110,6 +173,9 @@ def main() -> int:
     with BackgroundCluster(scenario=demo.build(now=START)) as cluster:
         for path in asyncio.run(shoot(str(cluster.kubeconfig_path), out)):
             print(path)
+        with tempfile.TemporaryDirectory() as tmp:
+            if backfill(Path(tmp)):
+                print(asyncio.run(shoot_usage(str(cluster.kubeconfig_path), out, Path(tmp))))
         with BackgroundCluster(scenario="gpu-operator-healthy") as inference, \
                 BackgroundCluster(scenario="operator-driver-crashloop") as staging, tempfile.TemporaryDirectory() as tmp:
             clusters = {"training-us": cluster, "inference-us": inference, "staging": staging}
