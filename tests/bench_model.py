@@ -148,7 +148,7 @@ async def child_events(kubeconfig: str) -> dict:
         lines.append(orjson.dumps({"type": "MODIFIED", "object": obj}))
     start = time.perf_counter()
     for line in lines:
-        reflector._apply_line(line)
+        reflector._apply(*reflector.decoding.event(line))
     seconds = time.perf_counter() - start
     await api.close()
     return {"seconds": seconds, "events": len(lines), "per_second": len(lines) / seconds,

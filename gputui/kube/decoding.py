@@ -6,6 +6,11 @@ without building it, whatever the order of the fields.
     decoding = Decoding.of(POD)
     metadata, items = decoding.page(body)        # items still raw: decode each with decoding.object(item)
     event_type, obj = decoding.event(line)        # a watch event; BOOKMARK and ERROR objects whole
+    for event_type, obj in decoding.events(buf):  # many whole lines at once (a WatchList's initial state)
+    record = build(filled(obj))                   # Lazy fields decoded: only for an object the model keeps
+
+Most pods of a big cluster do not matter to gputui (no GPU, not the GPU stack's): the fields read only to build
+a kept pod's record (its conditions, container statuses, owners) are Lazy, left as their bytes until `filled`.
 
 A field the builders read must be in its kind's shape (tests/model/test_decoding.py builds every scenario's objects
 both ways). A kind without a shape is decoded whole. An object that does not fit its shape (a field of another type:
@@ -22,6 +27,11 @@ Obj = dict[str, Any]
 
 
 # -- shapes (TypedDicts: decoded as plain dicts, every key optional; a leaf typed Any is taken whole) ---------------
+Lazy = msgspec.Raw  # a field read only for a kept object: its JSON as it came, decoded by `filled`
+LAZY_FIELDS = (("metadata", "ownerReferences"), ("status", "conditions"), ("status", "containerStatuses"),
+               ("status", "initContainerStatuses"))
+
+
 class ObjectMeta(TypedDict, total=False):
     name: str
     namespace: str
@@ -30,7 +40,7 @@ class ObjectMeta(TypedDict, total=False):
     labels: dict[str, str]
     creationTimestamp: Any
     deletionTimestamp: Any
-    ownerReferences: Any
+    ownerReferences: Lazy
 
 
 class NodeMeta(ObjectMeta, total=False):
@@ -83,30 +93,12 @@ class PodSpec(TypedDict, total=False):
     resourceClaims: Any
 
 
-class ContainerStatus(TypedDict, total=False):  # not image, imageID, containerID, mounts, resources
-    name: str
-    ready: Any
-    started: Any
-    restartCount: Any
-    state: Any
-    lastState: Any
-    allocatedResourcesStatus: Any
-
-
-class PodCondition(TypedDict, total=False):  # not lastProbeTime, lastTransitionTime
-    type: Any
-    status: Any
-    reason: Any
-    message: Any
-
-
-class PodStatus(TypedDict, total=False):  # not hostIP(s), podIP(s), qosClass
+class PodStatus(TypedDict, total=False):  # not hostIP(s), podIP(s), qosClass, startTime
     phase: str
-    startTime: Any
     reason: str
-    conditions: list[PodCondition]
-    containerStatuses: list[ContainerStatus]
-    initContainerStatuses: list[ContainerStatus]
+    conditions: Lazy
+    containerStatuses: Lazy
+    initContainerStatuses: Lazy
     resourceClaimStatuses: Any
 
 
@@ -161,6 +153,18 @@ def _whole(raw: bytes | msgspec.Raw) -> Any:
     return _WHOLE.decode(raw)
 
 
+def filled(obj: Obj) -> Obj:
+    """The object with its Lazy fields decoded (in place): what a record builder reads. An object read whole has
+    none left as bytes."""
+    for outer, field in LAZY_FIELDS:
+        part = obj.get(outer)
+        if part.__class__ is dict:
+            value = part.get(field)
+            if value.__class__ is msgspec.Raw:
+                part[field] = _WHOLE.decode(value)
+    return obj
+
+
 class Decoding:
     """How one kind's bodies are decoded; `of(shape)` shares one per shape (None: whole)."""
 
@@ -207,3 +211,17 @@ class Decoding:
                 return typed.type, typed.object
         event = _EVENT.decode(line)
         return event.type, event.object or {}
+
+    def events(self, lines: bytes | bytearray | memoryview) -> list[tuple[str, Obj]]:
+        """The watch events of whole lines (each ending in a newline), decoded in one pass over the buffer. Where
+        one of them is not ADDED, MODIFIED or DELETED or does not fit its shape, line by line as `event`."""
+        if self._typed_event is not None:
+            try:
+                typed = self._typed_event.decode_lines(lines)
+            except msgspec.ValidationError:
+                pass
+            else:
+                events = [(e.type, e.object) for e in typed if e.type in _TYPED_EVENTS and e.object is not None]
+                if len(events) == len(typed):
+                    return events
+        return [self.event(line) for line in bytes(lines).split(b"\n") if line.strip()]

@@ -1,12 +1,13 @@
 """What the model keeps of the pods and events it reads (the rules are listed in model.py's
 docstring): the record builders of its pod and event tables, which return None for an object
-that does not matter. They read only the fields of decoding.py's shapes.
+that does not matter. They read only the fields of decoding.py's shapes, its Lazy ones once a pod is kept.
 """
 from __future__ import annotations
 
 from typing import Callable
 
 from . import gpu
+from .decoding import filled
 from .records import Event, Obj, Pod, PodKey, effective_requests, event_from, mounts_device_plugin_dir, pod_from
 
 FINISHED_PHASES = ("Succeeded", "Failed")
@@ -35,32 +36,40 @@ class Keep:
 
     def _mentions_gpu(self, spec: Obj) -> bool:
         """Cheap first look (most pods of a big cluster have no GPU): does any container name a GPU resource?"""
-        is_gpu = self._is_gpu_name
+        gpu_names = self._gpu_names
         for key in ("containers", "initContainers"):
             for c in spec.get(key) or ():
                 resources = c.get("resources")
                 if resources:
                     for table in (resources.get("limits"), resources.get("requests")):
-                        if table and any(is_gpu(name) for name in table):
-                            return True
+                        if table:
+                            for name in table:
+                                known = gpu_names.get(name)
+                                if known or (known is None and self._is_gpu_name(name)):
+                                    return True
         return False
 
     def pod(self, obj: Obj) -> Pod | None:
         """The pod's record when it matters, else None."""
+        matters, requests = self._matters(obj)
+        return pod_from(filled(obj), requests) if matters else None
+
+    def _matters(self, obj: Obj) -> tuple[bool, dict[str, int] | None]:
+        """Whether the pod is kept, and its effective requests where they were worked out to tell."""
         spec = obj.get("spec") or {}
         if self._mentions_gpu(spec):
             requests = effective_requests(spec)
             if any(self._is_gpu_name(name) for name in requests):
                 if (obj.get("status") or {}).get("phase") in FINISHED_PHASES:  # kept only as the GPU stack's (validation pods)
-                    return pod_from(obj, requests) if _labels_matter((obj.get("metadata") or {}).get("labels") or {}) else None
-                return pod_from(obj, requests)
+                    return _labels_matter((obj.get("metadata") or {}).get("labels") or {}), requests
+                return True, requests
         if spec.get("resourceClaims") and (obj.get("status") or {}).get("phase") not in FINISHED_PHASES:
-            return pod_from(obj)  # may hold GPUs through Dynamic Resource Allocation (the claims say)
+            return True, None  # may hold GPUs through Dynamic Resource Allocation (the claims say)
         if _labels_matter((obj.get("metadata") or {}).get("labels") or {}):
-            return pod_from(obj)
+            return True, None
         if mounts_device_plugin_dir(spec) and (obj.get("status") or {}).get("phase") not in FINISHED_PHASES:
-            return pod_from(obj)  # a device plugin's, whoever made it
-        return None
+            return True, None  # a device plugin's, whoever made it
+        return False, None
 
     def event(self, obj: Obj) -> Event | None:
         """The event's record when it is about a node or a kept pod (any pod until the pods are listed), else None."""

@@ -66,6 +66,8 @@ _QUANTITY_WORDS = "quantities must match the regular expression '^([+-]?[0-9.]+)
 def whole_count(quantity: Any, field: str) -> int:
     """An extended resource's quantity (a device count) -> int. kube-apiserver's rules: a quantity, not
     negative, whole; InvalidQuantity naming `field` otherwise (never a number made up of it)."""
+    if quantity.__class__ is str and quantity.isdigit() and quantity.isascii():
+        return int(quantity)  # "1", "8": nearly every device count, without the exact arithmetic below
     shown = str(quantity)[:40]
     if isinstance(quantity, bool) or not isinstance(quantity, (int, float, str)):
         raise InvalidQuantity(f'{field}: Invalid value: "{shown}": {_QUANTITY_WORDS}')

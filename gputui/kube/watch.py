@@ -545,30 +545,34 @@ class Reflector:
                         break
                     if not listing and self.state.phase != LIVE:
                         self._set(LIVE)  # the stream the liveness check gave up on goes on: nothing was missed
-                    if b"\n" not in chunk:
+                    end = chunk.rfind(b"\n")
+                    if end < 0:
                         pending += chunk
                         continue
-                    lines = chunk.split(b"\n")  # a line begun in an earlier chunk ends in the first
+                    # The chunk's whole lines decoded in one pass, where it lies (a line begun in an earlier
+                    # chunk ends in its first line: that one is joined to its beginning).
+                    batches: list[bytes | bytearray | memoryview] = [memoryview(chunk)[:end + 1]]
                     if pending:
-                        lines[0] = bytes(pending + lines[0])
-                    pending = bytearray(lines.pop())
-                    for line in lines:
-                        if not line:
-                            continue
-                        if listing:
-                            listing = self._initial_line(line)
-                            if not listing and pause is not None:
-                                pause.end()  # the initial state is in; the same stream is now the watch
-                        else:
-                            self._apply_line(line)
-                        applied += 1
-                        if turns.due():
-                            await turns.take()
-                if pending.strip():
+                        first = chunk.find(b"\n") + 1
+                        pending += chunk[:first]
+                        batches = [pending, memoryview(chunk)[first:end + 1]]
+                    for batch in batches:
+                        for event_type, obj in self.decoding.events(batch):
+                            if listing:
+                                listing = self._initial_event(event_type, obj)
+                                if not listing and pause is not None:
+                                    pause.end()  # the initial state is in; the same stream is now the watch
+                            else:
+                                self._apply(event_type, obj)
+                            applied += 1
+                    pending = bytearray(chunk[end + 1:])
+                    if turns.due():
+                        await turns.take()
+                for event_type, obj in self.decoding.events(pending):  # a last line without its newline
                     if listing:
-                        listing = self._initial_line(pending)
+                        listing = self._initial_event(event_type, obj)
                     else:
-                        self._apply_line(pending)
+                        self._apply(event_type, obj)
                     applied += 1
             if listing:
                 raise ApiFailure(500, "the stream ended before the initial events did")
@@ -583,9 +587,8 @@ class Reflector:
         else:
             self._quick_closes = 0
 
-    def _initial_line(self, line: bytes | bytearray) -> bool:
-        """One line of a WatchList's initial state; False once the initial events have ended."""
-        event_type, obj = self.decoding.event(line)
+    def _initial_event(self, event_type: str, obj: Obj) -> bool:
+        """One event of a WatchList's initial state; False once the initial events have ended."""
         if event_type == "ADDED":
             self.sink.list_item(obj)
             return True
@@ -598,9 +601,6 @@ class Reflector:
         if event_type == "ERROR":
             self._apply(event_type, obj)  # raises
         raise Unsupported(f"a {event_type} event before the initial state ended: the server ignores WatchList")
-
-    def _apply_line(self, line: bytes | bytearray) -> int:
-        return self._apply(*self.decoding.event(line))
 
     def _apply(self, event_type: str, obj: Obj) -> int:
         if event_type == "ERROR":

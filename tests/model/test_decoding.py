@@ -6,13 +6,14 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import msgspec
 import orjson
 import pytest
 
 from gputui.kube import gpu
 from gputui.kube.client import Client
 from gputui.kube.config import connect
-from gputui.kube.decoding import Decoding, EventShape, NodeShape, PodShape
+from gputui.kube.decoding import Decoding, EventShape, NodeShape, PodShape, filled
 from gputui.kube.model import EVENTS, NODES, PODS, ClusterModel
 from gputui.kube.records import event_from, node_from, object_key
 from gputui.kube.watch import CACHE, PAGED, WATCHLIST
@@ -68,7 +69,7 @@ async def test_each_shape_holds_what_its_builder_reads():
         typed = Decoding.of(shape).object(raw)
         assert build(typed) == build(orjson.loads(raw)), object_key(obj)
         counts[obj["kind"]] += 1
-        slimmer += len(orjson.dumps(typed)) < len(raw)
+        slimmer += len(msgspec.json.encode(typed)) < len(raw)
     assert counts["Pod"] > 400 and counts["Node"] > 20 and counts["Event"] >= 1, counts
     assert slimmer > 400  # the shapes leave out what no builder reads
 
@@ -96,6 +97,37 @@ def test_pages_and_events():
     assert decoding.event(error) == ("ERROR", {"kind": "Status", "status": "Failure", "code": 410, "message": "too old"})
     with pytest.raises(ValueError):
         decoding.event(b'{"type":"ADDED","object":')
+
+
+def test_many_lines_at_once_as_line_by_line():
+    decoding = Decoding.of(PodShape)
+    pods = [pod("ml", f"p{i}", node="gpu-1", gpu={"nvidia.com/gpu": 1}) for i in range(3)]
+    added = [orjson.dumps({"type": "ADDED", "object": p}) for p in pods]
+    bookmark = b'{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"9","annotations":{"k8s.io/initial-events-end":"true"}}}}'
+    odd = orjson.dumps({"type": "MODIFIED", "object": {"metadata": {"name": "p", "labels": {"app": 7}}}})
+    for lines in (added, [*added, bookmark], [odd, *added]):  # typed in one pass; a BOOKMARK or an odd object: line by line
+        buffer = memoryview(b"x" + b"\n".join(lines) + b"\n")[1:]  # where it lies in a chunk
+        events = decoding.events(buffer)
+        assert [(t, filled(o)) for t, o in events] == [(t, filled(o)) for t, o in map(decoding.event, lines)]
+        assert [t for t, _ in events] == [orjson.loads(line)["type"] for line in lines]
+    assert decoding.events(b"") == [] and decoding.events(b"\n \n") == []
+    with pytest.raises(ValueError):
+        decoding.events(added[0] + b"\n" + b'{"type":"ADDED","object":\n')
+
+
+def test_what_only_a_kept_pod_reads_is_decoded_once_it_is_kept():
+    model = ClusterModel(Client("http://127.0.0.1:9"), kinds=())
+
+    def owned(obj: dict[str, Any], kind: str, name: str) -> dict[str, Any]:
+        obj["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": kind, "name": name, "uid": "u", "controller": True}]
+        return obj
+
+    typed = Decoding.of(PodShape).object(orjson.dumps(owned(pod("ml", "web", node="cpu-1"), "ReplicaSet", "web-1")))
+    assert isinstance(typed["status"]["containerStatuses"], msgspec.Raw)  # not built: most pods are not kept
+    assert model.keep.pod(typed) is None and isinstance(typed["metadata"]["ownerReferences"], msgspec.Raw)
+    whole = owned(pod("ml", "train", node="gpu-1", gpu={"nvidia.com/gpu": 1}, restarts=2), "Job", "t")
+    record = model.keep.pod(Decoding.of(PodShape).object(orjson.dumps(whole)))
+    assert record is not None and record.owner == ("Job", "t") and record.restarts == 2 and record == model.keep.pod(whole)
 
 
 @pytest.mark.parametrize("mode", [WATCHLIST, CACHE, PAGED])
