@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import quote, urlencode, urlsplit
@@ -301,15 +301,17 @@ class Client:
         content_type: str = JSON,
         timeout: Timeout | None = None,
         accept: str = JSON,
+        headers: Sequence[tuple[str, str]] = (),
     ) -> Response:
         """The response, its body unread: use it as `async with`. `body` is sent as JSON unless bytes.
-        No timeout given: only connecting is bounded (watches and followed logs last)."""
+        No timeout given: only connecting is bounded (watches and followed logs last). `headers`: more to send
+        (If-None-Match, say)."""
         import aiohttp  # noqa: PLC0415
         from yarl import URL  # noqa: PLC0415  (aiohttp's)
 
         session = self._session_now()
         creds = self.credentials
-        headers = [("Accept", accept), ("User-Agent", "gputui"), ("Accept-Encoding", "gzip")]
+        headers = [("Accept", accept), ("User-Agent", "gputui"), ("Accept-Encoding", "gzip"), *headers]
         data = None
         if body is not None:
             data = body if isinstance(body, bytes) else orjson.dumps(body)

@@ -381,6 +381,8 @@ class Reflector:
         self.sink.begin_list()
         self.sink.end_list()
         if self.discovery is not None and self.discovery.served is not None:
+            if self.state.phase != ABSENT and self.state.synced:
+                self.discovery.changed()  # it was served: discovery's last read is out of date
             self._set(ABSENT, why)
             await self.discovery.next_read()
         else:
