@@ -469,7 +469,7 @@ def main() -> int:
         if args.only_big:
             bench_sync(5000, 150_000, 1, workdir, with_seed=False, with_models=False)
             return 0
-        startup = bench_startup(3 if args.smoke else 2 * args.repeat + 1, workdir)
+        startup = bench_startup(1 if args.smoke else 2 * args.repeat + 1, workdir)
         if args.startup_only:
             ok = startup["empty_report_s"] < 0.3
             print(f"\n== goals ==\n  {'PASS' if ok else 'MISS'}  one-node report < 0.3 s, whole process")
