@@ -93,8 +93,9 @@ class PodSpec(TypedDict, total=False):
     resourceClaims: Any
 
 
-class PodStatus(TypedDict, total=False):  # not hostIP(s), podIP(s), qosClass, startTime
+class PodStatus(TypedDict, total=False):  # not hostIP(s), podIP(s), qosClass
     phase: str
+    startTime: Any
     reason: str
     conditions: Lazy
     containerStatuses: Lazy
