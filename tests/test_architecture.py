@@ -273,3 +273,85 @@ def test_a_report_loads_neither_the_app_nor_verification_nor_socks(demo_kubeconf
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=90, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[-1] == "[]"
+
+
+# -- the seam between the model and the screens (gputui/ui/seam.py) ---------------------------------------------
+
+def _reads_of_the_apps_model(tree: ast.AST) -> list[int]:
+    """Lines that reach the app's model or its state around the seam: `self.app.model`, `app.model` off a
+    screen, and `getattr(x, "name")` with a literal name on self, the app or the screen (a protocol by string)."""
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr == "model":
+            owner = node.value
+            if (isinstance(owner, ast.Attribute) and owner.attr == "app") or (isinstance(owner, ast.Name) and owner.id == "app"):
+                lines.append(node.lineno)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr" and len(node.args) >= 2:
+            target, name = node.args[0], node.args[1]
+            on_the_app = (isinstance(target, ast.Name) and target.id in ("self", "app", "screen")) or (
+                isinstance(target, ast.Attribute) and target.attr in ("app", "screen"))
+            if on_the_app and isinstance(name, ast.Constant) and isinstance(name.value, str):
+                lines.append(node.lineno)
+    return lines
+
+
+def test_no_ui_module_reaches_the_model_but_through_the_seam():
+    """Screens are given the model in `show(model, context)`; none reads `app.model`, and no part of the app
+    finds another's methods or fields by a name in a string (`getattr(screen, "refresh_from_model")`)."""
+    found = [f"{path.relative_to(ROOT)}:{line}" for path in sorted((PACKAGE / "ui").rglob("*.py"))
+             for line in _reads_of_the_apps_model(ast.parse(path.read_text(encoding="utf-8")))]
+    # The command palette's provider is the app's key routing (it lists the app's commands: nodes, namespaces), not a screen.
+    assert [where for where in found if not where.startswith("gputui/ui/commands.py:")] == []
+
+
+def test_the_seam_check_sees_a_read_of_the_apps_model():
+    code = 'class S:\n    def f(self):\n        return self.app.model\n    def g(self):\n        return getattr(self.screen, "refresh_from_model", None)\n'
+    assert _reads_of_the_apps_model(ast.parse(code)) == [3, 5]
+
+
+def _mentions_the_model(cls: type) -> bool:
+    import inspect
+
+    tree = ast.parse(inspect.getsource(cls).lstrip())
+    return any((isinstance(node, ast.Name) and node.id in ("model", "ClusterModel"))
+               or (isinstance(node, ast.Attribute) and node.attr == "model")
+               or (isinstance(node, ast.arg) and node.arg == "model") for node in ast.walk(tree))
+
+
+def _screens_of_the_ui() -> list[type]:
+    import importlib
+
+    from textual.screen import Screen
+
+    for module in ("gputui.ui.app", "gputui.ui.fleet", "gputui.ui.views"):  # every screen module
+        importlib.import_module(module)
+    found, stack = [], [Screen]
+    while stack:
+        for sub in stack.pop().__subclasses__():
+            stack.append(sub)
+            if sub.__module__.startswith("gputui.ui.") and sub not in found:
+                found.append(sub)
+    return sorted(found, key=lambda cls: (cls.__module__, cls.__qualname__))
+
+
+def test_every_screen_that_shows_the_model_implements_the_seam():
+    """A screen that reads the model is a ModelView, listed in ui/views.py's MODEL_VIEWS, where the type checker
+    checks its show() against the protocol; the refresh calls it through that protocol."""
+    from gputui.ui.seam import ModelView
+    from gputui.ui.views import MODEL_VIEWS
+
+    screens = _screens_of_the_ui()
+    assert len(screens) >= 15  # every screen found: the main one, the pages, the popups, verification's
+    reading = [cls for cls in screens if _mentions_the_model(cls)]
+    listed = [cls for cls in reading if any(issubclass(cls, view) or issubclass(view, cls) for view in MODEL_VIEWS)]  # ModelPage: a base
+    assert [cls.__qualname__ for cls in reading if cls not in listed] == []
+    assert [cls.__qualname__ for cls in MODEL_VIEWS if not issubclass(cls, ModelView)] == []  # the runtime check the refresh makes
+
+
+def test_the_screen_check_sees_a_screen_that_reads_the_model():
+    class Sneaky:
+        def body(self):
+            model = self.app.model  # type: ignore[attr-defined]
+            return model
+
+    assert _mentions_the_model(Sneaky)

@@ -74,6 +74,10 @@ class MainScreen(Screen[None]):
 
     BINDINGS = keys.bindings(keys.MAIN_KEYS)
 
+    def __init__(self, ready: Callable[[], None], *, id: str | None = None) -> None:  # id: Textual's word
+        super().__init__(id=id)
+        self._ready = ready  # the app's: the panes exist, connect
+
     def compose(self) -> ComposeResult:
         yield ClusterHeader(id="header")
         with Pane("Nodes", id="nodes"):
@@ -87,7 +91,7 @@ class MainScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.app.main_screen_ready()  # type: ignore[attr-defined]  # Textual types self.app as App; ours is GpuTuiApp (issue 21's seam)
+        self._ready()
 
 
 class GpuTuiApp(StackActions, VerifyActions, IdleActions, HealthActions, CoalescedRefresh, DevicePluginPane, TerminalWatch, App[None]):
@@ -167,13 +171,12 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, HealthActions, Coalesc
             colours = self.current_theme
             render.PALETTE.use_theme(colours.success, colours.warning, colours.error)
         if self._main_ready:
-            self._node_cells.clear()  # every row, header and screen drawn again in the new colours
-            self._stale_pods = None
+            self.rebuild_rows()  # every row, header and screen drawn again in the new colours
             self._refresh_views()
 
     # -- layout ------------------------------------------------------------------
     def get_default_screen(self) -> Screen:
-        return MainScreen(id="main")
+        return MainScreen(self.main_screen_ready, id="main")
 
     @overload
     def _main(self, selector: str) -> Widget: ...
@@ -235,8 +238,7 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, HealthActions, Coalesc
         self.node_widths, self.pod_widths = widths(node_cols), widths(pod_cols)
         self.nodes_table.set_columns(node_cols)
         self.pods_table.set_columns(pod_cols)
-        self._node_cells.clear()
-        self._stale_pods = None
+        self.rebuild_rows()
         self._refresh_views()
 
     # -- connecting ------------------------------------------------------------------------
@@ -317,8 +319,12 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, HealthActions, Coalesc
             await self.conn.close()
             self.conn = None
 
-    async def action_quit(self) -> None:
+    def stop_drawing(self) -> None:
+        """The app is ending: no refresh draws from here on (its screens may already be gone)."""
         self._main_ready = False
+
+    async def action_quit(self) -> None:
+        self.stop_drawing()
         await self.stop_verifications()  # their pods are deleted over the connection closed next
         await self._disconnect()
         if self.fleet is not None:
@@ -328,7 +334,7 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, HealthActions, Coalesc
     async def on_unmount(self) -> None:
         """Every way out (`q`, a hangup, a signal, an error) passes here: Textual has cancelled the workers,
         and the verification workers' pods are deleted before the connection closes."""
-        self._main_ready = False
+        self.stop_drawing()
         try:
             await self.stop_verifications()
             await self._disconnect()
@@ -371,13 +377,7 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, HealthActions, Coalesc
 
     def _select_node(self, name: str | None) -> None:
         self.selected_node = name
-        self._plugin_identity = None
-        self._plugin_info = None
-        if name is None:
-            self.workers.cancel_group(self, "plugin-log")
-            self.plugin_log.clear()
-        else:
-            self._follow_plugin_logs(name)
+        self.follow_plugin_of(name)
         # The cursor moves now; the narrowed pods and the plugin pane follow within
         # REFRESH_INTERVAL, once however fast the keys come.
         self._request("pods", "plugin")
@@ -527,11 +527,7 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, HealthActions, Coalesc
         self.context = context
         self.selected_node = None
         self.server_version = ""
-        self._node_cells.clear()
-        self._stale_pods = None
-        self._nodes_generation = -1
-        self.nodes_table.show([])
-        self.pods_table.show([])
+        self.forget_cluster()
         self.plugin_log.clear()
         self._connect()
 

@@ -18,7 +18,14 @@ from .page import ModelPage
 from .seam import ViewContext
 
 if TYPE_CHECKING:
+    from textual.app import App
+    from textual.timer import Timer
+
     from gputui.kube.model import ClusterModel
+
+    _AppBase = App[None]  # a part of GpuTuiApp: type-checked with Textual's App for a base
+else:
+    _AppBase = object
 
 
 def health_text(gpus: list[health.BadGpu], now: float, old_after: float, pods_known: bool) -> Text:
@@ -101,22 +108,25 @@ def _shown(note: Text | None) -> tuple[str, str] | None:
 NOTES_INTERVAL = 1.0  # the bad GPUs are looked at again at most once a second, and only when an input changed
 
 
-class HealthActions:
+class HealthActions(_AppBase):
     """Mixed into GpuTuiApp: `h`, and the note of each GPU pod on a bad GPU. The notes are computed for every pod
     at once, when an input of the bad GPUs changed (a DCGM reading, a node, a DRA object, a pod: `health_input_changed`)
     and at most once a second; `changed_bad_gpu_notes` gives the pods whose note changed, the only rows redrawn."""
 
-    model: Any
+    # the app's, read here
+    model: ClusterModel | None
+    if TYPE_CHECKING:
+        def _request(self, *parts: str, soon: bool = False) -> None: ...  # ui/refresh.py
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._bad_gpu_notes: dict[tuple[str, str], Text] = {}
-        self._notes_of: tuple[Any, float] = (None, float("-inf"))  # (model, monotonic time) the notes were computed for, at
+        self._notes_of: tuple[ClusterModel | None, float] = (None, float("-inf"))  # (model, monotonic time) the notes were computed for, at
         self._notes_dirty = True
-        self._notes_due: Any = None  # a timer for the next look, while one is too soon
+        self._notes_due: Timer | None = None  # a timer for the next look, while one is too soon
 
     def action_health(self) -> None:
-        self.push_screen(HealthScreen())  # type: ignore[attr-defined]  # a mix-in of GpuTuiApp: the App's members (issue 21's seam)
+        self.push_screen(HealthScreen())
 
     def health_input_changed(self) -> None:
         self._notes_dirty = True
@@ -131,7 +141,7 @@ class HealthActions:
         now = time.monotonic()
         if seen_model is model and now - at < NOTES_INTERVAL:
             if self._notes_due is None:
-                self._notes_due = self.set_timer(NOTES_INTERVAL - (now - at), self._notes_due_now)  # type: ignore[attr-defined]  # a mix-in of GpuTuiApp (issue 21's seam)
+                self._notes_due = self.set_timer(NOTES_INTERVAL - (now - at), self._notes_due_now)
             return set()
         self._notes_dirty = False
         self._notes_of = (model, now)
@@ -141,7 +151,7 @@ class HealthActions:
 
     def _notes_due_now(self) -> None:
         self._notes_due = None
-        self._request("pods")  # type: ignore[attr-defined]  # a mix-in of GpuTuiApp: ui/refresh.py's (issue 21's seam)
+        self._request("pods")
 
     def bad_gpu_note(self, entry: GpuPod) -> Text | None:
         if entry.pod.node is None:

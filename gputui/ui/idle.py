@@ -26,9 +26,17 @@ from .page import ModelPage
 from .seam import ViewContext
 
 if TYPE_CHECKING:
+    from textual.app import App
+
+    from gputui.kube.config import Connection
     from gputui.kube.gpu import GpuPod
+    from gputui.kube.idle import Holder
     from gputui.kube.metrics import NodeMetrics
     from gputui.kube.model import ClusterModel
+
+    _AppBase = App[None]  # a part of GpuTuiApp: type-checked with Textual's App for a base
+else:
+    _AppBase = object
 
 IDLE_REFRESH = 10.0  # seconds between two Prometheus queries (and looks at the samples while no read comes)
 IDLE_COALESCE = 2.0  # the samples' figures are worked out at most every 2 s, however fast the reads come
@@ -149,12 +157,15 @@ class IdleScreen(ModelPage):
         return idle_text(context.idle, self.settings, context.width - 2)
 
 
-class IdleActions:
+class IdleActions(_AppBase):
     """Mixed into GpuTuiApp: the tracker of the connected model, its latest figures (`idle_view`) and `i`."""
 
+    # the app's, read here
     idle_settings: IdleSettings
-    model: Any
-    conn: Any
+    model: ClusterModel | None
+    conn: Connection | None
+    if TYPE_CHECKING:
+        def redraw_pod_rows(self) -> None: ...  # ui/refresh.py
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -162,7 +173,7 @@ class IdleActions:
         self._idle_tracker: IdleTracker | None = None
 
     def action_idle(self) -> None:
-        self.push_screen(IdleScreen(self.idle_settings))  # type: ignore[attr-defined]  # a mix-in of GpuTuiApp: the App's members, not the mix-in's (issue 21's seam)
+        self.push_screen(IdleScreen(self.idle_settings))
 
     def idle_note(self, entry: GpuPod) -> Text | None:
         model = self.model
@@ -179,18 +190,18 @@ class IdleActions:
         self._follow_idle(model, tracker)
 
     async def stop_idle(self) -> None:
-        self.workers.cancel_group(self, "idle")  # type: ignore[attr-defined]  # a mix-in of GpuTuiApp: the App's members, not the mix-in's (issue 21's seam)
+        self.workers.cancel_group(self, "idle")
         tracker, self._idle_tracker = self._idle_tracker, None
         if tracker is not None:
             with contextlib.suppress(HistoryError):
                 await tracker.close()
 
     @work(group="idle", exclusive=True)
-    async def _follow_idle(self, model: Any, tracker: IdleTracker) -> None:
+    async def _follow_idle(self, model: ClusterModel, tracker: IdleTracker) -> None:
         try:
             await tracker.open()
         except HistoryError as error:
-            self.notify(f"{error}; the samples are kept in memory only", severity="warning", timeout=15, markup=False)  # type: ignore[attr-defined]  # a mix-in of GpuTuiApp: the App's members, not the mix-in's (issue 21's seam)
+            self.notify(f"{error}; the samples are kept in memory only", severity="warning", timeout=15, markup=False)
             tracker.store.history = None  # nothing to write
         unhook = tracker.follow(model.metrics)
         # An exporter's state changing (known once the DaemonSets are, not running, gone) changes its pods' words too:
@@ -204,7 +215,7 @@ class IdleActions:
                 try:
                     self.idle_view = await tracker.refresh(await self._holders(model))
                 except HistoryError as error:  # the store keeps the samples in memory from now on
-                    self.notify(f"{error}; the samples are kept in memory only", severity="warning", timeout=15, markup=False)  # type: ignore[attr-defined]  # a mix-in of GpuTuiApp: the App's members, not the mix-in's (issue 21's seam)
+                    self.notify(f"{error}; the samples are kept in memory only", severity="warning", timeout=15, markup=False)
                 self.idle_changed()
                 if self.idle_view is not None and self.idle_view.source == PROMETHEUS:
                     await asyncio.sleep(IDLE_REFRESH)
@@ -217,7 +228,7 @@ class IdleActions:
             unsubscribe()
 
     @staticmethod
-    async def _holders(model: Any) -> list:
+    async def _holders(model: ClusterModel) -> list[Holder]:
         """kube/idle.py's holders, a slice of the pods at a time between yields to the loop."""
         pods, out = list(model.pods.records.values()), []
         for start in range(0, len(pods), SLICE):
@@ -228,7 +239,4 @@ class IdleActions:
 
     def idle_changed(self) -> None:
         """New figures: the pod rows and the top screen follow (the coalesced refresh)."""
-        stale = getattr(self, "_stale_pods", None)
-        if stale is not None:
-            stale.update(getattr(self, "_pod_view", {}))
-        self._request("pods")  # type: ignore[attr-defined]  # a mix-in of GpuTuiApp: the App's members, not the mix-in's (issue 21's seam)
+        self.redraw_pod_rows()

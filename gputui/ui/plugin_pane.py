@@ -53,6 +53,16 @@ class DevicePluginPane(_AppBase):
         self._plugin_follower: LogFollower | None = None  # the selected node's plugin log, while followed
         self._plugin_info: Text | None = None
 
+    def follow_plugin_of(self, node: str | None) -> None:
+        """Another node is selected: its plugin's info line and log, from scratch (None: no node, no log)."""
+        self._plugin_identity = None
+        self._plugin_info = None
+        if node is None:
+            self.workers.cancel_group(self, "plugin-log")
+            self.plugin_log.clear()
+        else:
+            self._follow_plugin_logs(node)
+
     # -- the info line ---------------------------------------------------------------------
     def _refresh_plugin(self, model: ClusterModel, now: float) -> None:
         pane = self._main("#plugin", Pane)

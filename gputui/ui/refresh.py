@@ -114,6 +114,7 @@ class CoalescedRefresh(_AppBase):
         def with_mark(self, name: str, cells: tuple[Text, ...]) -> tuple[Text, ...]: ...  # ui/verify/actions.py
         def _refresh_plugin(self, model: ClusterModel, now: float) -> None: ...  # plugin_pane.py
         def view_context(self, now: float | None = None) -> ViewContext: ...  # app.py: what a screen reads besides the model
+        def follow_node_cursor(self) -> None: ...  # app.py: the other panes follow the Nodes pane's visible cursor
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -141,6 +142,24 @@ class CoalescedRefresh(_AppBase):
         self._pending_words = ""  # the header's `3 GPU pods pending, longest 12m`, from the pods pane's rows
         self._needle = ""  # the pods pane's filter (casefolded) the rows were cut for
         self._filter_hits: set[tuple[str, str]] = set()  # the GPU pods the filter matches, on any node
+
+    def rebuild_rows(self) -> None:
+        """Every row built again at the next refresh (a new layout or theme)."""
+        self._node_cells.clear()
+        self._stale_pods = None
+
+    def forget_cluster(self) -> None:
+        """Another cluster comes: no row of this one is kept, and its node summaries are gathered afresh."""
+        self.rebuild_rows()
+        self._nodes_generation = -1
+        self.nodes_table.show([])
+        self.pods_table.show([])
+
+    def redraw_pod_rows(self) -> None:
+        """Every GPU pod's row looked at again at the next refresh (new figures of their use), which is asked for."""
+        if self._stale_pods is not None:
+            self._stale_pods.update(self._pod_view)
+        self._request("pods")
 
     def _age_tick(self) -> None:
         if self._stale_pods is not None:
@@ -380,9 +399,7 @@ class CoalescedRefresh(_AppBase):
         rows = [(s.name, self.with_mark(s.name, cache.cells(s.name, s, narrow, mark, self.node_widths))) for s in summaries]
         cache.keep({name for name, _ in rows})
         self.nodes_table.show(rows)
-        follow = getattr(self, "follow_node_cursor", None)  # the app's: the other panes follow the visible cursor
-        if follow is not None:
-            follow()
+        self.follow_node_cursor()
         pane = self._main("#nodes", Pane)
         pane.set_status(self._pane_status("nodes", self.nodes_table, basis))
 

@@ -23,13 +23,20 @@ import signal
 import sys
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 QUIT_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)  # SIGINT: kill -INT (ctrl+c is a key in the app)
 HANGUP_CHECK_INTERVAL = 1.0  # seconds between looks at the terminal
 EXIT_GRACE = 1.0  # seconds Textual's shutdown may take once our cleanup is done (it restores a live terminal in well under that)
 HANGUP_EXIT_STATUS = 128 + signal.SIGHUP
 _GONE = select.POLLHUP | select.POLLERR | select.POLLNVAL
+
+if TYPE_CHECKING:
+    from textual.app import App
+
+    _AppBase = App[None]  # a part of GpuTuiApp: type-checked with Textual's App for a base
+else:
+    _AppBase = object
 
 
 def terminal_gone(fds: tuple[int, ...]) -> bool:
@@ -60,27 +67,27 @@ def _exit_soon(delay: float, status: int) -> None:
     threading.Thread(target=end, name="gputui-exit", daemon=True).start()
 
 
-class TerminalWatch:
+class TerminalWatch(_AppBase):
     """App mix-in: when the terminal hangs up (SIGHUP, or seen gone), clean up and end."""
 
     _hung_up = False
+    if TYPE_CHECKING:
+        def stop_drawing(self) -> None: ...  # app.py: the screens may go from here on
 
     def on_mount(self) -> None:  # Textual calls each class's handler along the MRO
-        app: Any = self
         loop = asyncio.get_running_loop()
         for sig in QUIT_SIGNALS:
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no signals here
                 loop.add_signal_handler(sig, self._quit_on_signal, sig)
         self._terminal_fds = _terminal_fds()
-        if self._terminal_fds and not app.is_headless:  # tests and pipes have no terminal to lose
-            app.set_interval(HANGUP_CHECK_INTERVAL, self._look_at_terminal, name="gputui-terminal-watch")
+        if self._terminal_fds and not self.is_headless:  # tests and pipes have no terminal to lose
+            self.set_interval(HANGUP_CHECK_INTERVAL, self._look_at_terminal, name="gputui-terminal-watch")
 
     def _quit_on_signal(self, sig: int) -> None:
-        app: Any = self
         if sig == signal.SIGHUP:
             self.terminal_lost()
         else:
-            app.call_later(app.action_quit)  # as `q`: verification pods deleted first
+            self.call_later(self.action_quit)  # as `q`: verification pods deleted first
 
     def _look_at_terminal(self) -> None:
         if terminal_gone(self._terminal_fds):
@@ -91,9 +98,8 @@ class TerminalWatch:
         if self._hung_up:
             return
         self._hung_up = True
-        app: Any = self
-        app._main_ready = False
-        app.exit(return_code=HANGUP_EXIT_STATUS)
+        self.stop_drawing()
+        self.exit(return_code=HANGUP_EXIT_STATUS)
 
     def session_cleaned_up(self) -> None:
         """Called last by the app's unmount, on every way out, once its pods and connection are dealt with:

@@ -12,6 +12,7 @@ from .seam import ModelView
 from .stack import ComponentLogScreen, StackScreen
 from .usage import UsageScreen
 from .verify.live import VerifyScreen
+from .verify.results import VerifyManyScreen
 
 MODEL_VIEWS: tuple[type[ModelView], ...] = (
     CapacityScreen,
@@ -22,5 +23,6 @@ MODEL_VIEWS: tuple[type[ModelView], ...] = (
     QueuesScreen,
     StackScreen,
     UsageScreen,
+    VerifyManyScreen,
     VerifyScreen,
 )

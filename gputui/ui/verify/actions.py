@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from rich.text import Text
 from textual import work
@@ -23,30 +23,49 @@ from .settings import READ_ONLY_MESSAGE, VERIFY_GROUP
 from .words import _error_text
 
 if TYPE_CHECKING:
+    from textual.app import App
+
+    from gputui.kube.config import Connection
+    from gputui.kube.gpu import NodeSummary
+    from gputui.kube.model import ClusterModel
+
+    from ..table import KeyedTable
     from .settings import VerifySettings
 
+    _AppBase = App[None]  # a part of GpuTuiApp: type-checked with Textual's App for a base
+else:
+    _AppBase = object
+
 # Quit (deleting running verification pods first) on these rather than die: the terminal
-# closing (an ssh session dropped) or a plain `kill`. Ctrl+C is a key inside the app.
+# closing (an ssh session dropped) or a plain `kill`. Ctrl+C is a key inside the self.
 STOP_TIMEOUT = v.DELETE_CONFIRM_TIMEOUT + 5.0  # how long quitting waits for the pods' deletion
 MARK = "● "
 
 
-class VerifyActions:
+class VerifyActions(_AppBase):
     """Mixed into GpuTuiApp: space marks nodes, `v` verifies the marked or selected ones, `V` every GPU
     node; at connection, leftovers of earlier runs are offered for deletion. Uses the app's connection,
     model, selected node and Nodes table; never creates anything in read-only mode."""
 
+    # the app's, read here
     verify_settings: VerifySettings
     marked_nodes: set[str]
+    model: ClusterModel | None
+    conn: Connection | None
+    context: str | None
+    clock: Callable[[], float]
+    if TYPE_CHECKING:
+        @property
+        def nodes_table(self) -> KeyedTable: ...  # self.py
+        def _refresh_views(self, parts: Iterable[str] = ..., summaries: list[NodeSummary] | None = None) -> None: ...  # ui/refresh.py
 
     # marks
     def action_mark_node(self) -> None:
-        app: Any = self
-        node = app.nodes_table.cursor_key
+        node = self.nodes_table.cursor_key
         if node is None:
             return
-        app.marked_nodes ^= {node}
-        app._refresh_views(("nodes",))
+        self.marked_nodes ^= {node}
+        self._refresh_views(("nodes",))
 
     def with_mark(self, name: str, cells: tuple[Text, ...]) -> tuple[Text, ...]:
         """A Nodes row as shown: marked nodes get a dot before their name."""
@@ -59,38 +78,35 @@ class VerifyActions:
     # starting
     def _refused_read_only(self) -> bool:
         if self.verify_settings.read_only:
-            self.notify(READ_ONLY_MESSAGE, title="verify", severity="warning", markup=False)  # type: ignore[attr-defined]  # a mix-in of GpuTuiApp: the App's members, not the mix-in's (issue 21's seam)
+            self.notify(READ_ONLY_MESSAGE, title="verify", severity="warning", markup=False)
         return self.verify_settings.read_only
 
     def action_verify(self) -> None:
-        app: Any = self
         if self._refused_read_only():
             return
-        cursor = app.nodes_table.cursor_key  # the visible cursor row, never a row the filter hides
+        cursor = self.nodes_table.cursor_key  # the visible cursor row, never a row the filter hides
         nodes = sorted(self.marked_nodes) or ([cursor] if cursor else [])
         if not nodes:
-            app.notify("no node selected: choose one in the Nodes pane", title="verify", markup=False)
+            self.notify("no node selected: choose one in the Nodes pane", title="verify", markup=False)
             return
         self._plan_verification(nodes)
 
     def action_verify_all(self) -> None:
-        app: Any = self
         if self._refused_read_only():
             return
-        model = app.model
+        model = self.model
         nodes = [s.name for s in model.node_summaries() if s.gpu_node] if model is not None else []
         if not nodes:
-            app.notify("no GPU nodes to verify", title="verify", markup=False)
+            self.notify("no GPU nodes to verify", title="verify", markup=False)
             return
         self._plan_verification(nodes)
 
     @work(group="verify-plan", exclusive=True)
     async def _plan_verification(self, nodes: list[str]) -> None:
         """Read each node and plan its pod (API calls, off the widgets), then ask for confirmation."""
-        app: Any = self
-        conn = app.conn
+        conn = self.conn
         if conn is None:
-            app.notify("not connected yet", title="verify", markup=False)
+            self.notify("not connected yet", title="verify", markup=False)
             return
         settings = self.verify_settings
         namespace = settings.namespace or conn.namespace
@@ -102,39 +118,37 @@ class VerifyActions:
             if isinstance(result, v.Plan):
                 plans.append(result)
             elif isinstance(result, Exception):
-                app.notify(f"cannot verify {clean(node, 63)}: {clean(_error_text(result), 300)}", title="verify", severity="error", markup=False)
+                self.notify(f"cannot verify {clean(node, 63)}: {clean(_error_text(result), 300)}", title="verify", severity="error", markup=False)
             else:
                 raise result  # cancellation
         if plans:
-            app.push_screen(ConfirmVerifyScreen(plans, app.context), lambda confirmed: self._confirmed(plans, confirmed))
+            self.push_screen(ConfirmVerifyScreen(plans, self.context), lambda confirmed: self._confirmed(plans, confirmed))
 
     def _confirmed(self, plans: list[v.Plan], confirmed: bool | None) -> None:
-        app: Any = self
         if not confirmed:
-            app.notify("nothing created", title="verify", markup=False)
+            self.notify("nothing created", title="verify", markup=False)
             return
-        conn = app.conn
+        conn = self.conn
         if conn is None:
-            app.notify("not connected: nothing created", title="verify", severity="error", markup=False)
+            self.notify("not connected: nothing created", title="verify", severity="error", markup=False)
             return
         self.marked_nodes.clear()
-        app._refresh_views(("nodes",))
+        self._refresh_views(("nodes",))
         if len(plans) == 1:
-            app.push_screen(VerifyScreen(conn.api, plans[0], self.verify_settings.options, app.clock))
+            self.push_screen(VerifyScreen(conn.api, plans[0], self.verify_settings.options, self.clock))
         else:
-            app.push_screen(VerifyManyScreen(conn.api, plans, self.verify_settings))
+            self.push_screen(VerifyManyScreen(conn.api, plans, self.verify_settings))
 
     # quitting (the signals and a lost terminal: ui/session.py)
     def _verification_workers(self) -> list[Worker]:
-        app: Any = self
-        return [w for w in app.workers if w.group == VERIFY_GROUP and not w.is_finished]
+        return [w for w in self.workers if w.group == VERIFY_GROUP and not w.is_finished]
 
     def verifications_running(self) -> bool:
         return bool(self._verification_workers())
 
     def interrupt_verification(self) -> bool:
         """ctrl+c on a running verification's screen cancels it (its pods deleted); True when it did."""
-        screen = self.screen  # type: ignore[attr-defined]  # a mix-in of GpuTuiApp: the App's members, not the mix-in's (issue 21's seam)
+        screen = self.screen
         if isinstance(screen, (VerifyScreen, VerifyManyScreen)) and screen.running:
             screen.cancel()
             return True
@@ -152,21 +166,20 @@ class VerifyActions:
     @work(group="verify-leftovers", exclusive=True)
     async def check_leftovers(self) -> None:
         """Verification pods an earlier run left behind (found by label), offered for deletion."""
-        app: Any = self
-        conn = app.conn
+        conn = self.conn
         if conn is None:
             return
         try:
             found = await v.find_leftovers(conn.api, self.verify_settings.namespace or conn.namespace)
         except v.ApiError as error:
             if error.status != 403:  # not allowed to list pods: the panes already say so
-                app.notify(f"could not look for leftover verification pods: {clean(str(error), 300)}", severity="warning", markup=False)
+                self.notify(f"could not look for leftover verification pods: {clean(str(error), 300)}", severity="warning", markup=False)
             return
         except (OSError, HttpError) as error:
-            app.notify(f"could not look for leftover verification pods: {clean(_error_text(error), 300)}", severity="warning", markup=False)
+            self.notify(f"could not look for leftover verification pods: {clean(_error_text(error), 300)}", severity="warning", markup=False)
             return
         if found:
-            app.push_screen(LeftoversScreen(conn.api, found, app.clock(), read_only=self.verify_settings.read_only))
+            self.push_screen(LeftoversScreen(conn.api, found, self.clock(), read_only=self.verify_settings.read_only))
 
 
 async def _finished(worker: Worker) -> None:

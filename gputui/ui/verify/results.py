@@ -16,6 +16,7 @@ from gputui.kube import health, verify as v
 from .. import render
 from gputui.sanitize import clean
 from ..screens import TextScreen
+from ..seam import ViewContext, host
 from ..panes import clip
 from ..table import Column, KeyedTable
 from ..widgets import Pane
@@ -23,6 +24,8 @@ from .settings import FLUSH_INTERVAL, VERIFY_GROUP
 from .words import STAGE_WORDS, _elapsed, _error_text, known_problems, verdict_text
 
 if TYPE_CHECKING:
+    from gputui.kube.model import ClusterModel
+
     from .settings import VerifySettings
 
 
@@ -73,6 +76,8 @@ class VerifyManyScreen(Screen[None]):
         self.cancelling = False
         self._dirty = True
         self._worker: Worker | None = None
+        self._widths: dict[str, int] | None = None  # the columns' widths, once mounted
+        self._model: ClusterModel | None = None  # as last shown (a ModelView, seam.py)
         self.known: dict[str, Text | None] = {}  # per node, its known XIDs and health conditions as of its verdict
 
     def compose(self) -> ComposeResult:
@@ -87,6 +92,7 @@ class VerifyManyScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.title = f"verify {len(self.plans)} nodes"
+        host(self).show_now(self)
         self._widths = {c.key: c.width or 20 for c in result_columns(self.app.size.width)}
         self.table.set_columns(result_columns(self.app.size.width))
         self._flush()
@@ -153,7 +159,7 @@ class VerifyManyScreen(Screen[None]):
         else:
             progress = Text("queued" if not self.finished else "not started", style="dim", end="")
             result, detail, elapsed = Text("", end=""), Text("", end=""), Text("", end="")
-        w = getattr(self, "_widths", None) or {c.key: c.width or 20 for c in result_columns(120)}
+        w = self._widths or {c.key: c.width or 20 for c in result_columns(120)}
         return (clip(node, w["node"]), clip(progress, w["progress"]), clip(elapsed, w["time"]), clip(result, w["result"]),
                 clip(detail, w["detail"]))
 
@@ -195,12 +201,15 @@ class VerifyManyScreen(Screen[None]):
                             known=known_problems(self._bad_gpus(verdict.node), self._now()))
         self.app.push_screen(TextScreen(f"verdict · {clean(verdict.node, 63)}", body))
 
+    def show(self, model: ClusterModel | None, context: ViewContext) -> None:
+        self._model = model  # what is known of the nodes' GPUs (XIDs, health conditions), read as verdicts come
+
     def _bad_gpus(self, node: str) -> list[health.BadGpu]:
-        model = getattr(self.app, "model", None)  # the app's: what is known of the node's GPUs (XIDs, health conditions)
+        model = self._model
         return model.bad_gpus(node) if model is not None else []
 
     def _now(self) -> float:
-        model = getattr(self.app, "model", None)
+        model = self._model
         return model.clock() if model is not None else 0.0
 
     def _known_problems(self, node: str) -> Text | None:
