@@ -3,6 +3,9 @@ column from 120 columns and in the pod's details: what it holds times the time s
 each resource in its own unit; `?` when the start is not known, `-` for a pod not bound."""
 from __future__ import annotations
 
+import orjson
+
+from gputui.kube.decoding import Decoding, PodShape, filled
 from gputui.kube.gpu import GpuResources, allocated_hours, gpu_pod
 from gputui.kube.records import pod_from
 from gputui.ui import render
@@ -12,12 +15,13 @@ NOW = 1_750_000_000.0
 
 
 def entry(requests: dict[str, str], node: str | None = "a100-1", started: str | None = "2025-06-15T13:06:40Z"):
-    """A pod of one container asking for `requests`; started 2 h before NOW (2025-06-15T15:06:40Z)."""
+    """A pod of one container asking for `requests`; started 2 h before NOW (2025-06-15T15:06:40Z); decoded as
+    the watches decode it (the pod's typed shape keeps status.startTime)."""
     status = {"phase": "Running" if node else "Pending", **({"startTime": started} if started else {})}
     obj = {"metadata": {"name": "train-0", "namespace": "ml", "uid": "u1", "creationTimestamp": "2025-06-15T12:00:00Z"},
            "spec": {"containers": [{"name": "main", "resources": {"limits": requests}}], **({"nodeName": node} if node else {})},
            "status": status}
-    found = gpu_pod(pod_from(obj), GpuResources())
+    found = gpu_pod(pod_from(filled(Decoding.of(PodShape).object(orjson.dumps(obj)))), GpuResources())
     assert found is not None
     return found
 
