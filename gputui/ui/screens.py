@@ -17,7 +17,7 @@ from . import render
 from .idle import idle_words
 from .refresh import allocation_basis
 from .seam import ViewContext, host
-from .stack_render import components_section, dra_section, metrics_section
+from .stack_render import components_section, dra_section, health_section, metrics_section
 
 if TYPE_CHECKING:
     from gputui.kube.dcgm import GpuReading
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from gputui.kube.gpu import NodeSummary
     from gputui.kube.idle import IdleView
     from gputui.kube.metrics import NodeMetrics
+    from gputui.kube.health import GpuHealth
     from gputui.kube.model import ClusterModel
     from gputui.kube.records import Event, Pod
 
@@ -151,12 +152,12 @@ class NodeDetailsScreen(Screen[None]):
 class NodeDetails:
     """What the details screen shows, gathered by the app from the model."""
 
-    __slots__ = ("summary", "pods", "events", "metrics", "series", "unknown", "idle")
+    __slots__ = ("summary", "pods", "events", "metrics", "series", "unknown", "idle", "gpu_health")
 
     def __init__(
         self, summary: "NodeSummary", pods: "list[tuple[Pod, dict[str, int]]]", events: "list[Event]",
         metrics: "NodeMetrics | None" = None, series: "Callable[[GpuReading], list[float]]" = lambda reading: [],
-        unknown: str | None = None, idle: "IdleView | None" = None,
+        unknown: str | None = None, idle: "IdleView | None" = None, gpu_health: "Sequence[GpuHealth]" = (),
     ) -> None:
         self.summary = summary
         self.pods = pods
@@ -165,6 +166,7 @@ class NodeDetails:
         self.series = series  # a GPU's utilisation history
         self.unknown = unknown  # allocated and free not known (`…` listing, `?` unreadable): render.allocation_basis
         self.idle = idle  # the pods' GPU use (ui/idle.py); None before the first figures
+        self.gpu_health = gpu_health  # each GPU's health (kube/health.py's node_gpu_health)
 
 
 def node_details(model: ClusterModel, name: str, idle: IdleView | None) -> NodeDetails | None:
@@ -175,7 +177,8 @@ def node_details(model: ClusterModel, name: str, idle: IdleView | None) -> NodeD
     # each pod's GPUs as the pods pane counts them: requests, and DRA devices by DeviceClass
     pods = [(pod, entry.gpu if (entry := model.gpu_pod(pod, ())) else {}) for pod in model.pods_on_node(name) if not pod.finished]
     unknown, _ = allocation_basis(model)  # as the Nodes pane: `…` or `?` until pods are listed, or some namespaces only
-    return NodeDetails(summary, pods, model.events_for("Node", "", name)[:20], model.node_metrics(name), model.metrics.series, unknown, idle)
+    return NodeDetails(summary, pods, model.events_for("Node", "", name)[:20], model.node_metrics(name), model.metrics.series, unknown, idle,
+                       model.gpu_health(name))
 
 
 def _section(out: Text, title: str) -> None:
@@ -284,6 +287,8 @@ def details_text(details: NodeDetails, now: float, width: int = 120) -> Text:
         out.append_text(render.text(taint.key + (f"={taint.value}" if taint.value else "") + f":{taint.effect}", limit=300))
         out.append("\n")
     out.rstrip()
+
+    health_section(out, details.gpu_health, width)
 
     _section(out, "Pods on this node holding GPUs or running the GPU stack")
     if not details.pods:

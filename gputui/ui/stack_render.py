@@ -390,29 +390,29 @@ def dra_section(out: Text, devices: Sequence[DraDevice]) -> None:
     out.rstrip()
 
 
-def health_section(out: Text, gpus: Sequence[health.GpuHealth]) -> None:
+def health_section(out: Text, gpus: Sequence[health.GpuHealth], width: int = 120) -> None:
     """Each GPU's health (health.node_gpu_health): `✓ ok` only where DCGM read it and nothing says otherwise,
-    `✗` with its signals and the pods on it, `?` with why."""
+    `✗` with its signals and the pods on it, `?` with why; a long line wraps under itself within `width`."""
     if not gpus:
         return
     _section(out, "GPU health")
     for gpu in gpus:
-        out.append("  ")
         name = render.text(gpu.device or "node", limit=24)
         name.pad_right(16 - name.cell_len)
-        out.append_text(name)
         mark, style = {health.OK: ("✓ ok", render.OK_STYLE), health.BAD: ("✗", render.BAD_STYLE)}.get(gpu.state, (render.UNKNOWN_MARK, render.WARN_STYLE))
-        out.append(mark, style=style)
-        out.append(" ")
-        out.append_text(render.text(gpu.why, style=render.DIM_STYLE if gpu.state == health.OK else "", limit=400))
+        tail = Text(mark, style=style, end="") + Text(" ", end="")
+        tail.append_text(render.text(gpu.why, style=render.DIM_STYLE if gpu.state == health.OK else "", limit=400))
         bad = gpu.bad
         if bad is not None and not bad.holders_known:
-            out.append("  (which GPU, and so which pods, cannot be told)", style=render.DIM_STYLE)
+            tail.append("  (which GPU, and so which pods, cannot be told)", style=render.DIM_STYLE)
         elif bad is not None and not bad.holders:
-            out.append("  no pod holds it", style=render.DIM_STYLE)
+            tail.append("  no pod holds it", style=render.DIM_STYLE)
         elif bad is not None:
-            out.append("  pods ", style=render.DIM_STYLE)
-            out.append_text(render.text(", ".join(f"{h.namespace}/{h.name}" for h in bad.holders), style="bold", limit=300))
+            tail.append("  pods ", style=render.DIM_STYLE)
+            tail.append_text(render.text(", ".join(f"{h.namespace}/{h.name}" for h in bad.holders), style="bold", limit=300))
+        out.append("  ")
+        out.append_text(name)
+        _append_hanging(out, tail, 2 + name.cell_len, width - 4, indent=2 + name.cell_len)  # the page's padding and scrollbar
         out.append("\n")
     out.rstrip()
 

@@ -6,6 +6,7 @@ import pytest
 from gputui.sim import health as health_scenario
 from gputui.ui import app as app_module
 from gputui.ui.health import HealthScreen
+from gputui.ui.screens import NodeDetailsScreen
 from tests.ui.ui_helpers import app_on, screen_text, show_all_pods, start_cluster, wait_for
 
 
@@ -62,3 +63,30 @@ async def test_a_new_xid_marks_the_pods_on_that_gpu_and_its_end_clears_the_mark(
         finally:
             cluster.call(cluster.sim.faults.xid, "gpu-1", 2, 0)
             cluster.call(cluster.sim.faults.xid, "gpu-1", 1, 79)
+
+
+async def test_node_details_list_each_gpus_health_and_the_pods_on_a_bad_one(cluster):
+    """Issue 24: per GPU on the node details, bad with its signal and pods, ok only where DCGM read it, `?` with why."""
+    app = app_on(cluster)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await wait_for(pilot, lambda: app.model is not None and app.model.pods_known, what="the pods listed")
+
+        async def health_lines(node: str) -> dict[str, str]:
+            app.show_node(node)
+            await wait_for(pilot, lambda: isinstance(app.screen, NodeDetailsScreen) and "GPU health" in app.screen.text
+                           and "DCGM not read yet" not in app.screen.text, what=f"{node}'s GPU health")
+            section = app.screen.text.split("GPU health\n", 1)[1].split("\n\n", 1)[0]
+            await pilot.press("escape")
+            return {line.split()[0] + (" " + line.split()[1] if line.split()[0] == "GPU" else ""): line.strip()
+                    for line in section.splitlines()}
+
+        gpu_1 = await health_lines("gpu-1")
+        assert gpu_1["GPU 1"].startswith("GPU 1") and "✗ XID 79 (GPU has fallen off the bus)" in gpu_1["GPU 1"]
+        assert gpu_1["GPU 1"].endswith("pods ml/llm-train-0") and gpu_1["GPU 6"].endswith("no pod holds it")
+        assert "✓ ok no XID reported by DCGM, read " in gpu_1["GPU 0"]
+        dra_1 = await health_lines("dra-1")
+        assert "✗ device taint gpu.nvidia.com/xid=43:NoSchedule" in dra_1["gpu-0"] and dra_1["gpu-0"].endswith("pods inference/vllm-0")
+        assert dra_1["gpu-3"].endswith("? no DCGM reading: no DCGM exporter on this node")  # unknown, never ok
+        cond_1 = await health_lines("cond-1")
+        assert cond_1["GPU 0"].endswith("? the node's signal below names no GPU")
+        assert "✗ condition GpuXidError is True" in cond_1["node"] and "(which GPU, and so which pods, cannot be" in cond_1["node"]
