@@ -137,9 +137,14 @@ class Discovery:
         try:
             await self.read_once()
             while True:
-                with contextlib.suppress(asyncio.TimeoutError):
-                    async with asyncio.timeout(self.interval * (WATCHED_SLOWER if self.watching else 1)):
-                        await self._soon.wait()
+                last = time.monotonic()
+                while not self._soon.is_set():  # the CRDs' watch may begin or end meanwhile: the timer follows
+                    left = last + self.interval * (WATCHED_SLOWER if self.watching else 1) - time.monotonic()
+                    if left <= 0:
+                        break
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        async with asyncio.timeout(min(left, self.interval)):
+                            await self._soon.wait()
                 if not self._soon.is_set():
                     await self.read_once()  # the timer's
                     continue
