@@ -601,11 +601,12 @@ def allocated_hours(entry: GpuPod, now: float) -> dict[str, float] | None:
     the kubelet took it (status.startTime), its GPUs held from then on. Allocated, not used (its use is the
     Idle GPUs' and Usage screens'). Each resource counts in its own unit: a MIG slice as its profile, a shared
     GPU's replica as one replica, a DRA DeviceClass's devices as devices; none is a whole GPU of another.
-    {} for a pod not bound (it holds nothing yet); None when its start is not known."""
+    {} for a pod not bound (it holds nothing yet); None when its start is not known, or later than `now` (this
+    machine's clock behind the cluster's: kubectl's `<invalid>` age)."""
     pod = entry.pod
     if pod.node is None:
         return {}
-    if pod.started is None:
+    if pod.started is None or pod.started > now:
         return None
-    hours = max(0.0, now - pod.started) / 3600
+    hours = (now - pod.started) / 3600
     return {name: n * hours for name, n in entry.gpu.items()}

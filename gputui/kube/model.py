@@ -710,7 +710,7 @@ class ClusterModel:
                 continue
             exporter = summary.components.get("dcgm-exporter")
             if exporter is None:
-                out[summary.name] = Exporter(unavailable="exporter unknown: pods or DaemonSets cannot be read")
+                out[summary.name] = Exporter(unavailable="exporter unknown until pods and DaemonSets are listed")
             elif exporter.state == stack.RUNNING and exporter.pod and self._metrics_unavailable is not None:
                 out[summary.name] = Exporter(unavailable=self._metrics_unavailable)
             elif exporter.state == stack.RUNNING and exporter.pod:

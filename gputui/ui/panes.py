@@ -7,7 +7,7 @@ terminal's (`node_columns`, `pod_columns`), and every cell is cut to it with `â€
 screen; a cut cell keeps its whole value for the filter (`table.Cell`). Narrow
 layouts (under 100 columns, e.g. 80x24 over ssh) drop the model and memory
 columns and the pods' RESTARTS, and shorten the rest; the pods' GPU-H shows from
-120 columns.
+140 columns.
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ ROOM = 3  # the pane's two borders and the table's scrollbar
 PADDING = 2  # a cell's padding, one each side
 # kubectl's words, as in `gputui report` and node details: the cell reads allocated/allocatable (`3/8`).
 ALLOCATED_TITLE, ALLOCATED_TITLE_NARROW = "GPU ALLOCATED", "ALLOCATED"
-HOURS_FROM = 120  # the pods' GPU-H column from this width: under it, the names keep its room
+HOURS_FROM = 140  # the pods' GPU-H column from this width: under it, REASON (a running pod's use, its bad GPU) keeps its room
 
 
 def _room(width: int, columns: int) -> int:
@@ -189,8 +189,7 @@ def pod_columns(narrow: bool, width: int | None = None) -> list[Column]:
     fixed = {"status": 10, "restarts": 8, "age": 5, **({"hours": 6} if hours else {})}
     flex = _share(
         _room(width, 7 + hours) - sum(fixed.values()),
-        # REASON is empty on a running pod's row (and whole one key away): it gives GPU-H its room
-        [("node", 0.17, 10, 63), ("gpus", 0.2, 10, 40), ("reason", 0.2, 10, 300), ("pod", 0.43, 16, 100)],
+        [("node", 0.15, 10, 63), ("gpus", 0.2, 10, 40), ("reason", 0.25, 10, 300), ("pod", 0.4, 16, 100)],
     )
     w = {**fixed, **flex}
     return [

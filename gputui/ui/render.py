@@ -319,6 +319,8 @@ def gpu_hours_words(entry: GpuPod, now: float) -> Text:
     hours = allocated_hours(entry, now)
     if hours == {}:
         return Text("allocated so far: nothing, not bound to a node", style=DIM_STYLE, end="")
+    if hours is None and entry.pod.started is not None:
+        return Text("allocated so far: ? GPU-hours (its status.startTime is later than this machine's clock)", style=DIM_STYLE, end="")
     if hours is None:
         return Text("allocated so far: ? GPU-hours (its start, status.startTime, is not known yet)", style=DIM_STYLE, end="")
     units = " + ".join(f"{_gpu_hours(h)} {short_resource(name).removeprefix('nvidia.com/')}-h" for name, h in hours.items())

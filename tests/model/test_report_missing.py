@@ -45,7 +45,7 @@ async def test_a_forbidden_optional_part_is_named_not_guessed(sim):
     missing = {part["part"]: part["reason"] for part in data["missing"]}
     # metrics too: without DaemonSets no exporter is known to ask
     assert set(missing) == {"events", "daemonsets", "metrics"}, data["missing"]
-    assert missing["metrics"] == "exporter unknown: pods or DaemonSets cannot be read (3 nodes)"
+    assert missing["metrics"] == "exporter unknown until pods and DaemonSets are listed (3 nodes)"
     assert missing["daemonsets"].startswith('forbidden (403): daemonsets.apps is forbidden: User "system:serviceaccount:gputui:viewer"')
     assert missing["events"].startswith("forbidden (403): events is forbidden")
     warnings = [line for line in err.splitlines() if line.startswith("gputui report: warning: ")]

@@ -74,7 +74,8 @@ async def test_node_details_list_each_gpus_health_and_the_pods_on_a_bad_one(clus
         async def health_lines(node: str) -> dict[str, str]:
             app.show_node(node)
             await wait_for(pilot, lambda: isinstance(app.screen, NodeDetailsScreen) and "GPU health" in app.screen.text
-                           and "DCGM not read yet" not in app.screen.text, what=f"{node}'s GPU health")
+                           and "DCGM not read yet" not in app.screen.text and "exporter unknown" not in app.screen.text,
+                           what=f"{node}'s GPU health")
             section = app.screen.text.split("GPU health\n", 1)[1].split("\n\n", 1)[0]
             await pilot.press("escape")
             return {line.split()[0] + (" " + line.split()[1] if line.split()[0] == "GPU" else ""): line.strip()

@@ -49,11 +49,19 @@ def test_unknown_start_is_a_question_mark_and_a_pending_pod_holds_nothing():
     assert render.gpu_hours_words(pending, NOW).plain == "allocated so far: nothing, not bound to a node"
 
 
-def test_the_column_only_from_120_columns():
+def test_a_start_after_this_machines_clock_is_not_zero_hours():
+    skewed = entry({"nvidia.com/gpu": "2"}, started="2025-06-15T15:07:00Z")  # 20 s after NOW
+    assert allocated_hours(skewed, NOW) is None and render.gpu_hours(skewed, NOW) == "?"
+    assert "later than this machine's clock" in render.gpu_hours_words(skewed, NOW).plain
+
+
+def test_the_column_only_from_140_columns_and_reason_keeps_its_room():
     assert "hours" not in [c.key for c in pod_columns(True, 80)]
-    assert "hours" not in [c.key for c in pod_columns(False, 119)]
-    columns = pod_columns(False, 120)
+    assert "hours" not in [c.key for c in pod_columns(False, 139)]
+    reason = {c.key: c.width for c in pod_columns(False, 120)}["reason"]
+    assert {c.key: c.width for c in pod_columns(False, 140)}["reason"] >= reason  # a bad GPU's words are not cut for it
+    columns = pod_columns(False, 140)
     assert [c.label for c in columns][-2:] == ["GPU-H", "REASON"]
     row = pod_row(entry({"nvidia.com/gpu": "4"}), "2h", False, widths(columns), hours="8.0")
     assert len(row) == len(columns) and row[-2].plain.strip() == "8.0"
-    assert len(pod_row(entry({"nvidia.com/gpu": "4"}), "2h", False, widths(pod_columns(False, 119)))) == len(pod_columns(False, 119))
+    assert len(pod_row(entry({"nvidia.com/gpu": "4"}), "2h", False, widths(pod_columns(False, 139)))) == len(pod_columns(False, 139))
