@@ -2,7 +2,7 @@
 
     python tests/bench_soak.py                  # 1,000 nodes / 20,000 pods, 30 minutes, a fault a minute, 50 changes/s
     python tests/bench_soak.py --minutes 5      # shorter
-    python tests/bench_soak.py --smoke          # 20 nodes / 300 pods, each fault once, 1.5 s apart (the test suite runs this)
+    python tests/bench_soak.py --smoke          # 20 nodes / 300 pods, each fault once, 0.1 s apart (the test suite runs this)
 
 Three processes:
   the simulator   `gputui sim --nodes N --pods M --faults --kubeconfig-out PATH`, as a user would start it;
@@ -28,7 +28,7 @@ Faults, in turn, one every `--fault-every` seconds (the next never before the la
              (its watches need not be reopened: back is every one live again, on the same streams or new)
 Recovery: seconds from the end of the fault (the restart's return, the burst's clear) until every watch has
 been opened again since the fault began and is current (the model's `states`: all `live`, not relisting,
-or `absent` for kinds the cluster does not serve) and `model.all_running()`, and stays so for a second
+or `absent` for kinds the cluster does not serve) and `model.all_running()`, and stays so for a second (--steady)
 (a watch is said live when the server answers 200; a 410 comes as the stream's first event).
 
 Measured at the start (synced, tables filled) and at the end (churn stopped, settled): RSS (/proc/self/statm,
@@ -491,7 +491,9 @@ def fresh_rows(app: Any, fresh: Any) -> tuple[list[tuple[str, tuple]], list[tupl
     held = sorted((key for key, entry in entries.items() if waiting(entry)),
                   key=lambda key: (entries[key].pod.node is not None, entries[key].pod.created or 0.0, key))
     order = [*held, *sorted(key for key in entries if key not in set(held))]
-    pods = [(f"{key[0]}/{key[1]}", pod_row(entries[key], render.age(entries[key].pod.created, now), narrow, *pod_widths))
+    hours = bool(pod_widths) and "hours" in pod_widths[0]  # the GPU-H column, from HOURS_FROM columns
+    pods = [(f"{key[0]}/{key[1]}", pod_row(entries[key], render.age(entries[key].pod.created, now), narrow, *pod_widths,
+                                           hours=render.gpu_hours(entries[key], now) if hours else ""))
             for key in order]
     return nodes, pods
 
@@ -548,7 +550,7 @@ async def soak(args: argparse.Namespace, sim: Simulator) -> dict:
         await wait_until(lambda: app.selected_node is not None, 60)
         await pilot.press("a")  # every node's GPU pods (the pane starts on the cursor node's): the whole table is checked
         await wait_until(lambda: not (app._pods_filling or app._freeze_when_filled), 60)
-        await pilot.pause(1.0)
+        await pilot.pause(min(1.0, args.settle))
         model = app.model
         tracker = WatchTracker(model)
         figures["rss_start"], figures["tasks_start"], tasks_before = rss_mb(), task_count(), task_names()
@@ -578,7 +580,7 @@ async def soak(args: argparse.Namespace, sim: Simulator) -> dict:
             await apply_fault(control, sim.faults_url, kind, args.burst, http, server, churn)
             ended = time.monotonic()
             limit = max(args.fault_every, 60.0)
-            back_at = await tracker.wait_back(began, limit, reopened=kind != "silence")
+            back_at = await tracker.wait_back(began, limit, steady=args.steady, reopened=kind != "silence")
             back = back_at is not None
             at = time.monotonic() if back_at is None else max(back_at, ended)
             since = at - churn_started
@@ -706,7 +708,7 @@ def main() -> int:
         churn_worker(sys.argv[2], float(sys.argv[3]), os.getpid())
         return 0
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--smoke", action="store_true", help="20 nodes / 300 pods, each fault once, 0.3 s apart")
+    parser.add_argument("--smoke", action="store_true", help="20 nodes / 300 pods, each fault once, 0.1 s apart")
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--pods", type=int, default=20000)
     parser.add_argument("--minutes", type=float, default=30.0)
@@ -714,12 +716,15 @@ def main() -> int:
     parser.add_argument("--churn", type=float, default=50.0, help="changes a second through the API (default 50)")
     parser.add_argument("--burst", type=float, default=None, help="seconds a 500 burst lasts (default 5; smoke 0.3)")
     parser.add_argument("--settle", type=float, default=None, help="seconds to settle after the churn (default 15; smoke 0.5)")
+    parser.add_argument("--steady", type=float, default=None,
+                        help=f"seconds every watch must stay back for a recovery to count (default {STEADY:g}; smoke 0.5)")
     args = parser.parse_args()
     if args.smoke:
         # each fault once, back to back (the next once the last one's watches are back)
-        args.nodes, args.pods, args.minutes, args.fault_every, args.churn = 20, 300, 0.0, 0.3, 20.0
+        args.nodes, args.pods, args.minutes, args.fault_every, args.churn = 20, 300, 0.0, 0.1, 20.0
     args.burst = args.burst if args.burst is not None else (0.3 if args.smoke else 5.0)
     args.settle = args.settle if args.settle is not None else (0.5 if args.smoke else 15.0)
+    args.steady = args.steady if args.steady is not None else (0.5 if args.smoke else STEADY)
     print(f"soak: {args.nodes:,} nodes, {args.pods:,} pods, {args.minutes:g} min, a fault every {args.fault_every:g} s "
           f"({', '.join(FAULTS)}), {args.churn:g} changes/s asked", flush=True)
     with tempfile.TemporaryDirectory(prefix="gputui-soak-") as workdir:
