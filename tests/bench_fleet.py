@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import yaml
@@ -115,17 +116,20 @@ def main() -> int:
     max_live = args.max_live or args.clusters
     print(f"fleet: {args.clusters} clusters of {args.nodes:,} nodes / {args.pods:,} pods, {max_live} watched", flush=True)
     with tempfile.TemporaryDirectory(prefix="gputui-bench-fleet-") as workdir:
-        sims = []
-        try:
-            for i in range(args.clusters):
-                sims.append(Simulator(args.nodes, args.pods, str(Path(workdir) / f"c{i}")))
-            kubeconfig = Path(workdir) / "fleet-kubeconfig"
-            contexts = merged([sim.kubeconfig for sim in sims], kubeconfig)
-            one = child(str(kubeconfig), contexts[:1], 1)
-            whole = child(str(kubeconfig), contexts, max_live)
-        finally:
-            for sim in sims:
-                sim.stop()
+        # the smoke starts its simulators, then its two children, side by side (the full run: one by one)
+        with ThreadPoolExecutor(max_workers=args.clusters if args.smoke else 1) as pool:
+            starting = [pool.submit(Simulator, args.nodes, args.pods, str(Path(workdir) / f"c{i}")) for i in range(args.clusters)]
+            try:
+                sims = [started.result() for started in starting]
+                kubeconfig = Path(workdir) / "fleet-kubeconfig"
+                contexts = merged([sim.kubeconfig for sim in sims], kubeconfig)
+                one_run = pool.submit(child, str(kubeconfig), contexts[:1], 1)
+                whole = pool.submit(child, str(kubeconfig), contexts, max_live).result()
+                one = one_run.result()
+            finally:
+                for started in starting:
+                    if not started.cancel() and started.exception() is None:
+                        started.result().stop()
     print("\n== every cluster at once ==")
     for context in contexts:
         seconds = whole["live_s"].get(context)
