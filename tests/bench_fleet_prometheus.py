@@ -4,8 +4,8 @@
     python tests/bench_fleet_prometheus.py --clusters 200 --nodes 100 --pods 400
     python tests/bench_fleet_prometheus.py --smoke               # 3 clusters of 5 nodes (the test suite runs this)
 
-One simulated cluster (gputui.sim.synthetic: realistic pods, a fifth of them asking for GPUs, two nodes in five
-with 8 GPUs) is written as kube-state-metrics writes it (gputui.sim.ksm, with every GPU's DCGM XID series), and
+One simulated cluster (gputui.sim.scenarios.generated: realistic pods, a fifth of them asking for GPUs, two nodes in five
+with 8 GPUs) is written as kube-state-metrics writes it (gputui.sim.exporters.ksm, with every GPU's DCGM XID series), and
 served `--clusters` times by one exporter, each copy with its own `cluster` label, as a federating Prometheus
 holds them; Debian's prometheus scrapes it once. Then, side by side:
 
@@ -40,8 +40,9 @@ from gputui.kube.config import connect  # noqa: E402
 from gputui.kube.fleet_prometheus import FleetQueries, PrometheusFleet  # noqa: E402
 from gputui.kube.model import NODES, PODS  # noqa: E402
 from gputui.kube.prometheus import Prometheus  # noqa: E402
-from gputui.sim import SimCluster, synthetic  # noqa: E402
-from gputui.sim.ksm import exposition  # noqa: E402
+from gputui.sim import SimCluster  # noqa: E402
+from gputui.sim.scenarios import generated as synthetic  # noqa: E402
+from gputui.sim.exporters.ksm import exposition  # noqa: E402
 from tests import prometheus as prom  # noqa: E402
 
 RELIST_INTERVAL = f.SUMMARY_INTERVAL

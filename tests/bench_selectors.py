@@ -3,7 +3,7 @@
     python tests/bench_selectors.py                     # 2,000 nodes' worth: 20,000 pods, a minute of churn
     python tests/bench_selectors.py --pods 2000 --churn 120 --seconds 10   # smaller, quicker
 
-A synthetic cluster (gputui.sim.synthetic: GPU and CPU nodes, web, batch, training and serving
+A synthetic cluster (gputui.sim.scenarios.generated: GPU and CPU nodes, web, batch, training and serving
 pods) with many finished Job pods and the events a busy cluster keeps (each pod's Scheduled,
 Pulled, Created, Started; the nodes'; FailedScheduling for the pods that wait). The model
 (nodes, pods, events) makes its initial sync, then follows a minute of churn: Job pods created,
@@ -33,7 +33,7 @@ from gputui.kube.config import connect  # noqa: E402
 from gputui.kube.model import EVENTS, NODES, NODE_EVENTS, PODS, SCHEDULING_EVENTS, UNFINISHED_PODS, ClusterModel  # noqa: E402
 from gputui.sim import builders as b  # noqa: E402
 from gputui.sim.cluster import SimCluster  # noqa: E402
-from gputui.sim.synthetic import generate  # noqa: E402
+from gputui.sim.scenarios.generated import generate  # noqa: E402
 
 WAYS = {
     "none": {},

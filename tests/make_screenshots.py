@@ -10,7 +10,7 @@ kubelets' log lines, stamped with the real time, read as fresh ("as of 1s"),
 not as from the future (a frozen clock made that "as of <invalid>").
 
 The Usage screen needs days of series: promtool backfills a Prometheus with the demo's kube-state-metrics and
-DCGM series (the simulator's own expositions, sim/ksm.py and sim/dcgm.py) every USAGE_STEP_S over the last
+DCGM series (the simulator's own expositions, sim/exporters/ksm.py and sim/exporters/dcgm.py) every USAGE_STEP_S over the last
 USAGE_HISTORY_S, each pod from its status.startTime; the app asks that Prometheus.
 """
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from gputui.sim import demo
+from gputui.sim.scenarios import demo
 from gputui.ui.demo import BackgroundCluster
 from gputui.ui.launch import make_app
 
@@ -116,7 +116,7 @@ USAGE_LABELS = {"pods": ["team"], "nodes": ["nvidia.com/gpu.product"]}
 def usage_history(objects: list[dict], now: float) -> str:
     """OpenMetrics for `promtool tsdb create-blocks-from openmetrics`: the series the Usage screen reads, as
     scraped every USAGE_STEP_S over the last USAGE_HISTORY_S; a pod only from its start on."""
-    from gputui.sim import dcgm, ksm
+    from gputui.sim.exporters import dcgm, ksm
 
     nodes = [o for o in objects if o["kind"] == "Node"]
     pods = [o for o in objects if o["kind"] == "Pod"]

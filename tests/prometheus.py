@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from gputui.sim.cluster import ADMIN_TOKEN
-from gputui.sim.tls import authority
+from gputui.sim.apiserver.tls import authority
 
 BINARY = shutil.which("prometheus")
 PROMTOOL = shutil.which("promtool")

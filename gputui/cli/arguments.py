@@ -130,7 +130,7 @@ def fleet_contexts(args: argparse.Namespace, configured: list[str] | tuple[str, 
 
 
 def add_dump_args(parser: argparse.ArgumentParser, *, subcommand: bool = False) -> None:
-    """--from: a dump of a cluster instead of a live one (gputui.sim.dump serves it as it was)."""
+    """--from: a dump of a cluster instead of a live one (gputui.sim.scenarios.dump serves it as it was)."""
     parser.add_argument(
         "--from", dest="dump", metavar="PATH", nargs="+", action="extend", default=argparse.SUPPRESS if subcommand else None,
         help="diagnose a dump instead of a cluster, offline and read-only: a YAML or JSON List as `kubectl get ... -A "
@@ -151,13 +151,13 @@ def _dump_clash(args: argparse.Namespace) -> str | None:
 
 
 def read_dump(args: argparse.Namespace, program: str) -> Any:
-    """--from's dump (a gputui.sim.dump.Dump); None once one line on stderr has said why not (exit 2):
+    """--from's dump (a gputui.sim.scenarios.dump.Dump); None once one line on stderr has said why not (exit 2):
     flags that do not go with a dump, or a dump that cannot be read."""
     clash = _dump_clash(args)
     if clash:
         print(f"{program}: {clash}", file=sys.stderr)
         return None
-    from gputui.sim.dump import Dump  # noqa: PLC0415  (the simulator loads only for --from)
+    from gputui.sim.scenarios.dump import Dump  # noqa: PLC0415  (the simulator loads only for --from)
     from gputui.sim.scenarios import ScenarioError  # noqa: PLC0415
 
     try:

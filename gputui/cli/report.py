@@ -169,7 +169,7 @@ def run_dump(args: argparse.Namespace, config: Any) -> int:
         return 2
     from gputui.kube.quantities import dump_taken  # noqa: PLC0415
     from gputui.report.contract import collect  # noqa: PLC0415
-    from gputui.sim.dump import NOT_IN_DUMP  # noqa: PLC0415  (the simulator loads only for --from)
+    from gputui.sim.scenarios.dump import NOT_IN_DUMP  # noqa: PLC0415  (the simulator loads only for --from)
 
     print(f"gputui report: {dump.context}: {dump.summary()}; {dump_taken(dump.loaded.objects)}", file=sys.stderr)
 

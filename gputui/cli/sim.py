@@ -206,7 +206,7 @@ async def _serve(args: argparse.Namespace) -> int:
 
     tokens = {}
     if args.token_auth_file is not None:
-        from gputui.sim.auth import parse_token_file  # noqa: PLC0415
+        from gputui.sim.apiserver.auth import parse_token_file  # noqa: PLC0415
 
         try:
             text = args.token_auth_file.read_text(encoding="utf-8")

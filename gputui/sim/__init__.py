@@ -2,6 +2,9 @@
 
 An independent oracle for the tests, the demo and the benchmarks: it imports nothing of gputui
 outside this package. `SimCluster` (cluster.py) loads aiohttp, so it is imported on first use.
+Grouped by job: `apiserver/` (the store, admission, the HTTP layer), `behaviour/` (scheduler,
+kubelets, controllers), `exporters/` (dcgm-exporter, kube-state-metrics), `scenarios/` (what a
+cluster starts with); `builders/` (object shapes) serve them all.
 """
 from __future__ import annotations
 

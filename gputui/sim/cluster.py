@@ -30,12 +30,12 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from aiohttp import web
 
-from .features import DEFAULT_MINOR, ApiCounts, features_for
-from .logs import LogBook
-from .store import Store
+from .apiserver.features import DEFAULT_MINOR, ApiCounts, features_for
+from .behaviour.logs import LogBook
+from .apiserver.store import Store
 
 if TYPE_CHECKING:
-    from .controllers import Controllers
+    from .behaviour.controllers import Controllers
 
 CONTEXT_NAME = "gputui-sim"
 ADMIN_TOKEN = "gputui-sim"  # noqa: S105  (a fixed test token) the kubeconfig's token: the user gputui-sim-admin, group system:masters
@@ -56,7 +56,7 @@ def kubeconfig_for(url: str, namespace: str = "default", *, ca: bytes | None = N
     cluster: dict[str, Any] = {"server": url}
     if url.startswith("https://"):
         if ca is None:
-            from .tls import authority  # noqa: PLC0415
+            from .apiserver.tls import authority  # noqa: PLC0415
 
             ca = authority().pem
         cluster["certificate-authority-data"] = _b64(ca)
@@ -152,7 +152,7 @@ class SimCluster:
         self.version_unknown = version_unknown  # True: /version answers empty strings (a dump does not say)
         self.url = ""
         self.kubeconfig_path: Path | None = None
-        from .auth import MASTERS, Authenticator, Authorizer, User  # noqa: PLC0415
+        from .apiserver.auth import MASTERS, Authenticator, Authorizer, User  # noqa: PLC0415
 
         self.tls = tls
         table = {ADMIN_TOKEN: User(ADMIN_USER, (MASTERS,)), EXEC_TOKEN: User(ADMIN_USER, (MASTERS,))}
@@ -174,12 +174,12 @@ class SimCluster:
         return Store(own_etcd={"events": 1 + max(0, -lag)}, first_revision=1 + max(0, lag))
 
     async def start(self) -> "SimCluster":
-        from .controllers import Controllers  # noqa: PLC0415
+        from .behaviour.controllers import Controllers  # noqa: PLC0415
 
         self._populate()
         self.controllers = Controllers(self)
         if self.tls:
-            from .tls import LOOPBACK_NAMES, server_context  # noqa: PLC0415
+            from .apiserver.tls import LOOPBACK_NAMES, server_context  # noqa: PLC0415
 
             self._ssl = server_context(self._cert_hosts if self._cert_hosts is not None else (*LOOPBACK_NAMES, self.host))
         await self._serve()
@@ -198,13 +198,13 @@ class SimCluster:
             objects = scenarios.load(self._scenario)
         else:
             objects = []
-        from .auth import Authorizer  # noqa: PLC0415
+        from .apiserver.auth import Authorizer  # noqa: PLC0415
 
         self.authorizer = Authorizer(scenarios.policy_of(objects))
         scenarios.populate(self.store, objects)
 
     async def _serve(self) -> None:
-        from . import server  # noqa: PLC0415
+        from .apiserver import http as server  # noqa: PLC0415
 
         # handler_cancellation: a client that goes away ends its watch or log stream at once.
         self._runner = web.AppRunner(
@@ -231,7 +231,7 @@ class SimCluster:
         writes_while_down: that many writes (an annotation of the first node) before serving again; after a
         fresh start, enough of them carry the resourceVersion past what clients hold, so that only a fresh
         list, not the version's order, tells them their state is not the server's."""
-        from .controllers import Controllers  # noqa: PLC0415
+        from .behaviour.controllers import Controllers  # noqa: PLC0415
 
         self.store.drop_watches()
         if self._runner is not None:
@@ -270,8 +270,8 @@ class SimCluster:
         doc = kubeconfig_for(self.url, context=self.context)
         if self._all_credentials:
             if self.tls:
-                from .auth import MASTERS  # noqa: PLC0415
-                from .tls import authority  # noqa: PLC0415
+                from .apiserver.auth import MASTERS  # noqa: PLC0415
+                from .apiserver.tls import authority  # noqa: PLC0415
 
                 cert, key = authority().issue_client(ADMIN_USER, [MASTERS])
                 _add_context(doc, CERT_CONTEXT, {"client-certificate-data": _b64(cert), "client-key-data": _b64(key)})
@@ -291,7 +291,7 @@ class SimCluster:
         """An SSLContext that trusts the simulator's CA (None over plain HTTP), for raw HTTP clients."""
         if not self.tls:
             return None
-        from .tls import authority  # noqa: PLC0415
+        from .apiserver.tls import authority  # noqa: PLC0415
 
         return authority().client_context()
 

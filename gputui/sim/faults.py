@@ -21,7 +21,7 @@ GPU signals, written as the components that own them would (the cluster keeps th
     sim.faults.taint_device("gpu-1", "gpu-1", "gpu.nvidia.com/xid", "43", "NoSchedule")  # a DRA device taint
     sim.faults.untaint_device("gpu-1", "gpu-1")       # (KEP-5055) on the node's ResourceSlice, and taken off
 
-GPU plumbing states (sim/plumbing.py says how each component writes them):
+GPU plumbing states (sim/behaviour/plumbing.py says how each component writes them):
 
     sim.faults.mig_state("mig-1", "pending")          # the MIG manager at work: its GPU clients paused
     sim.faults.upgrade_state("gpu-1", "drain-required")  # the driver upgrade controller's state (and cordon)
@@ -36,10 +36,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from . import builders as b
-from . import plumbing
+from .behaviour import plumbing
 from .builders import compute_domains
-from .dcgm import XID_ANNOTATION, parse_xid_annotation
-from .nvidia_smi import UNHEALTHY_ANNOTATION, NodeGpus, parse_unhealthy_annotation
+from .exporters.dcgm import XID_ANNOTATION, parse_xid_annotation
+from .behaviour.nvidia_smi import UNHEALTHY_ANNOTATION, NodeGpus, parse_unhealthy_annotation
 
 if TYPE_CHECKING:
     from .cluster import SimCluster

@@ -3,7 +3,7 @@
 The simulator gets its own event loop in a daemon thread, so its scheduler,
 kubelets and HTTP server never stall the UI's loop; the app reaches it over
 loopback through the same client code as a real cluster. `dump_app` serves a
-dump (gputui.sim.dump) the same way, as it was dumped.
+dump (gputui.sim.scenarios.dump) the same way, as it was dumped.
 """
 from __future__ import annotations
 
@@ -98,11 +98,11 @@ class BackgroundCluster:
 
 
 def dump_app(dump: Any, config: Any, extra_resources: list[str] | tuple[str, ...] = (), **options: Any) -> tuple[Any, BackgroundCluster]:
-    """The app on a dump (a gputui.sim.dump.Dump) and the cluster serving it, started when the app connects:
+    """The app on a dump (a gputui.sim.scenarios.dump.Dump) and the cluster serving it, started when the app connects:
     nothing runs on it, no DCGM metrics are read ("not in the dump"), and the app is read-only (`v` refuses).
     Stop the cluster once the app has ended. options: make_app's (namespaces...)."""
     from gputui.kube.quantities import dump_taken  # noqa: PLC0415
-    from gputui.sim.dump import NOT_IN_DUMP  # noqa: PLC0415
+    from gputui.sim.scenarios.dump import NOT_IN_DUMP  # noqa: PLC0415
 
     from .launch import make_app, verify_settings  # noqa: PLC0415
 

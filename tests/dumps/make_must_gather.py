@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from gputui.sim import builders as b
-from gputui.sim.cluster_builder import OPERATOR_NS, ClusterBuilder
+from gputui.sim.scenarios.cluster_builder import OPERATOR_NS, ClusterBuilder
 from gputui.ui.demo import BackgroundCluster
 
 OUT = Path(__file__).resolve().parent / "must-gather"

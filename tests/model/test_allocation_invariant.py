@@ -8,7 +8,7 @@ from gputui.kube import idle
 from gputui.kube.config import connect
 from gputui.kube.model import ClusterModel
 from gputui.report.contract import as_contract
-from gputui.sim import demo, fragmented, stacks, synthetic
+from gputui.sim.scenarios import demo, fragmented, stacks, generated as synthetic
 from gputui.sim.cluster import SimCluster
 from tests.model.scenario import small_cluster
 from tests.ui import ui_scenario

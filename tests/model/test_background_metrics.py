@@ -12,7 +12,8 @@ import pytest
 from gputui.kube.config import connect
 from gputui.kube.metrics import IDLE_LOOK, Exporter, MetricsPoller
 from gputui.kube.model import ClusterModel
-from gputui.sim import SimCluster, stacks
+from gputui.sim import SimCluster
+from gputui.sim.scenarios import stacks
 from tests.model.scenario import FAST, until
 from tests.model.test_report import report_of
 

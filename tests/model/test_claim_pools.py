@@ -8,7 +8,7 @@ import pytest
 
 from gputui.sim import builders as b
 from gputui.sim.cluster import SimCluster
-from gputui.sim.cluster_builder import ClusterBuilder
+from gputui.sim.scenarios.cluster_builder import ClusterBuilder
 from tests.model.scenario import model_on, until
 
 NODE = "dra-1"

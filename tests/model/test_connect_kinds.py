@@ -15,9 +15,9 @@ import pytest_asyncio
 import yaml
 
 from gputui.kube.config import ConnectError, check, connect
-from gputui.sim.auth import MASTERS
+from gputui.sim.apiserver.auth import MASTERS
 from gputui.sim.cluster import ADMIN_TOKEN, SimCluster, kubeconfig_for
-from gputui.sim.tls import Authority, authority
+from gputui.sim.apiserver.tls import Authority, authority
 from tests.model.objects import node, plugin_pod
 from tests.model.test_report import report_of
 

@@ -187,7 +187,7 @@ def test_key_data_never_reaches_tmpdir_even_after_sigkill(tmp_path, demo_kubecon
 
 def test_the_same_kubeconfig_works_with_kubectl_and_gputui(tmp_path, demo_kubeconfig, make_kubectl):
     """A client certificate signed by the cluster's CA, over HTTPS: both clients connect as its CN and groups."""
-    from gputui.sim.tls import authority
+    from gputui.sim.apiserver.tls import authority
 
     cert, key = authority().issue_client("gputui-test", ["system:masters"])
     doc = yaml.safe_load(demo_kubeconfig.read_text())

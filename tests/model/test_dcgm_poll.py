@@ -14,7 +14,8 @@ from aiohttp import web
 from gputui.kube.config import connect
 from gputui.kube.metrics import Exporter, MetricsPoller
 from gputui.kube.model import ClusterModel
-from gputui.sim import SimCluster, stacks
+from gputui.sim import SimCluster
+from gputui.sim.scenarios import stacks
 from gputui.sim.cluster import kubeconfig_for
 from tests.model.scenario import FAST, until
 

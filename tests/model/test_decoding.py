@@ -17,7 +17,8 @@ from gputui.kube.decoding import Decoding, EventShape, NodeShape, PodShape, fill
 from gputui.kube.model import EVENTS, NODES, PODS, ClusterModel
 from gputui.kube.records import event_from, node_from, object_key
 from gputui.kube.watch import CACHE, PAGED, WATCHLIST
-from gputui.sim import scenarios, stacks
+from gputui.sim import scenarios
+from gputui.sim.scenarios import stacks
 from gputui.sim.cluster import SimCluster
 from tests.model.objects import container, event, plugin_pod, pod
 from tests.model.scenario import FAST, expected_pods, small_cluster, stop

@@ -7,7 +7,7 @@ from gputui.kube.discovery import Discovery, group_version, served_of
 from gputui.kube.model import ALL_KINDS, CLUSTERPOLICIES, KUEUE_KINDS, NODES, ClusterModel
 from gputui.sim.builders.crds import custom_resource_definition
 from gputui.sim.cluster import SimCluster
-from gputui.sim.resources import CRD_KEY
+from gputui.sim.apiserver.resources import CRD_KEY
 from tests.model.scenario import FAST, small_cluster, stop, until
 
 

@@ -19,7 +19,7 @@ from gputui.kube.model import (
     UNFINISHED_PODS,
     ClusterModel,
 )
-from gputui.sim import stacks
+from gputui.sim.scenarios import stacks
 from gputui.sim.cluster import SimCluster
 from tests import bench_selectors
 from tests.model import scenario

@@ -18,9 +18,9 @@ from gputui.kube.model import NODES, PODS
 from gputui.kube.records import node_from, pod_from
 from gputui.kube.watch import FORBIDDEN
 from gputui.sim import builders as b
-from gputui.sim import fragmented
+from gputui.sim.scenarios import fragmented
 from gputui.sim.cluster import SimCluster
-from gputui.sim.cluster_builder import GPU_TOLERATION
+from gputui.sim.scenarios.cluster_builder import GPU_TOLERATION
 from tests.model.objects import node, pod
 from tests.model.scenario import model_on, until
 
@@ -28,7 +28,7 @@ on_the_module_loop = pytest.mark.asyncio(loop_scope="module")  # the async tests
 
 GPU = "nvidia.com/gpu"
 MIG_1G, MIG_3G = "nvidia.com/mig-1g.10gb", "nvidia.com/mig-3g.40gb"
-# The scenario's design (gputui/sim/fragmented.py): usable nodes with 3, 2, 1 and 2 (h100-4, only the usual
+# The scenario's design (gputui/sim/scenarios/fragmented.py): usable nodes with 3, 2, 1 and 2 (h100-4, only the usual
 # nvidia.com/gpu taint) free; 4 cordoned, 8 NotReady and 2 behind a custom taint stranded.
 EXPECTED_JSON = {
     GPU: {"1": 4, "2": 3, "4": 0, "8": 0, "largest": 3, "stranded": 14},

@@ -11,7 +11,7 @@ import pytest
 
 from gputui.kube import fleet
 from gputui.kube.fit import ResourceFit
-from gputui.sim.builtin import BUILTIN
+from gputui.sim.scenarios.builtin import BUILTIN
 from gputui.sim.cluster import SimCluster
 from tests.model.scenario import model_on, until
 

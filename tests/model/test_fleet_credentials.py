@@ -14,7 +14,7 @@ import yaml
 
 from gputui.kube import fleet as f
 from gputui.kube.config import connect
-from gputui.sim.auth import MASTERS
+from gputui.sim.apiserver.auth import MASTERS
 from gputui.sim.cluster import ADMIN_TOKEN, SimCluster, kubeconfig_for
 from gputui.ui.fleet import UNKNOWN_TROUBLE, detail_line, fleet_columns, row_cells
 from tests.model.objects import node, plugin_pod, pod

@@ -90,7 +90,7 @@ async def test_the_cap_on_live_connections_and_viewing_a_summarised_cluster(make
 async def test_a_watched_row_counts_xids_as_the_clusters_own_screen_does():
     """A fleet row read `✗ 4/9 not ready h100-3` for 11 minutes while the demo had 5 problem nodes (issue 22):
     its member never read the exporters. It does now, in the background, as the single-cluster screen."""
-    from gputui.sim import demo
+    from gputui.sim.scenarios import demo
     from gputui.sim.cluster import SimCluster
 
     async with SimCluster(demo.build()) as sim:
@@ -108,7 +108,7 @@ async def test_a_watched_row_counts_xids_as_the_clusters_own_screen_does():
 
 
 async def test_a_summarised_row_says_the_xids_are_not_known():
-    from gputui.sim import demo
+    from gputui.sim.scenarios import demo
     from gputui.sim.cluster import SimCluster
     from gputui.ui.fleet import detail_line
 

@@ -1,5 +1,5 @@
 """The fleet's rows from Prometheus (kube/fleet_prometheus.py) in the topology users run: a Prometheus per
-simulated cluster scraping its kube-state-metrics (sim/ksm.py) and DCGM exporters with
+simulated cluster scraping its kube-state-metrics (sim/exporters/ksm.py) and DCGM exporters with
 `external_labels: {cluster: NAME}`, and a global one federating them through /federate (honor_labels,
 match[] on the series the queries read; honor_timestamps false, so that a series gone from a cluster, a pod
 bound since, is marked stale in the global one too, not counted for the 5 minutes of Prometheus' look-back). Each row from the global Prometheus equals the row a live watch of
@@ -23,11 +23,12 @@ from gputui.kube import fleet as f
 from gputui.kube.config import connect
 from gputui.kube.fleet_prometheus import FleetQueries, PrometheusFleet, resource_name
 from gputui.kube.prometheus import Prometheus
-from gputui.sim import SimCluster, idle_gpus
+from gputui.sim import SimCluster
+from gputui.sim.scenarios import idle_gpus
 from gputui.sim import builders as b
 from gputui.sim.cluster import kubeconfig_for, merged_kubeconfig
-from gputui.sim.dcgm import XID_ANNOTATION
-from gputui.sim.ksm import KubeStateMetrics
+from gputui.sim.exporters.dcgm import XID_ANNOTATION
+from gputui.sim.exporters.ksm import KubeStateMetrics
 from tests import prometheus as prom
 from tests.model.objects import node, plugin_pod, pod
 from tests.model.scenario import until

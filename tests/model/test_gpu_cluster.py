@@ -10,7 +10,7 @@ import pytest_asyncio
 from gputui.kube import stack
 from gputui.kube.verdicts import Verdict
 from gputui.sim import SimCluster
-from gputui.sim.gpu_cluster import gpu_cluster
+from gputui.sim.scenarios.gpu_cluster import gpu_cluster
 from tests.model.test_report import report_of
 
 

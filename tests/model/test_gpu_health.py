@@ -134,7 +134,7 @@ async def test_a_device_taint_appears_and_clears(sim, watched):
 
 
 async def test_a_tainted_device_is_not_allocated_unless_tolerated():
-    from gputui.sim.dra import _untainted
+    from gputui.sim.behaviour.dra import _untainted
 
     taint = {"key": "gpu.nvidia.com/xid", "value": "43", "effect": "NoSchedule"}
     assert not _untainted({"taints": [taint]}, [])

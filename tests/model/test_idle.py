@@ -27,7 +27,9 @@ from gputui.kube.idle import (
     holders,
 )
 from gputui.kube.model import ClusterModel
-from gputui.sim import SimCluster, dcgm, idle_gpus
+from gputui.sim import SimCluster
+from gputui.sim.exporters import dcgm
+from gputui.sim.scenarios import idle_gpus
 from tests.model.scenario import FAST, until
 from tests.model.test_report import report_of
 

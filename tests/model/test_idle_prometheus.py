@@ -22,8 +22,8 @@ from gputui.kube.model import ClusterModel
 from gputui.sim import SimCluster
 from gputui.sim import builders as b
 from gputui.sim.cluster import ADMIN_TOKEN
-from gputui.sim.proxy import BACKEND_ANNOTATION
-from gputui.sim.tls import authority
+from gputui.sim.apiserver.proxy import BACKEND_ANNOTATION
+from gputui.sim.apiserver.tls import authority
 from tests.model.scenario import FAST, until
 from tests.model.test_idle import MIG_PERCENT, memory_of, profiled
 from tests.model.test_report import report_of

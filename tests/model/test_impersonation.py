@@ -19,7 +19,7 @@ from gputui.cli.main import _parse_all
 from gputui.kube.client import ApiError, path
 from gputui.kube.config import ConnectError, Impersonation, check, connect
 from gputui.sim.cluster import SimCluster
-from gputui.sim.tls import authority, server_context
+from gputui.sim.apiserver.tls import authority, server_context
 from tests.model.objects import node, plugin_pod
 from tests.model.test_report import report_of
 

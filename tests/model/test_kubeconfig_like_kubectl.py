@@ -23,7 +23,7 @@ import yaml
 from aiohttp import web
 
 from gputui.kube.config import ConnectError, check, connect, resolve
-from gputui.sim.tls import authority, server_context
+from gputui.sim.apiserver.tls import authority, server_context
 from tests.model.test_transport import Tunnels
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")

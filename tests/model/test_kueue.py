@@ -17,7 +17,7 @@ from gputui.cli import report
 from gputui.kube import kueue
 from gputui.kube.model import CLUSTERQUEUES, LOCALQUEUES, WORKLOADS
 from gputui.kube.watch import ABSENT, FORBIDDEN
-from gputui.sim import fragmented, kueue_quota
+from gputui.sim.scenarios import fragmented, kueue_quota
 from gputui.sim.builders import kueue as k
 from gputui.sim.cluster import SimCluster
 from tests.model.scenario import model_on, until

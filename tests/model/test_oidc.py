@@ -16,7 +16,7 @@ from aiohttp import web
 
 from gputui.kube.config import ConnectError, connect
 from gputui.sim.cluster import SimCluster
-from gputui.sim.tls import authority, server_context
+from gputui.sim.apiserver.tls import authority, server_context
 from tests.model.objects import node, plugin_pod
 from tests.model.test_impersonation import b64, write_kubeconfig
 from tests.model.test_report import report_of

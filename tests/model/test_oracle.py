@@ -16,7 +16,7 @@ import pytest_asyncio
 
 from gputui.kube.config import connect
 from gputui.kube.model import ClusterModel
-from gputui.sim import dra as sim_dra
+from gputui.sim.behaviour import dra as sim_dra
 from gputui.sim.cluster import SimCluster
 from tests.model.scenario import FAST, matches_fresh_list, small_cluster, until
 

@@ -24,7 +24,7 @@ import pytest
 
 from gputui.config import Config
 from gputui.kube.quantities import dump_taken
-from gputui.sim.dump import Dump
+from gputui.sim.scenarios.dump import Dump
 from gputui.ui.demo import BackgroundCluster, dump_app
 from gputui.ui.verify import READ_ONLY_MESSAGE
 from tests.model.test_report import run_report

@@ -23,7 +23,8 @@ from gputui.kube.stack import (
     RUNNING,
 )
 from gputui.kube.tables import Change
-from gputui.sim import SimCluster, stacks
+from gputui.sim import SimCluster
+from gputui.sim.scenarios import stacks
 from tests.model.scenario import FAST, until
 from tests.model.test_report import report_of
 

@@ -7,7 +7,7 @@ import pytest
 from gputui.kube import gpu
 from gputui.kube.config import connect
 from gputui.kube.model import ClusterModel
-from gputui.sim import demo
+from gputui.sim.scenarios import demo
 from gputui.sim.cluster import SimCluster
 from gputui.ui import render
 from tests.model.scenario import FAST, until

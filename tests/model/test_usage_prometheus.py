@@ -1,5 +1,5 @@
 """GPU-hours per group (kube/usage.py) from Debian's real Prometheus scraping a simulated cluster's
-kube-state-metrics (sim/ksm.py) and DCGM exporters every half second, with gputui's recording rules loaded:
+kube-state-metrics (sim/exporters/ksm.py) and DCGM exporters every half second, with gputui's recording rules loaded:
 the figures against sums computed from the pods' known lifetimes and the exporters' profiles, from the raw
 series and from the rules alike.
 
@@ -20,10 +20,12 @@ import pytest
 import pytest_asyncio
 
 from gputui.kube.usage import RAW, RULES, Prometheus, UsageError, UsageFeed, UsageSettings, rules_file, usage
-from gputui.sim import SimCluster, dcgm, idle_gpus
+from gputui.sim import SimCluster
+from gputui.sim.exporters import dcgm
+from gputui.sim.scenarios import idle_gpus
 from gputui.sim import builders as b
-from gputui.sim.ksm import KubeStateMetrics
-from gputui.sim.proxy import BACKEND_ANNOTATION
+from gputui.sim.exporters.ksm import KubeStateMetrics
+from gputui.sim.apiserver.proxy import BACKEND_ANNOTATION
 from tests import prometheus as prom
 from tests.model.test_report import report_of
 

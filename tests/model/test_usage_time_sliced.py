@@ -12,8 +12,9 @@ import pytest
 import pytest_asyncio
 
 from gputui.kube.usage import RAW, RULES, Prometheus, UsageSettings, rules_file, usage
-from gputui.sim import SimCluster, idle_gpus
-from gputui.sim.ksm import KubeStateMetrics
+from gputui.sim import SimCluster
+from gputui.sim.scenarios import idle_gpus
+from gputui.sim.exporters.ksm import KubeStateMetrics
 from tests import prometheus as prom
 from tests.model.test_report import report_of
 from tests.model.test_usage_prometheus import time_sliced

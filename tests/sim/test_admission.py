@@ -1,6 +1,6 @@
 """The simulator's admission plugins, seen by the real kubectl and the official Python client: the status code,
 reason, message and details kube-apiserver 1.34 answers with (NamespaceLifecycle, LimitRanger, PodSecurity,
-ResourceQuota, in its order), on the "restricted" scenario (gputui/sim/restricted.py)."""
+ResourceQuota, in its order), on the "restricted" scenario (gputui/sim/scenarios/restricted.py)."""
 from __future__ import annotations
 
 import json

@@ -9,11 +9,11 @@ from typing import Any, Callable
 import pytest
 
 from gputui.sim import builders as b
-from gputui.sim import nvidia_smi
-from gputui.sim.controllers import Controllers
-from gputui.sim.logs import LogBook
+from gputui.sim.behaviour import nvidia_smi
+from gputui.sim.behaviour.controllers import Controllers
+from gputui.sim.behaviour.logs import LogBook
 from gputui.sim.scenarios import populate
-from gputui.sim.store import Store
+from gputui.sim.apiserver.store import Store
 
 Obj = dict[str, Any]
 FIXTURES = Path("/work/shared/fixtures/real")
@@ -211,7 +211,7 @@ async def test_kubelet_starts_a_pod_with_complete_status_and_events(cluster_of: 
                            ("Created", "spec.initContainers{setup}"), ("Started", "spec.initContainers{setup}")]
     assert ("Started", "spec.containers{side}") in reasons
     assert ("Pulled", "spec.containers{side}") in reasons  # busybox was already on the node: "already present"
-    from gputui.sim.kubelet import Kubelet
+    from gputui.sim.behaviour.kubelet import Kubelet
 
     assert isinstance(cluster.controllers.kubelets["gpu-1"], Kubelet)
 

@@ -14,7 +14,7 @@ import pytest
 from gputui.sim import builders as b
 from gputui.sim import scenarios
 from gputui.sim.cluster import SimCluster
-from gputui.sim.cluster_builder import ClusterBuilder
+from gputui.sim.scenarios.cluster_builder import ClusterBuilder
 
 Obj = dict[str, Any]
 

@@ -16,7 +16,7 @@ import yaml
 
 from gputui.sim import SimCluster, scenarios
 from gputui.sim import builders as b
-from gputui.sim.dump import Dump
+from gputui.sim.scenarios.dump import Dump
 from gputui.ui.demo import BackgroundCluster
 from tests.sim.test_cli_sim import first_line, gputui_sim
 

@@ -1,4 +1,4 @@
-"""The simulated kube-state-metrics (sim/ksm.py): its series as kube-state-metrics documents them, parsed
+"""The simulated kube-state-metrics (sim/exporters/ksm.py): its series as kube-state-metrics documents them, parsed
 by prometheus_client's parser (an independent reader of the text format), and served on a port of its own."""
 from __future__ import annotations
 
@@ -6,9 +6,10 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from gputui.sim import SimCluster, idle_gpus
+from gputui.sim import SimCluster
+from gputui.sim.scenarios import idle_gpus
 from gputui.sim import builders as b
-from gputui.sim.ksm import CONTENT_TYPE, KubeStateMetrics, exposition, parse_allowlist, prometheus_labels
+from gputui.sim.exporters.ksm import CONTENT_TYPE, KubeStateMetrics, exposition, parse_allowlist, prometheus_labels
 
 
 def samples(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:

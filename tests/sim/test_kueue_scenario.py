@@ -12,7 +12,8 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
-from gputui.sim import kueue_quota, scenarios
+from gputui.sim.scenarios import kueue_quota
+from gputui.sim import scenarios
 from gputui.sim.builders import parse_quantity
 from gputui.ui.demo import BackgroundCluster
 

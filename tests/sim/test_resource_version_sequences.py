@@ -15,7 +15,7 @@ from kubernetes_asyncio import client, config, watch
 
 from gputui.sim import builders as b
 from gputui.sim.cluster import SimCluster
-from gputui.sim.store import Store
+from gputui.sim.apiserver.store import Store
 
 LAG = 100_000
 

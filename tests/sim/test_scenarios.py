@@ -13,7 +13,7 @@ from kubernetes import config as k8s_config
 
 from gputui.sim import SimCluster, scenarios
 from gputui.sim import builders as b
-from gputui.sim.store import Store
+from gputui.sim.apiserver.store import Store
 
 MODEL_OF = {"Namespace": "V1Namespace", "Node": "V1Node", "Pod": "V1Pod", "Event": "CoreV1Event", "DaemonSet": "V1DaemonSet",
             "Service": "V1Service", "CustomResourceDefinition": "V1CustomResourceDefinition", "DeviceClass": "V1DeviceClass",

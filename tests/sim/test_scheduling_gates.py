@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from gputui.sim import fragmented
+from gputui.sim.scenarios import fragmented
 from gputui.ui.demo import BackgroundCluster
 
 GATED = """

@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 
 from gputui.sim import builders as b
-from gputui.sim import dcgm, scenarios
+from gputui.sim.exporters import dcgm
+from gputui.sim import scenarios
 from gputui.sim.cluster import SimCluster
-from gputui.sim.nvidia_smi import NodeGpus
+from gputui.sim.behaviour.nvidia_smi import NodeGpus
 from tests.sim.sim_api_objects import small_cluster
 from tests.sim.test_cli_sim import first_line, gputui_sim
 from tests.sim.test_controllers import Cluster, gpu_node

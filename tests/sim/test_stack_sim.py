@@ -12,10 +12,11 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from prometheus_client.parser import text_string_to_metric_families
 
-from gputui.sim import SimCluster, scenarios, stacks
+from gputui.sim import SimCluster, scenarios
+from gputui.sim.scenarios import stacks
 from gputui.sim import builders as b
-from gputui.sim.dcgm import gpu_uuid
-from gputui.sim.store import Store
+from gputui.sim.exporters.dcgm import gpu_uuid
+from gputui.sim.apiserver.store import Store
 from gputui.ui.demo import BackgroundCluster
 
 OPERATOR_NS = "gpu-operator"

@@ -18,7 +18,7 @@ import yaml
 
 from gputui.sim import scenarios
 from gputui.sim.cluster import SimCluster
-from gputui.sim.tls import authority
+from gputui.sim.apiserver.tls import authority
 
 ROOT = Path(__file__).resolve().parents[2]
 ALICE, BOB = "alice-t0ken", "bob-t0ken"

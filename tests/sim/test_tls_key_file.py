@@ -1,4 +1,4 @@
-"""The simulator's key files (sim/tls.py's _readable): nothing left behind when the write fails."""
+"""The simulator's key files (sim/apiserver/tls.py's _readable): nothing left behind when the write fails."""
 from __future__ import annotations
 
 import os
@@ -6,7 +6,7 @@ import tempfile
 
 import pytest
 
-from gputui.sim import tls
+from gputui.sim.apiserver import tls
 
 
 def test_a_failed_write_closes_the_descriptor_and_removes_the_file(monkeypatch, tmp_path):

@@ -1,7 +1,7 @@
 """The clusters people really run: device plugins gputui does not know by name, and GPU Operator installs
 other than the default (operator 1.x, OpenShift, deploy labels other than true/false).
 
-Each scenario (gputui.sim.stacks) is served by the simulator and read by the model over HTTP, as
+Each scenario (gputui.sim.scenarios.stacks) is served by the simulator and read by the model over HTTP, as
 tests/model/test_stack_model.py does; kubectl reads the same cluster as the independent check, the
 report's JSON says what the model says, and the app shows it in words (Pilot)."""
 from __future__ import annotations
@@ -35,7 +35,8 @@ from gputui.kube.stack import (
     SUCCEEDED,
     advertised_resources,
 )
-from gputui.sim import SimCluster, stacks
+from gputui.sim import SimCluster
+from gputui.sim.scenarios import stacks
 from gputui.ui.demo import BackgroundCluster
 from gputui.ui.launch import make_app
 from gputui.ui.screens import NodeDetailsScreen

@@ -1,4 +1,4 @@
-"""gputui.sim.dcgm: the simulated exporter's text, read back with the real parser."""
+"""gputui.sim.exporters.dcgm: the simulated exporter's text, read back with the real parser."""
 from __future__ import annotations
 
 import json
@@ -9,7 +9,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gputui.kube.dcgm import parse_metrics, xid_problems
-from gputui.sim.dcgm import XID_ANNOTATION, ExporterOptions, exposition, gpu_uuid, parse_xid_annotation
+from gputui.sim.exporters.dcgm import XID_ANNOTATION, ExporterOptions, exposition, gpu_uuid, parse_xid_annotation
 
 REAL = Path("/work/shared/fixtures/real")
 

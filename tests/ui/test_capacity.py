@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from gputui.sim import fragmented
+from gputui.sim.scenarios import fragmented
 from gputui.ui.capacity import CapacityScreen
 from gputui.ui.screens import TextScreen
 from tests.ui.ui_helpers import (

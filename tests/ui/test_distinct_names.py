@@ -9,7 +9,7 @@ import itertools
 
 import pytest
 
-from gputui.sim import demo
+from gputui.sim.scenarios import demo
 from gputui.ui.names import DistinctNames, cut_name, safe_parts
 from tests.ui.ui_helpers import app_on, show_all_pods, start_cluster, wait_for
 

@@ -5,7 +5,7 @@ import pytest
 
 from gputui.kube.config import connect
 from gputui.sim import builders as b
-from gputui.sim.cluster_builder import ClusterBuilder
+from gputui.sim.scenarios.cluster_builder import ClusterBuilder
 from gputui.ui.screens import details_text
 from tests.ui.ui_helpers import app_on, screen_text, start_cluster, wait_for
 from tests.ui.ui_scenario import NOW_TS

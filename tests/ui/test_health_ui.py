@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gputui.sim import stacks
+from gputui.sim.scenarios import stacks
 from tests.ui.ui_helpers import app_on, screen_text, start_cluster, wait_for
 
 

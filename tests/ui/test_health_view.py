@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from gputui.sim import health as health_scenario
+from gputui.sim.scenarios import health as health_scenario
 from gputui.ui import app as app_module
 from gputui.ui.health import HealthScreen
 from gputui.ui.screens import NodeDetailsScreen

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gputui.sim import demo
+from gputui.sim.scenarios import demo
 from gputui.ui.names import cut_name, showing
 from tests.ui.ui_helpers import app_on, screen_text, start_cluster, wait_for
 

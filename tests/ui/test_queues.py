@@ -12,7 +12,7 @@ import re
 import pytest
 
 from gputui.kube import kueue
-from gputui.sim import fragmented, kueue_quota
+from gputui.sim.scenarios import fragmented, kueue_quota
 from gputui.sim.builders import kueue as k
 from gputui.ui.queues import QueuesScreen, details_text, pending_rows, queue_row
 from gputui.ui.screens import TextScreen

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from gputui.sim import stuck
+from gputui.sim.scenarios import stuck
 from tests.ui.test_stack_ui import open_stack
 from tests.ui.ui_helpers import app_on, screen_text, start_cluster, wait_for
 

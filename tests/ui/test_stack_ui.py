@@ -7,7 +7,7 @@ import pytest
 
 from gputui.kube import nvml
 from gputui.kube.nvml import GpuProcess, LocalGpu, LocalSnapshot
-from gputui.sim import demo, stacks
+from gputui.sim.scenarios import demo, stacks
 from gputui.ui.demo import BackgroundCluster
 from gputui.ui.screens import NodeDetailsScreen
 from gputui.ui.stack import ComponentLogScreen, LocalScreen, StackScreen

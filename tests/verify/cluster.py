@@ -5,7 +5,7 @@ from typing import Any
 
 from gputui.sim import builders as b
 
-FAULT = "sim.gputui.io/fault"  # see gputui/sim/controllers.py
+FAULT = "sim.gputui.io/fault"  # see gputui/sim/behaviour/controllers.py
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 
 

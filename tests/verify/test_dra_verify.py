@@ -13,7 +13,7 @@ import pytest_asyncio
 from gputui.kube import verify as v
 from gputui.sim import builders as b
 from gputui.sim.cluster import SimCluster
-from gputui.sim.cluster_builder import ClusterBuilder
+from gputui.sim.scenarios.cluster_builder import ClusterBuilder
 from tests.verify.cluster import verification_pods
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.usefixtures("nothing_left_behind")]

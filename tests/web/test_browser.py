@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from gputui.sim import demo
+from gputui.sim.scenarios import demo
 from gputui.sim.cluster import kubeconfig_for
 from gputui.ui.demo import BackgroundCluster
 from tests.web.browser import CHROMIUM, FLAGS, new_context, serve_demo

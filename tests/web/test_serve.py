@@ -18,7 +18,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from gputui.cli import main as cli_main
 from gputui.cli import serve as cli_serve
-from gputui.sim.tls import Authority
+from gputui.sim.apiserver.tls import Authority
 from gputui.web.server import AppSession, SessionServer, web_app
 from tests.web.browser import serve_demo
 
