@@ -23,7 +23,9 @@ from gputui.kube.logs import LogFollower, LogSource
 
 from . import render
 from gputui.sanitize import clean
-from .stack_render import LEGEND, MATRIX_WIDE_AT, cell_detail, component_line, local_text, matrix_columns, matrix_row, stack_summary
+from .screens import TextScreen
+from .stack_render import (FINDINGS_KEY, LEGEND, MATRIX_WIDE_AT, cell_detail, component_line, fit_summary, local_text, matrix_columns,
+                           matrix_row, stack_summary)
 from .seam import ViewContext, host
 from .table import KeyedTable
 from .widgets import PluginLog
@@ -45,11 +47,13 @@ LOCAL_INTERVAL = 2.0  # seconds between NVML snapshots while the Local screen is
 
 class StackScreen(Screen[None]):
     """Which stack the cluster runs, its ClusterPolicy and verdicts, and the component matrix.
-    Arrows choose a cell; `l` or enter opens that component's logs (open_logs(node, component): the app's)."""
+    Arrows choose a cell; `l` or enter opens that component's logs (open_logs(node, component): the app's).
+    The summary takes at most half the screen; what it cannot hold is counted, and `f` shows it whole."""
 
     BINDINGS = [
         Binding("escape,q", "back", "Back"),
         Binding("l", "logs", "Logs"),
+        Binding(FINDINGS_KEY, "findings", "All findings", tooltip="GPU stack: the summary above the matrix whole (↑ ↓ PgUp PgDn)"),
     ]
 
     def __init__(self, open_logs: Callable[[str, str], None]) -> None:
@@ -58,7 +62,8 @@ class StackScreen(Screen[None]):
         self._model: ClusterModel | None = None  # as last shown
         self._wide: bool | None = None
         self._cells: dict[str, tuple[NodeSummary, tuple[Text, ...]]] = {}  # node -> (summary, cells)
-        self._summary: Text | None = None
+        self._summary: Text | None = None  # whole
+        self._fitted: tuple[Text, int, int] | None = None  # (summary, width, height) as last shown
 
     @property
     def table(self) -> KeyedTable:
@@ -82,6 +87,7 @@ class StackScreen(Screen[None]):
 
     def on_resize(self, event: Any) -> None:
         self._layout(event.size.width)
+        self._show_summary()
 
     def on_screen_resume(self) -> None:
         host(self).show_now(self)  # back from a log screen: the app refreshed only the top screen
@@ -124,10 +130,22 @@ class StackScreen(Screen[None]):
             text.append_text(render.text(_unknown_reason(model), style=render.WARN_STYLE, limit=300))
         elif not rows:
             text.append("\nno GPU node runs any part of the stack", style=render.DIM_STYLE)
-        if text != self._summary:
-            self._summary = text
-            self.query_one("#stack-summary", Static).update(text)
+        self._summary = text
+        self._show_summary()
         self._show_cell()
+
+    def _show_summary(self) -> None:
+        """The summary in half the screen (less its footer), wrapped here so that what is cut is known and counted."""
+        if self._summary is None:
+            return
+        width, height = self.app.size
+        shown = (self._summary, width - 2, max(3, (height - 1) // 2))  # the padding; the rows #stack-summary may take
+        if shown == self._fitted:
+            return
+        self._fitted = shown
+        summary = self.query_one("#stack-summary", Static)
+        summary.styles.max_height = shown[2]
+        summary.update(fit_summary(*shown))
 
     @property
     def text(self) -> str:
@@ -175,6 +193,10 @@ class StackScreen(Screen[None]):
             self.notify(f"no {component} pod on {clean(node, 63)}: {clean(why, 200)}", markup=False)
             return
         self._open_logs(node, component)
+
+    def action_findings(self) -> None:
+        if self._summary is not None:
+            self.app.push_screen(TextScreen("GPU stack", self._summary))
 
     def action_back(self) -> None:
         self.app.pop_screen()

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from rich.cells import cell_len
+from rich.console import Console
 from rich.text import Text
 
 from gputui.kube import health, stack
@@ -54,7 +55,7 @@ STATE_WORDS = {
 DEPLOY_WORDS = {"pre-installed": ("host", "n/a on host"), "paused": ("paused", "n/a paused")}
 LEGEND = "✓ ok running · ! nrdy not ready · ✗CL n crashing, n restarts · ✗ miss missing"
 STACK_KINDS = {"gpu-operator": "GPU Operator", "device-plugin": "standalone device plugin", "none": "no NVIDIA GPU stack found"}
-STUCK_SHOWN = 8  # stuck plumbing lines above the matrix; the rest counted
+FINDINGS_KEY = "f"  # the Stack screen's key for the summary whole, when the screen cannot hold it
 INSTALLS = {"static": "static manifest", "helm": "Helm chart", "gke": "GKE manifest", "other": "not one of NVIDIA's installs"}
 
 
@@ -139,8 +140,8 @@ def cell_detail(node: str, state: stack.ComponentState | None) -> Text:
 def stack_summary(summary: stack.Stack, policy_state: str, problems: Sequence[Problem], failing: Sequence[tuple[str, str]],
                   stuck: Sequence[tuple[str, Problem]] = (), now: float | None = None) -> Text:
     """The lines above the matrix: which stack, the ClusterPolicy, cluster verdicts, failing components, stuck plumbing.
-    failing: (node, component) pairs; stuck: (node, problem) pairs, each problem's message ending with its age;
-    now: the app's clock, for how long a ClusterPolicy (GPUCluster) has been notReady."""
+    failing: (node, component) pairs; stuck: (node, problem) pairs, each problem's message ending with its age (all of them:
+    fit_summary counts what the screen cannot hold); now: the app's clock, for how long a ClusterPolicy (GPUCluster) has been notReady."""
     out = Text(STACK_KINDS.get(summary.kind, summary.kind), style="bold", end="")
     if summary.install in INSTALLS:
         out.append(" · ", style=render.DIM_STYLE)
@@ -179,15 +180,36 @@ def stack_summary(summary: stack.Stack, policy_state: str, problems: Sequence[Pr
             out.append(f" and {len(failing) - 6} more", style=render.DIM_STYLE)
     else:
         out.append("\n✓ no component failing", style=render.OK_STYLE)
-    for node, problem in stuck[:STUCK_SHOWN]:
+    for node, problem in stuck:
         severity = Verdict(problem.code).severity
         out.append("\n✗ " if severity == PROBLEM else "\n! ", style=render.severity_style(severity))
         out.append_text(render.text(node, style="bold", limit=63))
         out.append(": ")
         out.append_text(render.text(problem.message, limit=300))
-    if len(stuck) > STUCK_SHOWN:
-        out.append(f"\n… and {len(stuck) - STUCK_SHOWN} more stuck (the Nodes pane has each)", style=render.DIM_STYLE)
     return out
+
+
+def fit_summary(text: Text, width: int, height: int) -> Text:
+    """The summary wrapped to `width` cells and cut to `height` rows at whole lines, its last row then saying how many
+    lines are not shown and the key that shows them all: never cut without a word."""
+    console = Console(width=width)
+    items = [item.wrap(console, width) for item in text.split("\n")]
+    for rows in items:
+        for row in rows:
+            row.rstrip()
+    if sum(len(rows) for rows in items) <= height:
+        return Text("\n").join(row for rows in items for row in rows)
+    shown: list[Text] = []
+    kept = 0
+    for rows in items:
+        if len(shown) + len(rows) > height - 1:
+            break
+        shown += rows
+        kept += 1
+    if not shown:  # the first line alone is taller than the room: its first rows
+        shown, kept = list(items[0])[:height - 1], 1
+    more = Text(f"… {len(items) - kept} more not shown · {FINDINGS_KEY}: every finding", style=render.DIM_STYLE)
+    return Text("\n").join([*shown, more])
 
 
 def plugin_words(plugin: stack.StackDaemonSet) -> str:

@@ -33,3 +33,22 @@ async def test_the_stack_screen_lists_each_stuck_finding_with_its_age(stuck_clus
                "wait-for-jobs-required) for 120m" in lines  # driver-upgrade-stuck, aged from the controller's own start time
         assert any(line.startswith("✗ up-2: the GPU driver upgrade failed") for line in lines)
         assert "! nvs-1: cordoned by NVSentinel (GpuMemWatch), its health conditions healthy again: left cordoned for 120m" in lines
+
+
+async def test_at_80x24_the_findings_that_do_not_fit_are_counted_and_f_lists_them_all(stuck_cluster):
+    app = app_on(stuck_cluster, clock=time.time)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_stack(app, pilot)
+        await wait_for(pilot, lambda: "up-2:" in app.screen.text, what="every stuck finding in the model")
+        await pilot.pause()
+        lines = [line.strip() for line in screen_text(app).splitlines()]
+        assert "nvs-1:" not in screen_text(app)  # 80x24 cannot hold them all: the last are cut ...
+        more = [line for line in lines if line.startswith("… ")]
+        assert more == ["… 4 more not shown · f: every finding"]  # ... and say how many, and the key (mig-1's 2nd, nvs-1, up-1, up-2)
+        assert lines.index(more[0]) < next(i for i, line in enumerate(lines) if line.startswith("NODE "))  # above the matrix
+        await pilot.press("f")
+        await wait_for(pilot, lambda: "! nvs-1: cordoned by NVSentinel" in screen_text(app), what="the whole list")
+        await pilot.press("end")  # it scrolls, on to the last
+        await wait_for(pilot, lambda: "up-2: the GPU driver upgrade failed" in screen_text(app), what="the list's end")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: "NODE " in screen_text(app), what="back on the matrix")

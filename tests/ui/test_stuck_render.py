@@ -7,7 +7,7 @@ from gputui.kube import stack
 from gputui.kube.gpu import Problem, Usage
 from gputui.kube.verdicts import Verdict
 from gputui.ui.fleet import detail_line, fleet_columns, row_cells
-from gputui.ui.stack_render import STUCK_SHOWN, stack_summary
+from gputui.ui.stack_render import fit_summary, stack_summary
 
 
 def test_the_fleet_row_says_how_long_its_worst_problem_has_been_stuck():
@@ -29,9 +29,13 @@ def test_the_stack_screen_lists_stuck_plumbing_with_its_age_and_counts_the_rest(
     lines = stack_summary(operator, "ready", [], [], stuck).plain.splitlines()
     assert "✗ mig-1: the MIG manager failed to apply MIG config x for 42m" in lines
     assert "! nvs-1: cordoned by NVSentinel (GpuMemWatch), ...: left cordoned for 2h" in lines  # a warning's mark
-    many = [(f"n-{i}", Problem(Verdict.MIG_STUCK, f"stuck {i}", None)) for i in range(STUCK_SHOWN + 3)]
-    lines = stack_summary(operator, "ready", [], [], many).plain.splitlines()
-    assert lines[-1] == "… and 3 more stuck (the Nodes pane has each)" and f"✗ n-{STUCK_SHOWN - 1}: stuck {STUCK_SHOWN - 1}" in lines
+    many = [(f"n-{i}", Problem(Verdict.MIG_STUCK, f"stuck {i}" + " word" * 3 * i, None)) for i in range(12)]
+    whole = stack_summary(operator, "ready", [], [], many)
+    assert "✗ n-11: stuck 11" in whole.plain  # all of them: the screen's fit counts what it cannot hold
+    lines = fit_summary(whole, 40, 10).plain.splitlines()  # 3 rows of stack, n-0 and n-1 a row each, n-2 and n-3 two
+    assert len(lines) == 10 and all(len(line) <= 40 for line in lines)
+    assert lines[-1] == "… 8 more not shown · f: every finding" and lines[-3].startswith("✗ n-3: stuck 3")  # whole lines kept
+    assert fit_summary(whole, 400, 20).plain == whole.plain  # all fits: nothing said
 
 
 def test_the_stack_screen_names_a_gpu_cluster_and_how_long_it_is_not_ready():
