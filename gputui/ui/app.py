@@ -36,7 +36,8 @@ from .colour import ReadableMonochrome, few_colours, readable, use_sixteen_colou
 from .commands import GpuCommands
 from .health import HealthActions
 from .idle import IdleActions
-from .panes import node_columns, pod_columns, widths
+from .nodes_pane import NodesPane
+from .panes import pod_columns, widths
 from .plugin_pane import DevicePluginPane
 from .queues import QueuesScreen
 from .usage import UsageScreen
@@ -74,14 +75,14 @@ class MainScreen(Screen[None]):
 
     BINDINGS = keys.bindings(keys.MAIN_KEYS)
 
-    def __init__(self, ready: Callable[[], None], *, id: str | None = None) -> None:  # id: Textual's word
+    def __init__(self, ready: Callable[[], None], nodes: NodesPane, *, id: str | None = None) -> None:  # id: Textual's word
         super().__init__(id=id)
         self._ready = ready  # the app's: the panes exist, connect
+        self._nodes_pane = nodes  # the app's panes: it hands them the model
 
     def compose(self) -> ComposeResult:
         yield ClusterHeader(id="header")
-        with Pane("Nodes", id="nodes"):
-            yield KeyedTable(id="nodes-table")
+        yield self._nodes_pane
         with Pane("GPU pods", id="pods"):
             yield KeyedTable(id="pods-table")
         with Pane("Device plugin", id="plugin"):
@@ -152,7 +153,7 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, HealthActions, Coalesc
         self._filter_target: KeyedTable | None = None
         self._narrow: bool | None = None
         self._layout: tuple[bool, int] | None = None  # (narrow, width) the columns were laid out for
-        self.node_widths: dict[str, int] = widths(node_columns(False))
+        self.nodes_pane = NodesPane(self.with_mark)  # its columns, rows and summaries; the refresh says when to show
         self.pod_widths: dict[str, int] = widths(pod_columns(False))
         self._main_ready = False
         self._focus_before_logs: Widget | None = None
@@ -176,7 +177,7 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, HealthActions, Coalesc
 
     # -- layout ------------------------------------------------------------------
     def get_default_screen(self) -> Screen:
-        return MainScreen(self.main_screen_ready, id="main")
+        return MainScreen(self.main_screen_ready, self.nodes_pane, id="main")
 
     @overload
     def _main(self, selector: str) -> Widget: ...
@@ -188,7 +189,12 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, HealthActions, Coalesc
 
     @property
     def nodes_table(self) -> KeyedTable:
-        return self._main("#nodes-table", KeyedTable)
+        return self.nodes_pane.table
+
+    @property
+    def node_widths(self) -> dict[str, int]:
+        """The Nodes pane's column widths (tests and benchmarks build rows as the pane does)."""
+        return self.nodes_pane.widths
 
     @property
     def pods_table(self) -> KeyedTable:
@@ -234,9 +240,9 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, HealthActions, Coalesc
         self._layout = (narrow, width)
         self._narrow = narrow
         self.screen_stack[0].set_class(narrow, "-narrow")
-        node_cols, pod_cols = node_columns(narrow, width), pod_columns(narrow, width)
-        self.node_widths, self.pod_widths = widths(node_cols), widths(pod_cols)
-        self.nodes_table.set_columns(node_cols)
+        self.nodes_pane.set_layout(narrow, width)
+        pod_cols = pod_columns(narrow, width)
+        self.pod_widths = widths(pod_cols)
         self.pods_table.set_columns(pod_cols)
         self.rebuild_rows()
         self._refresh_views()

@@ -10,7 +10,6 @@ tick on their own every AGE_INTERVAL.
 """
 from __future__ import annotations
 
-import asyncio
 import gc
 import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable, TypeVar
@@ -24,11 +23,12 @@ from gputui.kube import gpu
 from gputui.kube.config import Connection
 from gputui.kube.model import DRA_KINDS, EVENTS, KUEUE_KINDS, METRICS, NODES, PODS, ClusterModel
 from gputui.kube.tables import Change, unreadable_line
-from gputui.kube.watch import ABSENT, LIVE, RETRYING, SYNCING
+from gputui.kube.watch import RETRYING, SYNCING
 from gputui.kube.watches import scope_lines
 
 from . import render
-from .panes import node_row, pod_row
+from .nodes_pane import WATCH_OK, NodesPane, allocation_basis, table_status
+from .panes import pod_row
 from gputui.sanitize import clean
 from .names import DistinctNames, showing, safe_parts
 from .seam import ModelView, ViewContext
@@ -39,9 +39,7 @@ ALL_PARTS = frozenset({"header", "nodes", "pods", "plugin"})
 HEALTH_INPUTS = frozenset({PODS, NODES, METRICS, *DRA_KINDS})  # what the bad GPUs, and the pods' notes of them, are made of
 REFRESH_INTERVAL = 0.1  # at most ten refreshes a second, however fast events come
 MAX_REFRESH_INTERVAL = 1.0
-WATCH_OK = (LIVE, ABSENT)  # absent: a kind this cluster does not serve (no CRD), nothing wrong
 NODE_PARTS = frozenset({"header", "nodes"})
-NODE_SLICE_SECONDS = 0.005  # node summaries are computed for at most this long between two yields to the loop
 POD_ROWS_SECONDS = 0.005  # GPU-pod rows are brought up to date for at most this long per refresh; the rest next time
 FILL_SECONDS, FILL_PAUSE = 0.015, 0.02  # the pods table filled from scratch: longer slices, one soon after the other
 AGE_INTERVAL = 5.0  # ages tick on their own; a cell is redrawn only when its text changes
@@ -66,23 +64,12 @@ def waiting(entry: gpu.GpuPod) -> bool:
     return pod.node is None or pod.status.endswith("BackOff") or pod.status in FAILING_STATUSES
 
 
-def allocation_basis(model: ClusterModel) -> tuple[str | None, Text | None]:
-    """render.allocation_basis, and `?` while pods are read in some namespaces only: a node's
-    allocated would count only theirs, and its free would be a confident wrong number.
-    `allocation unknown: pods in 2 namespaces: ml, research; cluster-wide forbidden`."""
-    mark, basis = render.allocation_basis(model.states, time.monotonic())
-    pods = model.scope(PODS)
-    if mark is None and pods.partial:
-        return render.UNKNOWN_MARK, render.text(f"allocation unknown: {pods.words()}", style=render.BAD_STYLE, limit=300)
-    return mark, basis
-
-
 class CoalescedRefresh(_AppBase):
     """Mixed into GpuTuiApp: consumes the model's change feed (`_on_change`), notes what is
     stale and redraws it in one coalesced refresh (`_request`, `_flush_refresh`, `_refresh_views`):
-    the header, the Nodes and GPU pods panes, the device-plugin pane's info line (through
-    `_refresh_plugin`, see plugin_pane.py) and the top screen through `show(model, context)` when
-    it is a ModelView (seam.py).
+    the header, the Nodes pane (nodes_pane.py: gathered, then `show(model, context)`), the GPU pods
+    pane, the device-plugin pane's info line (through `_refresh_plugin`, see plugin_pane.py) and the
+    top screen through `show(model, context)` when it is a ModelView (seam.py).
     Uses the app's model, selection, namespace, layout and main-screen widgets."""
 
     # the app's, read here
@@ -99,7 +86,7 @@ class CoalescedRefresh(_AppBase):
     pods_all_nodes: bool
     _narrow: bool | None
     _main_ready: bool
-    node_widths: dict[str, int]
+    nodes_pane: NodesPane
     pod_widths: dict[str, int]
     idle_note: Callable[[gpu.GpuPod], Text | None]  # a bound pod's GPU use (ui/idle.py)
     bad_gpu_note: Callable[[gpu.GpuPod], Text | None]  # a pod on a bad GPU says so first (ui/health.py)
@@ -121,7 +108,6 @@ class CoalescedRefresh(_AppBase):
         self._flush_timer: Timer | None = None
         self._changes = 0
         self.refreshes = 0  # coalesced refreshes done (tests and the benchmark read it)
-        self._node_cells: RowCache[str] = RowCache(node_row)  # a row built again when node_row's inputs differ
         self._pod_cells: RowCache[tuple[str, str]] = RowCache(pod_row)
         self._pod_names = DistinctNames()  # where pod names are cut so that no two rows read alike
         self._new_names: list[tuple[str, str]] = []  # rows added since _pod_names last heard
@@ -133,7 +119,6 @@ class CoalescedRefresh(_AppBase):
         self._fit_seen: tuple[int, object] = (-1, None)  # (summary_generation, model.fit()) when the pending rows were last looked at
         self._pods_filling = False  # rebuilding every row (start, layout, relist): slices follow each other soon
         self._pods_scope: tuple | None = None  # (all nodes?, node, namespace) of the rows the pods table was given
-        self._nodes_generation = -1  # the model's summary_generation when node summaries were last gathered
         self._stale: set[str] = set()
         self._refresh_cost = 0.0  # seconds the last coalesced refresh took
         self._gathering = False  # node summaries being gathered (see _gather_nodes)
@@ -145,14 +130,13 @@ class CoalescedRefresh(_AppBase):
 
     def rebuild_rows(self) -> None:
         """Every row built again at the next refresh (a new layout or theme)."""
-        self._node_cells.clear()
+        self.nodes_pane.rebuild_rows()
         self._stale_pods = None
 
     def forget_cluster(self) -> None:
         """Another cluster comes: no row of this one is kept, and its node summaries are gathered afresh."""
         self.rebuild_rows()
-        self._nodes_generation = -1
-        self.nodes_table.show([])
+        self.nodes_pane.forget()
         self.pods_table.show([])
 
     def redraw_pod_rows(self) -> None:
@@ -180,7 +164,7 @@ class CoalescedRefresh(_AppBase):
             self.health_input_changed()  # the pods on a bad GPU are looked at again at the next refresh of the pods
         if change.kind == PODS:
             self._note_stale_pod(change.key)
-            if self.model is not None and self.model.summary_generation == self._nodes_generation:
+            if self.model is not None and self.model.summary_generation == self.nodes_pane.generation:
                 self._request("pods", "plugin")  # no node summary changed: the nodes stay as they are
                 return
         elif change.kind == EVENTS:
@@ -231,27 +215,13 @@ class CoalescedRefresh(_AppBase):
 
     @work(group="nodes")
     async def _gather_nodes(self, parts: frozenset[str] | set[str]) -> None:
-        """Node summaries in slices, yielding to keys and watches in between: with
-        thousands of nodes changing at once, their GPU accounting takes a while."""
+        """The Nodes pane's summaries gathered in slices (NodesPane.gather), then the parts drawn from them."""
         try:
             model = self.model
-            if model is None:
+            if model is None or not await self.nodes_pane.gather(model, still=lambda: self.model is model):
                 return
-            self._nodes_generation = model.summary_generation  # a summary dropped from here on: gathered again
-            summaries = []
-            slice_started = time.perf_counter()
-            for name in list(model.nodes.records):
-                if time.perf_counter() - slice_started > NODE_SLICE_SECONDS:
-                    await asyncio.sleep(0)
-                    if self.model is not model:
-                        return
-                    slice_started = time.perf_counter()
-                summary = model.summary(name)
-                if summary is not None:
-                    summaries.append(summary)
-            summaries.sort(key=lambda s: (not s.gpu_node, s.name))
             tick = time.perf_counter()
-            self._refresh_views(parts, summaries=summaries)
+            self._refresh_views(parts, gathered=True)
             self._refresh_cost = max(self._refresh_cost, time.perf_counter() - tick)
         finally:
             self._gathering = False
@@ -267,7 +237,7 @@ class CoalescedRefresh(_AppBase):
         model = self.model
         if not self._freeze_when_filled or model is None or self._gathering or self._pods_filling:
             return
-        if self._stale_pods is None or self._nodes_generation != model.summary_generation:
+        if self._stale_pods is None or self.nodes_pane.generation != model.summary_generation:
             # not filled yet: looked at again after the refresh that fills it (an idle cluster sends no event to wait for)
             self._request("pods" if self._stale_pods is None else "nodes")
             return
@@ -276,8 +246,8 @@ class CoalescedRefresh(_AppBase):
         gc.freeze()
 
     # -- rendering ---------------------------------------------------------------------
-    def _refresh_views(self, parts: Iterable[str] = ALL_PARTS, summaries: list[gpu.NodeSummary] | None = None) -> None:
-        """Redraw the given parts and every stale one, now (summaries: already gathered)."""
+    def _refresh_views(self, parts: Iterable[str] = ALL_PARTS, gathered: bool = False) -> None:
+        """Redraw the given parts and every stale one, now (gathered: the Nodes pane's summaries are fresh)."""
         if not self._main_ready or not self.is_running or not self.screen_stack:
             return  # not mounted yet, or shutting down (workers may still run while the screens close)
         parts = self._stale.union(parts)
@@ -289,14 +259,18 @@ class CoalescedRefresh(_AppBase):
             if model is None:
                 self._refresh_header(None)
                 return
+            context = self.view_context(now)
             if "nodes" in parts or "header" in parts:
-                if summaries is None:
-                    summaries = model.node_summaries()
+                nodes = self.nodes_pane
+                if not gathered:
+                    nodes.gather_now(model)
+                summaries = nodes.summaries
                 mark, basis = allocation_basis(model)
                 self._health = render.health_parts(summaries, model.node_metrics, now)  # DCGM, XIDs, health conditions
                 self._refresh_header(gpu.totals(summaries), mark, basis)
                 if "nodes" in parts:
-                    self._refresh_nodes(summaries, mark, basis)
+                    nodes.show(model, context)
+                    self.follow_node_cursor()
             if "pods" in parts:
                 self._refresh_pods(model, now)
             if "plugin" in parts:
@@ -304,7 +278,7 @@ class CoalescedRefresh(_AppBase):
             screen = self.screen  # details, stack, component logs…: the top screen, when drawn from the model
             # A screen pushed but not yet composed has nothing to update: its on_mount draws it.
             if isinstance(screen, ModelView) and screen.is_mounted:
-                screen.show(model, self.view_context(now))
+                screen.show(model, context)
 
     def _refresh_header(
         self, totals_by_resource: dict[str, gpu.Usage] | None, mark: str | None = None, basis: Text | None = None
@@ -391,17 +365,6 @@ class CoalescedRefresh(_AppBase):
         if unreadable:
             out += Text(" · ", style="dim") + render.text(unreadable, style=render.BAD_STYLE, limit=100)
         return out
-
-    def _refresh_nodes(self, summaries: list[gpu.NodeSummary], mark: str | None = None, basis: Text | None = None) -> None:
-        """mark: allocated and free are unknown (pods not listed); basis: what the counts rest on, when not live."""
-        narrow = bool(self._narrow)
-        cache = self._node_cells
-        rows = [(s.name, self.with_mark(s.name, cache.cells(s.name, s, narrow, mark, self.node_widths))) for s in summaries]
-        cache.keep({name for name, _ in rows})
-        self.nodes_table.show(rows)
-        self.follow_node_cursor()
-        pane = self._main("#nodes", Pane)
-        pane.set_status(self._pane_status("nodes", self.nodes_table, basis))
 
     def _refresh_pods(self, model: ClusterModel, now: float) -> None:
         """Bring the GPU-pod rows up to date. Only stale pods are looked at again, the rows on
@@ -503,7 +466,7 @@ class CoalescedRefresh(_AppBase):
             title += f" · {held} pending or failing first"
         pane = self._main("#pods", Pane)
         pane.set_title(title)
-        pane.set_status(self._pane_status(PODS, self.pods_table))
+        pane.set_status(self._pods_status(self.pods_table))
         words = self._pending_text(model, now)
         if words != self._pending_words:
             self._pending_words = words
@@ -560,27 +523,9 @@ class CoalescedRefresh(_AppBase):
         return sum(1 for key in self._filter_hits
                    if not table.wants(f"{key[0]}/{key[1]}") and (not self.namespaces or key[0] in self.namespaces))
 
-    def _pane_status(self, kind: str, table: KeyedTable, basis: Text | None = None) -> str:
-        parts = []
-        if basis is not None:
-            parts.append(basis.plain)
-        if self.model is not None:
-            state = self.model.states.get(kind)
-            if state is not None and state.phase not in WATCH_OK:
-                parts.append(state.describe())
-        if table.filter_text:
-            elsewhere = self._matches_elsewhere() if kind == PODS else 0
-            if table.row_count == 0 and (table.wanted_count or elsewhere):
-                noun = "node" if kind == "nodes" else "pod"
-                where = " here" if elsewhere else ""
-                parts.append(f"no {noun} matches '{clean(table.filter_text, 40)}'{where}")
-            else:
-                parts.append(f"filter: {clean(table.filter_text, 40)}")
-            if elsewhere:
-                more = "" if table.row_count == 0 else " more"
-                nodes = "another node" if elsewhere == 1 else "other nodes"
-                parts.append(f"{elsewhere}{more} match{'es' if elsewhere == 1 else ''} on {nodes}: press a")
-        elif kind == PODS and self._rows_in_scope(table) == 0 and self.model is not None and (self.model.pods_known or self.model.scope(PODS).partial):
+    def _pods_status(self, table: KeyedTable) -> str:
+        parts = table_status(self.model, PODS, table, elsewhere=self._matches_elsewhere() if table.filter_text else 0)
+        if not table.filter_text and self._rows_in_scope(table) == 0 and self.model is not None and (self.model.pods_known or self.model.scope(PODS).partial):
             among = "" if not self.namespaces else " in this namespace" if len(self.namespaces) == 1 else " in these namespaces"
             if not self.model.pods_known:  # read in some namespaces only
                 among += f" (read in {clean(', '.join(self.model.scope(PODS).readable), 100)} only)"

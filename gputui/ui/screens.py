@@ -15,7 +15,7 @@ from gputui.sanitize import clean
 
 from . import render
 from .idle import idle_words
-from .refresh import allocation_basis
+from .nodes_pane import allocation_basis
 from .seam import ViewContext, host
 from .stack_render import components_section, dra_section, health_section, metrics_section
 

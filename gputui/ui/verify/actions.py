@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from textual.app import App
 
     from gputui.kube.config import Connection
-    from gputui.kube.gpu import NodeSummary
     from gputui.kube.model import ClusterModel
 
     from ..table import KeyedTable
@@ -57,7 +56,7 @@ class VerifyActions(_AppBase):
     if TYPE_CHECKING:
         @property
         def nodes_table(self) -> KeyedTable: ...  # self.py
-        def _refresh_views(self, parts: Iterable[str] = ..., summaries: list[NodeSummary] | None = None) -> None: ...  # ui/refresh.py
+        def _refresh_views(self, parts: Iterable[str] = ..., gathered: bool = False) -> None: ...  # ui/refresh.py
 
     # marks
     def action_mark_node(self) -> None:
