@@ -37,7 +37,7 @@ from .commands import GpuCommands
 from .health import HealthActions
 from .idle import IdleActions
 from .nodes_pane import NodesPane
-from .panes import pod_columns, widths
+from .pods_pane import PodsPane
 from .plugin_pane import DevicePluginPane
 from .queues import QueuesScreen
 from .usage import UsageScreen
@@ -75,16 +75,14 @@ class MainScreen(Screen[None]):
 
     BINDINGS = keys.bindings(keys.MAIN_KEYS)
 
-    def __init__(self, ready: Callable[[], None], nodes: NodesPane, *, id: str | None = None) -> None:  # id: Textual's word
+    def __init__(self, ready: Callable[[], None], nodes: NodesPane, pods: PodsPane, *, id: str | None = None) -> None:  # id: Textual's word
         super().__init__(id=id)
         self._ready = ready  # the app's: the panes exist, connect
-        self._nodes_pane = nodes  # the app's panes: it hands them the model
+        self._panes = (nodes, pods)  # the app's: it hands them the model
 
     def compose(self) -> ComposeResult:
         yield ClusterHeader(id="header")
-        yield self._nodes_pane
-        with Pane("GPU pods", id="pods"):
-            yield KeyedTable(id="pods-table")
+        yield from self._panes
         with Pane("Device plugin", id="plugin"):
             yield Static(id="plugin-info")
             yield PluginLog(id="plugin-log")
@@ -154,7 +152,7 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, HealthActions, Coalesc
         self._narrow: bool | None = None
         self._layout: tuple[bool, int] | None = None  # (narrow, width) the columns were laid out for
         self.nodes_pane = NodesPane(self.with_mark)  # its columns, rows and summaries; the refresh says when to show
-        self.pod_widths: dict[str, int] = widths(pod_columns(False))
+        self.pods_pane = PodsPane(self._request, self.pod_note, self.changed_bad_gpu_notes)  # its columns, rows and stale pods
         self._main_ready = False
         self._focus_before_logs: Widget | None = None
 
@@ -177,7 +175,7 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, HealthActions, Coalesc
 
     # -- layout ------------------------------------------------------------------
     def get_default_screen(self) -> Screen:
-        return MainScreen(self.main_screen_ready, self.nodes_pane, id="main")
+        return MainScreen(self.main_screen_ready, self.nodes_pane, self.pods_pane, id="main")
 
     @overload
     def _main(self, selector: str) -> Widget: ...
@@ -198,7 +196,12 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, HealthActions, Coalesc
 
     @property
     def pods_table(self) -> KeyedTable:
-        return self._main("#pods-table", KeyedTable)
+        return self.pods_pane.table
+
+    @property
+    def pod_widths(self) -> dict[str, int]:
+        """The GPU pods pane's column widths (tests and benchmarks build rows as the pane does)."""
+        return self.pods_pane.widths
 
     @property
     def plugin_log(self) -> PluginLog:
@@ -208,7 +211,7 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, HealthActions, Coalesc
     def view_context(self, now: float | None = None) -> ViewContext:
         """What screens read besides the model, now (now: the clock's reading, when already taken)."""
         return ViewContext(now=self.clock() if now is None else now, width=self.size.width, selected_node=self.selected_node,
-                           namespaces=self.namespaces, idle=self.idle_view)
+                           namespaces=self.namespaces, idle=self.idle_view, all_nodes=self.pods_all_nodes)
 
     def show_now(self, view: ModelView) -> None:
         view.show(self.model, self.view_context())
@@ -241,9 +244,7 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, HealthActions, Coalesc
         self._narrow = narrow
         self.screen_stack[0].set_class(narrow, "-narrow")
         self.nodes_pane.set_layout(narrow, width)
-        pod_cols = pod_columns(narrow, width)
-        self.pod_widths = widths(pod_cols)
-        self.pods_table.set_columns(pod_cols)
+        self.pods_pane.set_layout(narrow, width)
         self.rebuild_rows()
         self._refresh_views()
 
@@ -406,7 +407,7 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, HealthActions, Coalesc
         self._list_pod_events(screen, pod)
 
     def _pod_text(self, pod: Pod, events: list[Event], note: str | None = None) -> Text:
-        shown = self._pod_view.get(pod.key)
+        shown = self.pods_pane.view.get(pod.key)
         body = Text(end="")
         body.append_text(render.pod_name(pod))
         body.append("\n")
@@ -441,6 +442,10 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, HealthActions, Coalesc
 
     def show_node(self, name: str) -> None:
         self.push_screen(NodeDetailsScreen(name, on_show=lambda: self.want_node_metrics(name)))
+
+    def pod_note(self, entry: gpu.GpuPod) -> Text | None:
+        """A GPU pod's row note: on a bad GPU (ui/health.py) first, else its GPU use (ui/idle.py)."""
+        return self.bad_gpu_note(entry) or self.idle_note(entry)
 
     def node_details(self, name: str) -> NodeDetails | None:
         """The node's details as its screen would show them now (tests)."""

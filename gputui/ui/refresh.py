@@ -4,9 +4,10 @@ Data flows one way: watch event -> model -> Change (counted, not rendered) ->
 one coalesced refresh at most every REFRESH_INTERVAL -> keyed table deltas.
 Widgets never call the API.
 
-Node summaries are gathered in time slices between yields to the loop, GPU-pod rows are
-brought up to date incrementally (only stale pods, the rows on screen first), and ages
-tick on their own every AGE_INTERVAL.
+The Nodes pane (nodes_pane.py) gathers node summaries in time slices between yields to the
+loop, the GPU pods pane (pods_pane.py) brings its rows up to date incrementally (only stale
+pods, the rows on screen first); here is when: what is stale, the timer, the interval's
+stretch under load, and ages that tick on their own every AGE_INTERVAL.
 """
 from __future__ import annotations
 
@@ -27,21 +28,17 @@ from gputui.kube.watch import RETRYING, SYNCING
 from gputui.kube.watches import scope_lines
 
 from . import render
-from .nodes_pane import WATCH_OK, NodesPane, allocation_basis, table_status
-from .panes import pod_row
-from gputui.sanitize import clean
-from .names import DistinctNames, showing, safe_parts
+from .nodes_pane import WATCH_OK, NodesPane, allocation_basis
+from .pods_pane import PodsPane, waiting  # noqa: F401  (waiting: tests/bench_soak.py imports it from here)
 from .seam import ModelView, ViewContext
-from .table import KeyedTable, RowCache, matches
-from .widgets import ClusterHeader, Pane
+from .widgets import ClusterHeader
 
 ALL_PARTS = frozenset({"header", "nodes", "pods", "plugin"})
 HEALTH_INPUTS = frozenset({PODS, NODES, METRICS, *DRA_KINDS})  # what the bad GPUs, and the pods' notes of them, are made of
 REFRESH_INTERVAL = 0.1  # at most ten refreshes a second, however fast events come
 MAX_REFRESH_INTERVAL = 1.0
 NODE_PARTS = frozenset({"header", "nodes"})
-POD_ROWS_SECONDS = 0.005  # GPU-pod rows are brought up to date for at most this long per refresh; the rest next time
-FILL_SECONDS, FILL_PAUSE = 0.015, 0.02  # the pods table filled from scratch: longer slices, one soon after the other
+FILL_PAUSE = 0.02  # the pods table filled from scratch: one slice soon after the other (pods_pane.FILL_SECONDS)
 AGE_INTERVAL = 5.0  # ages tick on their own; a cell is redrawn only when its text changes
 W = TypeVar("W", bound=Widget)
 
@@ -53,23 +50,13 @@ else:
     _AppBase = object
 
 
-FAILING_STATUSES = ("Error", "Failed", "OOMKilled", "ContainerCannotRun", "CreateContainerError", "Unknown", "Evicted")
-
-
-def waiting(entry: gpu.GpuPod) -> bool:
-    """Work held back: a GPU pod not bound to a node, or one failing wherever it runs (crash loops, image pulls)."""
-    pod = entry.pod
-    if pod.finished:
-        return pod.phase == "Failed"
-    return pod.node is None or pod.status.endswith("BackOff") or pod.status in FAILING_STATUSES
-
-
 class CoalescedRefresh(_AppBase):
     """Mixed into GpuTuiApp: consumes the model's change feed (`_on_change`), notes what is
     stale and redraws it in one coalesced refresh (`_request`, `_flush_refresh`, `_refresh_views`):
     the header, the Nodes pane (nodes_pane.py: gathered, then `show(model, context)`), the GPU pods
-    pane, the device-plugin pane's info line (through `_refresh_plugin`, see plugin_pane.py) and the
-    top screen through `show(model, context)` when it is a ModelView (seam.py).
+    pane (pods_pane.py, `show(model, context)`), the device-plugin pane's info line (through
+    `_refresh_plugin`, see plugin_pane.py) and the top screen through `show(model, context)` when
+    it is a ModelView (seam.py).
     Uses the app's model, selection, namespace, layout and main-screen widgets."""
 
     # the app's, read here
@@ -82,23 +69,13 @@ class CoalescedRefresh(_AppBase):
     conn: Connection | None
     server_version: str
     namespaces: tuple[str, ...]  # the GPU pods shown (-n, the palette); () all
-    selected_node: str | None
-    pods_all_nodes: bool
     _narrow: bool | None
     _main_ready: bool
     nodes_pane: NodesPane
-    pod_widths: dict[str, int]
-    idle_note: Callable[[gpu.GpuPod], Text | None]  # a bound pod's GPU use (ui/idle.py)
-    bad_gpu_note: Callable[[gpu.GpuPod], Text | None]  # a pod on a bad GPU says so first (ui/health.py)
+    pods_pane: PodsPane
     health_input_changed: Callable[[], None]  # ui/health.py: the bad GPUs' inputs changed
-    changed_bad_gpu_notes: Callable[[], set[tuple[str, str]]]  # ui/health.py: the pods whose note changed since the last look
     if TYPE_CHECKING:
         def _main(self, selector: str, expect_type: type[W]) -> W: ...
-        @property
-        def nodes_table(self) -> KeyedTable: ...
-        @property
-        def pods_table(self) -> KeyedTable: ...
-        def with_mark(self, name: str, cells: tuple[Text, ...]) -> tuple[Text, ...]: ...  # ui/verify/actions.py
         def _refresh_plugin(self, model: ClusterModel, now: float) -> None: ...  # plugin_pane.py
         def view_context(self, now: float | None = None) -> ViewContext: ...  # app.py: what a screen reads besides the model
         def follow_node_cursor(self) -> None: ...  # app.py: the other panes follow the Nodes pane's visible cursor
@@ -108,46 +85,35 @@ class CoalescedRefresh(_AppBase):
         self._flush_timer: Timer | None = None
         self._changes = 0
         self.refreshes = 0  # coalesced refreshes done (tests and the benchmark read it)
-        self._pod_cells: RowCache[tuple[str, str]] = RowCache(pod_row)
-        self._pod_names = DistinctNames()  # where pod names are cut so that no two rows read alike
-        self._new_names: list[tuple[str, str]] = []  # rows added since _pod_names last heard
-        # GPU pods shown or showable: key -> (GpuPod, pod_row's inputs, cells); None in
-        # _stale_pods means every pod must be looked at again.
-        self._pod_view: dict[tuple[str, str], tuple[gpu.GpuPod, tuple, tuple]] = {}
-        self._stale_pods: set[tuple[str, str]] | None = None
-        self._pending_rows: set[tuple[str, str]] = set()  # GPU pods in _pod_view waiting for a node: their reasons end with the fit
-        self._fit_seen: tuple[int, object] = (-1, None)  # (summary_generation, model.fit()) when the pending rows were last looked at
-        self._pods_filling = False  # rebuilding every row (start, layout, relist): slices follow each other soon
-        self._pods_scope: tuple | None = None  # (all nodes?, node, namespace) of the rows the pods table was given
         self._stale: set[str] = set()
         self._refresh_cost = 0.0  # seconds the last coalesced refresh took
         self._gathering = False  # node summaries being gathered (see _gather_nodes)
         self._freeze_when_filled = False  # the model has synced: freeze the tables' rows once they are filled
         self._health: tuple[list[Text], list[Text]] = ([], [])  # the header's alarms and DCGM parts (render.health_parts)
-        self._pending_words = ""  # the header's `3 GPU pods pending, longest 12m`, from the pods pane's rows
-        self._needle = ""  # the pods pane's filter (casefolded) the rows were cut for
-        self._filter_hits: set[tuple[str, str]] = set()  # the GPU pods the filter matches, on any node
 
     def rebuild_rows(self) -> None:
         """Every row built again at the next refresh (a new layout or theme)."""
         self.nodes_pane.rebuild_rows()
-        self._stale_pods = None
+        self.pods_pane.rebuild_rows()
 
     def forget_cluster(self) -> None:
         """Another cluster comes: no row of this one is kept, and its node summaries are gathered afresh."""
         self.rebuild_rows()
         self.nodes_pane.forget()
-        self.pods_table.show([])
+        self.pods_pane.forget()
+
+    @property
+    def _pods_filling(self) -> bool:
+        """The pods pane fills its table from scratch (tests/bench_*.py wait for the first full picture)."""
+        return self.pods_pane.filling
 
     def redraw_pod_rows(self) -> None:
         """Every GPU pod's row looked at again at the next refresh (new figures of their use), which is asked for."""
-        if self._stale_pods is not None:
-            self._stale_pods.update(self._pod_view)
+        self.pods_pane.note_all()
         self._request("pods")
 
     def _age_tick(self) -> None:
-        if self._stale_pods is not None:
-            self._stale_pods.update(self._pod_view)  # their ages: looked at like any change, a slice at a time
+        self.pods_pane.note_all()  # their ages: looked at like any change, a slice at a time
         self.health_input_changed()  # the notes' ages (`on bad GPU: XID 79 3m ago`)
         self._request("pods", "plugin")
         if self._health[1]:
@@ -163,30 +129,24 @@ class CoalescedRefresh(_AppBase):
         if change.kind in HEALTH_INPUTS:
             self.health_input_changed()  # the pods on a bad GPU are looked at again at the next refresh of the pods
         if change.kind == PODS:
-            self._note_stale_pod(change.key)
+            self.pods_pane.note_stale(change.key)
             if self.model is not None and self.model.summary_generation == self.nodes_pane.generation:
                 self._request("pods", "plugin")  # no node summary changed: the nodes stay as they are
                 return
         elif change.kind == EVENTS:
             if change.key is None:
-                self._note_stale_pod(None)
+                self.pods_pane.note_stale(None)
             elif isinstance(change.key, tuple) and change.key[0] == "Pod":  # (kind, namespace, name): a pending pod's reason
-                self._note_stale_pod(change.key[1:])
+                self.pods_pane.note_stale(change.key[1:])
             self._request("pods")
             return
-        elif change.kind in DRA_KINDS and self.model is not None and self._stale_pods is not None:
+        elif change.kind in DRA_KINDS and self.model is not None and (stale := self.pods_pane.stale) is not None:
             # What a pod holds through its claims: the rows of the holders, before and after.
-            self._stale_pods.update(key for key, shown in self._pod_view.items() if shown[0].claims)
-            self._stale_pods.update(self.model.dra_pod_keys())
-        elif change.kind in KUEUE_KINDS and self._stale_pods is not None:
-            self._stale_pods.update(self._pending_rows)  # a pending pod's reason starts with why Kueue holds it
+            stale.update(self.pods_pane.holders())
+            stale.update(self.model.dra_pod_keys())
+        elif change.kind in KUEUE_KINDS:
+            self.pods_pane.note_pending()  # a pending pod's reason starts with why Kueue holds it
         self._request(*ALL_PARTS)
-
-    def _note_stale_pod(self, key: object) -> None:
-        if key is None:
-            self._stale_pods = None  # all of them
-        elif self._stale_pods is not None:
-            self._stale_pods.add(key)  # type: ignore[arg-type]  # a pod's key, once the change is known to be a pod's
 
     def _request(self, *parts: str, soon: bool = False) -> None:
         """Mark parts of the screen stale; one refresh within REFRESH_INTERVAL redraws them.
@@ -235,11 +195,12 @@ class CoalescedRefresh(_AppBase):
         with its records. Scanned, a full collection stalls the app for 100-200 ms, and
         under an event storm CPython starts one every second or two."""
         model = self.model
-        if not self._freeze_when_filled or model is None or self._gathering or self._pods_filling:
+        if not self._freeze_when_filled or model is None or self._gathering or self.pods_pane.filling:
             return
-        if self._stale_pods is None or self.nodes_pane.generation != model.summary_generation:
+        pods_rebuilt = self.pods_pane.stale is None
+        if pods_rebuilt or self.nodes_pane.generation != model.summary_generation:
             # not filled yet: looked at again after the refresh that fills it (an idle cluster sends no event to wait for)
-            self._request("pods" if self._stale_pods is None else "nodes")
+            self._request("pods" if pods_rebuilt else "nodes")
             return
         self._freeze_when_filled = False
         gc.collect()
@@ -272,7 +233,7 @@ class CoalescedRefresh(_AppBase):
                     nodes.show(model, context)
                     self.follow_node_cursor()
             if "pods" in parts:
-                self._refresh_pods(model, now)
+                self.pods_pane.show(model, context)
             if "plugin" in parts:
                 self._refresh_plugin(model, now)
             screen = self.screen  # details, stack, component logs…: the top screen, when drawn from the model
@@ -316,8 +277,9 @@ class CoalescedRefresh(_AppBase):
                 states.truncate(max(24, room), overflow="ellipsis")
             first.append(states)
             totals = render.totals_parts(totals_by_resource or {}, compact=narrow, unknown=mark, basis=basis)
-            if self._pending_words:  # waiting work, right after the main total: never the part cut off
-                totals.insert(min(1, len(totals)), Text(self._pending_words, style=render.WARN_STYLE, end=""))
+            pending = self.pods_pane.pending_words
+            if pending:  # waiting work, right after the main total: never the part cut off
+                totals.insert(min(1, len(totals)), Text(pending, style=render.WARN_STYLE, end=""))
             totals += readings  # the DCGM readings' age
         if narrow:
             lines = render.pack(first + totals, width)
@@ -365,174 +327,3 @@ class CoalescedRefresh(_AppBase):
         if unreadable:
             out += Text(" · ", style="dim") + render.text(unreadable, style=render.BAD_STYLE, limit=100)
         return out
-
-    def _refresh_pods(self, model: ClusterModel, now: float) -> None:
-        """Bring the GPU-pod rows up to date. Only stale pods are looked at again, the rows on
-        screen first, for at most POD_ROWS_SECONDS (the rest next time: an event storm never
-        blocks the loop, and what is shown stays current; a table filled from scratch goes
-        on soon); a row is rebuilt only when what it shows changed, and the table is given
-        only those rows unless the set of rows changed."""
-        view = self._pod_view
-        stale = self._stale_pods
-        self._stale_pods = set()
-        noted = self.changed_bad_gpu_notes()  # a new XID, taint or condition: the rows of the pods on that GPU
-        if stale is not None:
-            stale.update(noted)
-        records = model.pods.records
-        regroup = stale is None  # the rows shown are other pods, or in another order
-        if stale is None:
-            view.clear()
-            self._pod_cells.clear()
-            self._pod_names = DistinctNames(self.pod_widths["pod"])
-            self._pending_rows.clear()
-            stale = set(records)
-            self._pods_filling = True
-            self._filter_hits.clear()
-        elif self._pending_rows and model.summary_generation != self._fit_seen[0]:
-            fits = model.fit()  # a pending pod's reason says where its GPUs would fit: when that changes, so does the row
-            if fits != self._fit_seen[1]:
-                stale.update(self._pending_rows)
-            self._fit_seen = (model.summary_generation, fits)
-        needle = self.pods_table.filter_text.casefold()
-        if needle != self._needle:  # every GPU pod searched; each name cut again to show the match
-            self._needle = needle
-            stale.update(view)
-            self._filter_hits = {key for key, (_, _, cells) in view.items() if needle and matches(cells, needle)}
-        narrow = bool(self._narrow)
-        changed: dict[tuple[str, str], tuple] = {}
-        gone: list[tuple[str, str]] = []
-        deadline = time.perf_counter() + (FILL_SECONDS if self._pods_filling else POD_ROWS_SECONDS)
-        ordered = self._visible_first(stale)
-        for n, key in enumerate(ordered):
-            if n % 16 == 0 and n and time.perf_counter() > deadline:
-                self._stale_pods.update(ordered[n:])
-                self._request("pods", soon=self._pods_filling)
-                break
-            pod = records.get(key)
-            events = model.events_for("Pod", *key) if pod is not None and pod.node is None else ()
-            entry = model.gpu_pod(pod, events) if pod is not None else None
-            shown = view.get(key)
-            if entry is None:
-                self._pending_rows.discard(key)
-                self._pod_cells.forget(key)
-                if shown is not None:
-                    del view[key]
-                    gone.append(key)
-                    regroup = True
-                continue
-            if entry.pod.node is None:
-                self._pending_rows.add(key)
-            else:
-                self._pending_rows.discard(key)
-            if shown is None or shown[0].pod.node != entry.pod.node or waiting(shown[0]) != waiting(entry):
-                regroup = True  # a new row, or one that moves in or out of a node's view or of the waiting rows
-            if shown is None:
-                self._new_names.append(key)
-            differ, keep = showing(*safe_parts(*key), self.pod_widths["pod"], needle, self._pod_names.differ_at.get(key))
-            inputs = (entry, render.age(entry.pod.created, now), narrow, self.pod_widths, self.bad_gpu_note(entry) or self.idle_note(entry),
-                      differ, keep, render.gpu_hours(entry, now) if "hours" in self.pod_widths else "")
-            cells = self._pod_cells.cells(key, *inputs)
-            if shown is None or cells is not shown[2]:
-                changed[key] = cells
-            view[key] = (entry, inputs, cells)
-        else:
-            self._pods_filling = False
-        self._filter_hits.difference_update(gone)
-        if needle:
-            for key, cells in changed.items():
-                if matches(cells, needle):
-                    self._filter_hits.add(key)
-                else:
-                    self._filter_hits.discard(key)
-        recut = self._pod_names.update(self._new_names, gone)  # rows that now read alike, or no longer: cut again
-        self._new_names = []
-        if recut:
-            self._stale_pods.update(key for key in recut if key in view)
-            self._request("pods")
-        node = None if self.pods_all_nodes else self.selected_node
-        scope = (self.pods_all_nodes, node, self.namespaces)
-        if regroup or scope != self._pods_scope:
-            self._pods_scope = scope
-            self.pods_table.show(self._pod_rows(model, node))
-        elif changed:
-            self.pods_table.update_rows({f"{key[0]}/{key[1]}": cells for key, cells in changed.items()})
-        where = "all nodes" if self.pods_all_nodes else f"node {clean(self.selected_node, 60)}" if self.selected_node else "no node selected"
-        title = f"GPU pods · {where}"
-        if self.namespaces:
-            title += f" · ns {clean(', '.join(self.namespaces), 100)}"
-        held = sum(1 for key, (entry, _, _) in self._pod_view.items()
-                   if waiting(entry) and (not self.namespaces or key[0] in self.namespaces))
-        if held:
-            title += f" · {held} pending or failing first"
-        pane = self._main("#pods", Pane)
-        pane.set_title(title)
-        pane.set_status(self._pods_status(self.pods_table))
-        words = self._pending_text(model, now)
-        if words != self._pending_words:
-            self._pending_words = words
-            self._request("header")
-
-    def _pending_text(self, model: ClusterModel, now: float) -> str:
-        """`3 GPU pods pending, longest 12m`: waiting work, in the header whatever the panes show."""
-        records = model.pods.records
-        created = [pod.created for key in self._pending_rows if (pod := records.get(key)) is not None and not pod.finished]
-        if not created:
-            return ""
-        known = [c for c in created if c is not None]
-        longest = f", longest {render.age(min(known), now)}" if known else ""
-        return f"{len(created)} GPU pod{'s' if len(created) != 1 else ''} pending{longest}"
-
-    def _visible_first(self, keys: set[tuple[str, str]]) -> list[tuple[str, str]]:
-        """The pods' keys, those of the rows on screen first."""
-        on_screen = [key for key in (tuple(row.split("/", 1)) for row in self.pods_table.visible_keys()) if key in keys]
-        if not on_screen:
-            return list(keys)
-        first = set(on_screen)
-        return on_screen + [key for key in keys if key not in first]
-
-    def _pod_rows(self, model: ClusterModel, node: str | None) -> list[tuple[str, tuple]]:
-        """The pods table's rows: first the work held back, whatever the scope (pending pods, the longest
-        waiting first, then failing ones: their NODE cell says where they are, `<none>` or another node),
-        then every GPU pod or the selected node's, by namespace and name."""
-        if node is None and not self.pods_all_nodes:
-            return []
-        view = self._pod_view
-        held = sorted((key for key, (entry, _, _) in view.items() if waiting(entry)),
-                      key=lambda key: (view[key][0].pod.node is not None, view[key][0].pod.created or 0.0, key))
-        first = set(held)
-        scoped = view.keys() if node is None else [key for key in model.pods.by_node.get(node, ()) if key in view]
-        return [
-            (f"{key[0]}/{key[1]}", view[key][2])
-            for key in [*held, *sorted(key for key in scoped if key not in first)]
-            if not self.namespaces or key[0] in self.namespaces
-        ]
-
-    def _rows_in_scope(self, table: KeyedTable) -> int:
-        """The pods pane's rows that are in its scope: on the selected node (the work held back shown
-        above them is not), or every row for all nodes."""
-        if self.pods_all_nodes or self.model is None:
-            return table.row_count
-        on_node = self.model.pods.by_node.get(self.selected_node or "", ())
-        return sum(1 for key in on_node if key in self._pod_view and (not self.namespaces or key[0] in self.namespaces))
-
-    def _matches_elsewhere(self) -> int:
-        """GPU pods the pods pane's filter matches outside its node scope (`a` shows them)."""
-        if self.pods_all_nodes:
-            return 0
-        table = self.pods_table
-        return sum(1 for key in self._filter_hits
-                   if not table.wants(f"{key[0]}/{key[1]}") and (not self.namespaces or key[0] in self.namespaces))
-
-    def _pods_status(self, table: KeyedTable) -> str:
-        parts = table_status(self.model, PODS, table, elsewhere=self._matches_elsewhere() if table.filter_text else 0)
-        if not table.filter_text and self._rows_in_scope(table) == 0 and self.model is not None and (self.model.pods_known or self.model.scope(PODS).partial):
-            among = "" if not self.namespaces else " in this namespace" if len(self.namespaces) == 1 else " in these namespaces"
-            if not self.model.pods_known:  # read in some namespaces only
-                among += f" (read in {clean(', '.join(self.model.scope(PODS).readable), 100)} only)"
-            if self.pods_all_nodes:
-                parts.append("no GPU pods" + among)
-            elif self.selected_node:
-                parts.append("no GPU pods on this node" + among)
-            else:
-                parts.append("no node selected")
-        return " · ".join(parts)

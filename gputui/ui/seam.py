@@ -27,6 +27,7 @@ class ViewContext:
     selected_node: str | None  # the Nodes pane's cursor row
     namespaces: tuple[str, ...]  # the GPU pods shown (-n, the palette); (): every namespace
     idle: IdleView | None  # the pods' GPU use (ui/idle.py's tracker); None before the first figures
+    all_nodes: bool = False  # the GPU pods pane shows every node's pods (`a`), not the selected node's
 
 
 @runtime_checkable

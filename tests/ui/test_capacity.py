@@ -106,7 +106,7 @@ async def test_a_pending_pods_reason_follows_the_fit(fresh_cluster):
         key = ("ml", "llm-train-4gpu")
 
         def reason() -> str:
-            shown = app._pod_view.get(key)
+            shown = app.pods_pane.view.get(key)
             return (shown[0].reason or "") if shown is not None else ""
 
         await wait_for(pilot, lambda: "8 free but at most 3 on any node" in reason(), what="the first fit line")

@@ -64,14 +64,14 @@ async def test_the_demos_alike_rows_read_apart_and_together_again(cluster):
         await show_all_pods(pilot, len([k for k in app.model.pods.records if app.model.gpu_pod(app.model.pods.records[k], ()) is not None]))
 
         def name_cell(key):
-            return app._pod_view[key][2][0].plain
+            return app.pods_pane.view[key][2][0].plain
 
         width = app.pod_widths["pod"]
         await wait_for(pilot, lambda: name_cell(BIG) != name_cell(SMALL), what="the two llm-pretrain rows told apart")
-        cells = [cells[0].plain for _, _, cells in app._pod_view.values()]
+        cells = [cells[0].plain for _, _, cells in app.pods_pane.view.values()]
         assert len(set(cells)) == len(cells) and all(len(cell) <= width for cell in cells)
         assert "big" in name_cell(BIG)
 
         cluster.call(cluster.sim.store.delete, "pods", *BIG)
         usual = "".join(cut_name(*SMALL, width))
-        await wait_for(pilot, lambda: BIG not in app._pod_view and name_cell(SMALL) == usual, what="the usual cut back")
+        await wait_for(pilot, lambda: BIG not in app.pods_pane.view and name_cell(SMALL) == usual, what="the usual cut back")

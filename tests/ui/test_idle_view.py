@@ -75,7 +75,7 @@ async def test_the_screen_rows_and_details_agree_with_the_profiles(profiled_clus
         await show_all_pods(pilot, 5)
         await wait_for(pilot, lambda: "in use · 90%" in screen_text(app), what="the pod rows")
         assert re.search(r"ml/notebook-alice .* idle ≥\d+s · 0%", screen_text(app))
-        reasons = {key: app._pod_view[tuple(key.split("/", 1))][2][-1] for key in app.pods_table.shown_keys}
+        reasons = {key: app.pods_pane.view[tuple(key.split("/", 1))][2][-1] for key in app.pods_table.shown_keys}
         assert re.fullmatch(r"idle ≥\d+s · 3%", reasons["research/sweep-0"].plain)
         assert reasons["ml/llm-train-0"].plain == "in use · 90%"
         assert all(cell.cell_len <= app.pod_widths["reason"] for cell in reasons.values())  # the note keeps to its column
@@ -103,7 +103,7 @@ async def test_no_samples_is_said_not_shown_as_zero(cluster):
         await show_all_pods(pilot, 6)
         # No exporter here: the bound pods' rows say nothing of their use (no `…` waiting for what never comes).
         assert "no samples" not in screen_text(app)
-        assert [cells[-1].plain for entry, _, cells in app._pod_view.values() if entry.pod.node] == [""] * 5
+        assert [cells[-1].plain for entry, _, cells in app.pods_pane.view.values() if entry.pod.node] == [""] * 5
 
 
 async def test_the_key_is_in_the_help_and_the_palette(cluster):

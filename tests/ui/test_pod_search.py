@@ -45,7 +45,7 @@ async def test_slash_in_the_pods_pane_searches_every_node(cluster):
                        what="h100-2's pods")
 
         def name_cell(key: tuple[str, str]) -> str:
-            return app._pod_view[key][2][0].plain
+            return app.pods_pane.view[key][2][0].plain
 
         assert "serving" not in name_cell(SERVING)  # the usual cut at 80 columns hides it
         app.pods_table.focus()
@@ -56,8 +56,8 @@ async def test_slash_in_the_pods_pane_searches_every_node(cluster):
         await pilot.press("enter", "escape")  # the filter kept, then cleared: the usual cut back
         await wait_for(pilot, lambda: not app.pods_table.filter_text and "serving" not in name_cell(SERVING), what="the usual cut")
 
-        whisper = [key for key, (entry, _, _) in app._pod_view.items() if "whisper" in key[1]]
-        assert len(whisper) >= 2 and all(app._pod_view[key][0].pod.node != "h100-2" for key in whisper)
+        whisper = [key for key, (entry, _, _) in app.pods_pane.view.items() if "whisper" in key[1]]
+        assert len(whisper) >= 2 and all(app.pods_pane.view[key][0].pod.node != "h100-2" for key in whisper)
         await pilot.press("slash", *"whisper")
         await wait_for(pilot, lambda: f"no pod matches 'whisper' here · {len(whisper)} match on other nodes: press a" in screen_text(app),
                        what="the matches on other nodes counted")

@@ -81,9 +81,9 @@ async def test_the_gated_pods_reason_says_why_kueue_holds_it(cluster):
                        what="Kueue's kinds listed")
         await pilot.press("a")
         key = ("team-a", "llm-ft-x7k2")
-        await wait_for(pilot, lambda: (shown := app._pod_view.get(key)) is not None and "Kueue" in (shown[0].reason or ""),
+        await wait_for(pilot, lambda: (shown := app.pods_pane.view.get(key)) is not None and "Kueue" in (shown[0].reason or ""),
                        what="the Kueue reason")
-        reason = app._pod_view[key][0].reason
+        reason = app.pods_pane.view[key][0].reason
         assert reason == (f"queued in Kueue ClusterQueue team-a: {QUOTA_MESSAGE} (Workload team-a/{WORKLOADS['pod-llm-ft-x7k2']}) · "
                           "held by scheduling gate kueue.x-k8s.io/admission (owner kueue.x-k8s.io): not scheduled until it is removed")
         await wait_for(pilot, lambda: "queued in Kueue" in screen_text(app), what="the reason in the pane")
@@ -132,7 +132,7 @@ async def test_the_pods_reason_and_the_queues_follow_kueue(fresh_cluster):
     async with app.run_test(size=(120, 40)) as pilot:
         screen = await open_queues(pilot)
         key = ("team-a", "llm-ft-x7k2")
-        assert app._pod_view[key][0].reason.startswith("queued in Kueue")
+        assert app.pods_pane.view[key][0].reason.startswith("queued in Kueue")
         name = WORKLOADS["pod-llm-ft-x7k2"]
 
         def admit(w: dict) -> None:
@@ -145,10 +145,10 @@ async def test_the_pods_reason_and_the_queues_follow_kueue(fresh_cluster):
 
         fresh_cluster.call(fresh_cluster.sim.store.mutate, "clusterqueues.kueue.x-k8s.io", "", "team-a", one_pending_fewer)
         await wait_for(pilot, lambda: row(screen, "team-a")[5] == "1", what="the Queues screen to follow the ClusterQueue")
-        assert app._pod_view[key][0].reason.startswith("queued in Kueue")
+        assert app.pods_pane.view[key][0].reason.startswith("queued in Kueue")
         fresh_cluster.call(fresh_cluster.sim.store.mutate, "workloads.kueue.x-k8s.io", "team-a", name, admit)
         await wait_for(pilot, lambda: "Pending GPU Workloads: 1" in screen.text, what="the Queues screen to follow the Workload")
-        await wait_for(pilot, lambda: app._pod_view[key][0].reason.startswith("held by scheduling gate"), timeout=3,
+        await wait_for(pilot, lambda: app.pods_pane.view[key][0].reason.startswith("held by scheduling gate"), timeout=3,
                        what="the pod's row to lose the Kueue words (sooner than the ages' tick)")
 
 

@@ -6,8 +6,7 @@ import pytest
 from rich.text import Text
 
 from gputui.kube.gpu import GpuPod, NodeSummary
-from gputui.ui import app as app_module
-from gputui.ui import nodes_pane, panes, refresh
+from gputui.ui import nodes_pane, panes, pods_pane
 from gputui.ui.table import Column
 from tests.ui.ui_helpers import app_on, show_all_pods, start_cluster, wait_for
 from tests.ui.ui_scenario import gpu_cluster
@@ -34,9 +33,9 @@ async def test_a_new_column_reading_a_new_field_follows_it(monkeypatch, cluster)
     pod_columns, pod_row = with_column(panes.pod_columns, panes.pod_row, "TEAM",
                                        lambda e: e.pod.labels.get("team", "-") if isinstance(e, GpuPod) else "")
     monkeypatch.setattr(nodes_pane, "node_columns", node_columns)
-    monkeypatch.setattr(app_module, "pod_columns", pod_columns)
+    monkeypatch.setattr(pods_pane, "pod_columns", pod_columns)
     monkeypatch.setattr(nodes_pane, "node_row", node_row)
-    monkeypatch.setattr(refresh, "pod_row", pod_row)
+    monkeypatch.setattr(pods_pane, "pod_row", pod_row)
     app = app_on(cluster)
     async with app.run_test(size=(160, 40)) as pilot:
         await show_all_pods(pilot, 6)
