@@ -12,14 +12,25 @@ from textual.fuzzy import Matcher
 from gputui.sanitize import clean
 
 from . import keys
+from .seam import ViewContext, host
 
 if TYPE_CHECKING:
+    from gputui.kube.model import ClusterModel
+
     from .app import GpuTuiApp
 
 PANES = (("nodes", "Nodes"), ("pods", "GPU pods"), ("plugin", "Device plugin"))
 
 
 class GpuCommands(Provider):
+    """The app's commands, and what the model holds to act on (namespaces, nodes): a ModelView (seam.py),
+    given the model each time the palette lists its commands."""
+
+    _model: ClusterModel | None = None
+
+    def show(self, model: ClusterModel | None, context: ViewContext) -> None:
+        self._model = model
+
     @property
     def gputui(self) -> "GpuTuiApp":
         return self.app  # type: ignore[return-value]  # the provider's app is GpuTuiApp; Textual types it as App
@@ -28,7 +39,8 @@ class GpuCommands(Provider):
         app = self.gputui
         for pane_id, title in PANES:
             yield f"Toggle pane: {title}", partial(app.toggle_pane, pane_id), "show or hide the pane"
-        model = app.model
+        host(app).show_now(self)
+        model = self._model
         for key in keys.MAIN_KEYS:  # the screens, as their keys declare them
             if key.in_palette(model):
                 yield key.palette, partial(app.call_later, app.run_action, key.action), key.help
