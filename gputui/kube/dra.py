@@ -12,7 +12,7 @@ import functools
 import re
 from collections import Counter
 from dataclasses import dataclass, field as dataclass_field, replace
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from .quantities import parse_time
 
@@ -213,15 +213,27 @@ def parse_claims(claims: Iterable[dict]) -> list[Allocation]:
 
 @dataclass(frozen=True)
 class DeviceRequest:
-    """One request of a claim (`exactly`; a `firstAvailable` one is `alternatives`, its devices not looked at)."""
+    """One request of a claim (`exactly`), or one of a `firstAvailable` request's subrequests (named "request/sub")."""
 
     name: str
     device_class: str | None
     count: int  # ExactCount's count (1 unless given)
-    all_devices: bool  # allocationMode All: every matching device of one node
+    all_devices: bool  # allocationMode All: every matching device the node sees, at least one, each free
     selectors: tuple[str, ...] = ()  # the request's own CEL selectors, besides its class's
     tolerations: tuple[tuple[str, str, str, str], ...] = ()  # (key, operator, value, effect) of device taints
-    alternatives: bool = False
+    subrequests: tuple[DeviceRequest, ...] = ()  # firstAvailable: the scheduler takes the first it can serve, in order
+    admin_access: bool = False  # devices in use may be given too
+
+    @property
+    def alternatives(self) -> bool:
+        return bool(self.subrequests)
+
+    @property
+    def words(self) -> str:
+        """What it asks for: `4 gpu.nvidia.com`, `all matching gpu.nvidia.com`, `1 gpu.nvidia.com or 2 mig.nvidia.com`."""
+        if self.subrequests:
+            return " or ".join(sub.words for sub in self.subrequests)
+        return f"all matching {self.device_class}" if self.all_devices else f"{self.count} {self.device_class}"
 
     def tolerates(self, taint: DeviceTaint) -> bool:
         for key, operator, value, effect in self.tolerations:
@@ -244,24 +256,48 @@ class Claim:
     allocated: bool
 
 
+def _device_request(name: str, exactly: dict, subrequests: tuple[DeviceRequest, ...] = ()) -> DeviceRequest:
+    """An ExactDeviceRequest or a DeviceSubRequest (the same fields, resource.k8s.io/v1)."""
+    count = exactly.get("count")
+    return DeviceRequest(
+        name=name,
+        device_class=exactly.get("deviceClassName") or None,
+        count=count if isinstance(count, int) and count > 0 else 1,
+        all_devices=exactly.get("allocationMode") == "All",
+        selectors=tuple(str((s.get("cel") or {}).get("expression") or "") for s in exactly.get("selectors") or [] if isinstance(s, dict)),
+        tolerations=tuple((str(t.get("key") or ""), str(t.get("operator") or "Equal"), str(t.get("value") or ""), str(t.get("effect") or ""))
+                          for t in exactly.get("tolerations") or [] if isinstance(t, dict)),
+        subrequests=subrequests,
+        admin_access=exactly.get("adminAccess") is True,
+    )
+
+
 def _device_requests(claim: dict) -> tuple[DeviceRequest, ...]:
     out = []
     for request in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
         if not isinstance(request, dict):
             continue
-        exactly = request.get("exactly") or request  # v1 nests under `exactly`; v1beta1 does not
-        count = exactly.get("count")
-        out.append(DeviceRequest(
-            name=str(request.get("name") or ""),
-            device_class=exactly.get("deviceClassName") or None,
-            count=count if isinstance(count, int) and count > 0 else 1,
-            all_devices=exactly.get("allocationMode") == "All",
-            selectors=tuple(str((s.get("cel") or {}).get("expression") or "") for s in exactly.get("selectors") or [] if isinstance(s, dict)),
-            tolerations=tuple((str(t.get("key") or ""), str(t.get("operator") or "Equal"), str(t.get("value") or ""), str(t.get("effect") or ""))
-                              for t in exactly.get("tolerations") or [] if isinstance(t, dict)),
-            alternatives=bool(request.get("firstAvailable")),
-        ))
+        name = str(request.get("name") or "")
+        subs = tuple(_device_request(f"{name}/{sub.get('name') or ''}", sub) for sub in request.get("firstAvailable") or [] if isinstance(sub, dict))
+        out.append(_device_request(name, {} if subs else request.get("exactly") or request, subs))  # v1beta1 does not nest under `exactly`
     return tuple(out)
+
+
+def waiting_asks(claims: Iterable[Claim], gpu_class: Callable[[str], bool]) -> tuple[list[tuple[str, int]], list[str]]:
+    """What unallocated claims ask for of GPU DeviceClasses: (DeviceClass, count) of the ExactCount requests, and words
+    for those whose count is known only at allocation (DeviceRequest.words: allocationMode All, firstAvailable)."""
+    counted: list[tuple[str, int]] = []
+    words: list[str] = []
+    for claim in claims:
+        for request in claim.requests:
+            options = request.subrequests or (request,)
+            if not any(o.device_class and gpu_class(o.device_class) for o in options):
+                continue
+            if request.subrequests or request.all_devices:
+                words.append(request.words)
+            elif request.device_class:
+                counted.append((request.device_class, request.count))
+    return counted, words
 
 
 def claim_from(obj: dict) -> Claim:

@@ -22,7 +22,7 @@ figures say what the cluster offers a GPU pod that tolerates the usual taints.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
 from .dra import Claim, ClassDevices, DeviceClass, DeviceRequest, DraDevice, Pool, RequestPool, SelectorError, request_pools
 from .gpu import GPU, NodeSummary, sorted_resources
@@ -191,8 +191,16 @@ def claim_line(claims: Iterable[Claim], classes: Mapping[str, DeviceClass], devi
 
 def _request_line(request: DeviceRequest, classes: Mapping[str, DeviceClass], devices: list[DraDevice],
                   nodes: Mapping[str, Node]) -> str | None:
-    if request.alternatives or not request.device_class:
-        return None  # firstAvailable: which alternative the scheduler would take is not looked at
+    if request.subrequests:  # firstAvailable: the first subrequest that can be served is taken; said only when none can
+        lines = []
+        for number, sub in enumerate(request.subrequests, 1):
+            line = _request_line(sub, classes, devices, nodes)
+            if line is None:
+                return None
+            lines.append(f"{number}. {sub.name.split('/', 1)[-1]} ({sub.words}): {line}")
+        return "firstAvailable, none of its subrequests can be served now: " + " · ".join(lines)
+    if not request.device_class or request.admin_access:
+        return None  # adminAccess may be given devices in use: not judged here
     device_class = classes.get(request.device_class)
     if device_class is None:
         return f"DeviceClass {request.device_class} does not exist"
@@ -203,28 +211,53 @@ def _request_line(request: DeviceRequest, classes: Mapping[str, DeviceClass], de
     matching = f"DeviceClass {device_class.name}" + (" and the claim's selectors" if request.selectors else "")
     if not pools:
         return f"no published device matches {matching}"
-    need = "every matching device of a pool" if request.all_devices else f"{request.count} device{'s' if request.count != 1 else ''} of one pool"
 
-    def blocked_by(pool: RequestPool) -> str | None:
-        if pool.node is None:
+    def blocked_by(node_name: str | None) -> str | None:
+        if node_name is None:
             return None  # not tied to one node (network-attached devices)
-        node = nodes.get(pool.node)
+        node = nodes.get(node_name)
         return "not listed" if node is None else blocked(node, device_class.name)
 
-    for pool in pools:
-        enough = pool.free >= 1 and (pool.free == pool.devices if request.all_devices else pool.free >= request.count)
-        if enough and blocked_by(pool) is None:
-            return None
-    described = []
-    for pool in pools[:NAMED]:
+    def lacks(allocated: int, devices: int, tainted: int, taints: Iterable[str], node: str | None) -> str:
         parts = []
-        if pool.allocated:
-            parts.append(f"all {pool.allocated} allocated" if pool.allocated == pool.devices else f"{pool.allocated} allocated")
-        if pool.tainted:
-            parts.append(f"{pool.tainted} tainted {', '.join(pool.taints)}")
-        if (why := blocked_by(pool)) is not None:
-            parts.append(f"node {pool.node} {why}" if why in ("cordoned", "NotReady") else f"node {pool.node}: {why}")
-        described.append(f"pool {pool.pool}/{pool.driver}: {pool.free} of {pool.devices} device{'s' if pool.devices != 1 else ''} free "
-                         f"matching {matching}" + (f" ({'; '.join(parts)})" if parts else ""))
+        if allocated:
+            parts.append(f"all {allocated} allocated" if allocated == devices else f"{allocated} allocated")
+        if tainted:
+            parts.append(f"{tainted} tainted {', '.join(sorted(set(taints)))}")
+        if (why := blocked_by(node)) is not None:
+            parts.append(f"node {node} {why}" if why in ("cordoned", "NotReady") else f"node {node}: {why}")
+        return f" ({'; '.join(parts)})" if parts else ""
+
+    if request.all_devices:
+        return _all_line(pools, matching, blocked_by, lacks)
+    if any(pool.free >= request.count and blocked_by(pool.node) is None for pool in pools):
+        return None
+    described = [f"pool {pool.pool}/{pool.driver}: {pool.free} of {pool.devices} device{'s' if pool.devices != 1 else ''} free "
+                 f"matching {matching}" + lacks(pool.allocated, pool.devices, pool.tainted, pool.taints, pool.node) for pool in pools[:NAMED]]
     more = len(pools) - NAMED
+    need = f"{request.count} device{'s' if request.count != 1 else ''} of one pool"
     return f"needs {need}; " + "; ".join(described) + (f"; +{more} more pools" if more > 0 else "")
+
+
+def _all_line(pools: list[RequestPool], matching: str, blocked_by: Callable[[str | None], str | None],
+              lacks: Callable[[int, int, int, Iterable[str], str | None], str]) -> str | None:
+    """allocationMode All, as kube-scheduler's allocator serves it: on the node the pod is to run on, every matching device
+    of every pool that node sees, at least one, each not allocated and without a taint the request does not tolerate."""
+    if any(pool.node is None for pool in pools):
+        return None  # which nodes see a device not tied to one node is not known here
+    by_node: dict[str, list[RequestPool]] = {}
+    for pool in pools:
+        by_node.setdefault(pool.node or "", []).append(pool)
+    totals = []
+    for node, members in by_node.items():
+        devices, free = sum(p.devices for p in members), sum(p.free for p in members)
+        if free == devices and blocked_by(node) is None:
+            return None
+        totals.append((node, devices, free, sum(p.allocated for p in members), sum(p.tainted for p in members),
+                       [t for p in members for t in p.taints]))
+    totals.sort(key=lambda t: (t[2] - t[1], t[0]))  # the fewest missing first
+    described = [f"node {node}: {free} of {devices} device{'s' if devices != 1 else ''} free matching {matching}"
+                 + lacks(allocated, devices, tainted, taints, node) for node, devices, free, allocated, tainted, taints in totals[:NAMED]]
+    more = len(totals) - NAMED
+    return ("needs all matching devices of its node, each free (allocationMode All); " + "; ".join(described)
+            + (f"; +{more} more nodes" if more > 0 else ""))

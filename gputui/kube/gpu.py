@@ -575,15 +575,17 @@ class GpuPod:
     gpu: dict[str, int]  # requested GPU resources, and per DeviceClass the NVIDIA devices its DRA claims hold
     reason: str | None  # why it is not bound, when it is not
     claims: tuple[ClaimHold, ...] = ()  # what it holds through Dynamic Resource Allocation
+    asks: tuple[str, ...] = ()  # what its unallocated claims ask for that no count says yet (dra.waiting_asks' words)
 
 
 def gpu_pod(pod: Pod, resources: GpuResources, events: Iterable[Event] = (), claims: tuple[ClaimHold, ...] = (),
-            claimed: Iterable[tuple[str, int]] = ()) -> GpuPod | None:
+            claimed: Iterable[tuple[str, int]] = (), asks: Iterable[str] = ()) -> GpuPod | None:
     """The pod as a GPU pod, or None when it neither holds nor waits for GPUs (or is finished).
 
     `claims`: the DRA claims reserved for it (dra.pod_holdings); a pod holding devices only that way is a GPU pod too.
     `gpu` names what it holds through them by DeviceClass (`gpu.nvidia.com`, `mig.nvidia.com`), as the node rows do.
-    `claimed`: (DeviceClass, count) its claims not yet allocated ask for: a pod waiting for devices that way is one too.
+    `claimed`: (DeviceClass, count) its claims not yet allocated ask for: a pod waiting for devices that way is one too;
+    `asks`: the words for what they ask for where the count is known only at allocation (`all matching gpu.nvidia.com`).
     """
     gpu = resources.of(pod.requests)
     for hold in claims:
@@ -591,9 +593,10 @@ def gpu_pod(pod: Pod, resources: GpuResources, events: Iterable[Event] = (), cla
             gpu[name] = gpu.get(name, 0) + n
     for name, n in claimed:
         gpu[name] = gpu.get(name, 0) + n
-    if (not gpu and not claims) or pod.finished:
+    asks = tuple(asks)
+    if (not gpu and not claims and not asks) or pod.finished:
         return None
-    return GpuPod(pod, {name: gpu[name] for name in sorted_resources(gpu)}, unbound_reason(pod, events), claims)
+    return GpuPod(pod, {name: gpu[name] for name in sorted_resources(gpu)}, unbound_reason(pod, events), claims, asks)
 
 
 def allocated_hours(entry: GpuPod, now: float) -> dict[str, float] | None:

@@ -547,9 +547,8 @@ class ClusterModel:
         if events is None:
             events = self.events_for("Pod", pod.namespace, pod.name) if pod.node is None else ()
         waiting = self._waiting_claims(pod) if pod.node is None and pod.claims else []
-        claimed = [(r.device_class, r.count) for c in waiting for r in c.requests if r.device_class and not r.all_devices
-                   and not r.alternatives and self._gpu_class(r.device_class)]
-        entry = gpu.gpu_pod(pod, self.resources, events, self.dra_view().holdings.get((pod.namespace, pod.name), ()), claimed)
+        claimed, asks = dra.waiting_asks(waiting, self._gpu_class)
+        entry = gpu.gpu_pod(pod, self.resources, events, self.dra_view().holdings.get((pod.namespace, pod.name), ()), claimed, asks)
         if entry is not None and pod.node is None and not pod.gates and (fits := self.fit()) is not None:
             line = fit.pending_line(self.resources.of(pod.requests), fits)
             if waiting and all(self._known(kind) for kind in (*DRA_KINDS, NODES)):

@@ -275,6 +275,7 @@ def as_contract(model: ClusterModel, context: str | None, namespaces: Iterable[s
                 "gpu": dict(g.gpu),
                 "reason": g.reason,
                 "claims": [{"claim": h.claim, "devices": list(h.devices)} for h in g.claims],
+                "asks": list(g.asks),
             }
             for g in shown_pods(model, namespaces)
         ],

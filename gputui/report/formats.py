@@ -53,7 +53,7 @@ def write_tsv(data: dict[str, Any], out: TextIO, created: PodTimes | None = None
         out.write("\t".join(_tsv_field(f) for f in fields) + "\n")
     out.write("kind\tnamespace\tname\tnode\tphase\tgpu\treason\n")
     for p in data["pods"]:
-        gpus = ",".join(f"{r}={n}" for r, n in p["gpu"].items())
+        gpus = ",".join([*(f"{r}={n}" for r, n in p["gpu"].items()), *p["asks"]])
         fields = ["pod", p["namespace"], p["name"], p["node"] or "", p["phase"], gpus, p["reason"] or ""]
         out.write("\t".join(_tsv_field(f) for f in fields) + "\n")
 
@@ -184,7 +184,7 @@ def write_table(data: dict[str, Any], out: TextIO, created: PodTimes | None = No
     else:
         rows = [["NAMESPACE/NAME", "NODE", "PHASE", "GPU", "AGE"]]
         for p in data["pods"]:
-            gpus = ",".join(f"{short_resource(r)}={n}" for r, n in p["gpu"].items())  # DRA devices by DeviceClass
+            gpus = ",".join([*(f"{short_resource(r)}={n}" for r, n in p["gpu"].items()), *p["asks"]])  # DRA devices by DeviceClass
             rows.append([f"{p['namespace']}/{p['name']}", p["node"] or "<none>", p["phase"], gpus, age(created.get((p["namespace"], p["name"])), now)])
         reasons = {i + 1: p["reason"] for i, p in enumerate(data["pods"]) if p["reason"]}
         for i, line in enumerate(_columns(rows, [42, 20, 9, 16, 9], names={0, 1}, total=WIDTH - 2)):

@@ -206,8 +206,12 @@ def pod_columns(narrow: bool, width: int | None = None) -> list[Column]:
 
 def gpus_cell(entry: GpuPod) -> Text:
     """The pod's GPUs: `2 gpu`; what it holds through DRA claims by DeviceClass, as every output names it: `1 mig.nvidia.com`
-    (the devices themselves are in the node's details)."""
-    return render.gpu_counts(entry.gpu)
+    (the devices themselves are in the node's details); then what its claims ask for that no count says yet."""
+    cell = render.gpu_counts(entry.gpu)
+    for words in entry.asks:
+        cell.append(" + " if cell else "")
+        cell.append_text(render.text(words, limit=200))
+    return cell
 
 
 def pod_row(entry: GpuPod, age_text: str, narrow: bool, w: Widths | None = None, note: Text | None = None,

@@ -97,12 +97,12 @@ async def test_json_is_the_contract(sim):
     assert [p["code"] for p in nodes["mig-1"]["problems"]] == ["plugin-not-running"]
     pods = {(p["namespace"], p["name"]): p for p in data["pods"]}
     for p in data["pods"]:
-        assert set(p) == {"namespace", "name", "node", "phase", "gpu", "reason", "claims"}
+        assert set(p) == {"namespace", "name", "node", "phase", "gpu", "reason", "claims", "asks"}
     scheduled = next(c for c in sim.store.get("pods", "ml", "waiting")["status"]["conditions"] if c["type"] == "PodScheduled")
     # the scheduler's message, then why 16 GPUs fit no node (gpu-1 has 1 free of 8, gpu-2 none of 3)
     fit_line = "needs 16 nvidia.com/gpu on one node; 1 free in the cluster, at most 8 on any node when empty"
     assert pods[("ml", "waiting")] == {"namespace": "ml", "name": "waiting", "node": None, "phase": "Pending",
-                                       "gpu": {"nvidia.com/gpu": 16}, "reason": f"{scheduled['message']} · {fit_line}", "claims": []}
+                                       "gpu": {"nvidia.com/gpu": 16}, "reason": f"{scheduled['message']} · {fit_line}", "claims": [], "asks": []}
     assert "Insufficient nvidia.com/gpu" in scheduled["message"]
     assert ("ml", "finished") not in pods
     assert data["totals"]["nvidia.com/mig-1g.10gb"] == {"capacity": 7, "allocatable": 7, "allocated": 2, "free": 5}

@@ -81,7 +81,7 @@ def _report(nodes: list[dict]) -> dict:
         "context": "c", "stack": {"kind": "none", "install": None, "namespace": None, "cluster_policy": None},
         "nodes": nodes,
         "pods": [{"namespace": "ml", "name": "train", "node": "gpu-1", "phase": "Running", "gpu": {"nvidia.com/gpu": 3},
-                  "reason": None, "claims": []}],
+                  "reason": None, "claims": [], "asks": []}],
         "totals": {"nvidia.com/gpu": {"capacity": 8, "allocatable": 7, "allocated": 3, "free": 4}},
         "missing": [], "unreadable": [],
     }
@@ -106,7 +106,7 @@ def test_report_table_uses_kubectls_words_and_ages():
 def test_report_table_counts_a_pods_dra_only_devices():
     report = _report([_node_row_data()])
     report["pods"].append({"namespace": "ml", "name": "asr", "node": "gpu-1", "phase": "Running", "gpu": {"mig.nvidia.com": 1},
-                           "reason": None, "claims": [{"claim": "ml/asr-mig", "devices": ["gpu-7-mig-1g10gb-19-0"]}]})
+                           "reason": None, "claims": [{"claim": "ml/asr-mig", "devices": ["gpu-7-mig-1g10gb-19-0"]}], "asks": []})
     out = io.StringIO()
     formats.write_table(report, out, {}, now=0.0)
     pod = next(line for line in out.getvalue().splitlines() if "ml/asr" in line)
@@ -119,7 +119,7 @@ def test_report_table_never_cuts_a_name_it_widens_instead():
     long_pod = "llm-pretrain-70b-with-a-very-long-descriptive-suffix-worker-0"
     report = _report([_node_row_data(long_node), _node_row_data()])
     report["pods"].append({"namespace": "research-vision-team", "name": long_pod, "node": long_node, "phase": "Running",
-                           "gpu": {"nvidia.com/gpu": 1}, "reason": None, "claims": []})
+                           "gpu": {"nvidia.com/gpu": 1}, "reason": None, "claims": [], "asks": []})
     out = io.StringIO()
     formats.write_table(report, out, {}, now=0.0)
     lines = out.getvalue().splitlines()
