@@ -18,7 +18,7 @@ from textual.app import App, ComposeResult
 from textual.filter import LineFilter
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import DataTable, Footer, Input, Static
+from textual.widgets import DataTable, Footer, Input
 
 from gputui.kube import gpu, kueue
 from gputui.kube.config import Connection, ConnectError, check
@@ -36,9 +36,10 @@ from .colour import ReadableMonochrome, few_colours, readable, use_sixteen_colou
 from .commands import GpuCommands
 from .health import HealthActions
 from .idle import IdleActions
+from .header import About, ClusterHeader
 from .nodes_pane import NodesPane
 from .pods_pane import PodsPane
-from .plugin_pane import DevicePluginPane
+from .plugin_pane import PluginPane
 from .queues import QueuesScreen
 from .usage import UsageScreen
 from .refresh import AGE_INTERVAL, CoalescedRefresh
@@ -49,7 +50,7 @@ from .session import TerminalWatch
 from .table import KeyedTable
 from .stack import StackActions
 from .verify import VerifyActions, VerifySettings
-from .widgets import ClusterHeader, FilterBar, Pane, PluginLog
+from .widgets import FilterBar, PluginLog
 
 W = TypeVar("W", bound=Widget)
 
@@ -75,17 +76,14 @@ class MainScreen(Screen[None]):
 
     BINDINGS = keys.bindings(keys.MAIN_KEYS)
 
-    def __init__(self, ready: Callable[[], None], nodes: NodesPane, pods: PodsPane, *, id: str | None = None) -> None:  # id: Textual's word
+    def __init__(self, ready: Callable[[], None], parts: tuple[ClusterHeader, NodesPane, PodsPane, PluginPane],
+                 *, id: str | None = None) -> None:  # id: Textual's word
         super().__init__(id=id)
         self._ready = ready  # the app's: the panes exist, connect
-        self._panes = (nodes, pods)  # the app's: it hands them the model
+        self._parts = parts  # the app's: it hands them the model
 
     def compose(self) -> ComposeResult:
-        yield ClusterHeader(id="header")
-        yield from self._panes
-        with Pane("Device plugin", id="plugin"):
-            yield Static(id="plugin-info")
-            yield PluginLog(id="plugin-log")
+        yield from self._parts
         yield FilterBar(placeholder="filter (enter keeps, esc clears)", id="filter")
         yield Footer()
 
@@ -93,7 +91,7 @@ class MainScreen(Screen[None]):
         self._ready()
 
 
-class GpuTuiApp(StackActions, VerifyActions, IdleActions, HealthActions, CoalescedRefresh, DevicePluginPane, TerminalWatch, App[None]):
+class GpuTuiApp(StackActions, VerifyActions, IdleActions, HealthActions, CoalescedRefresh, TerminalWatch, App[None]):
     CSS_PATH = str(stylesheet())
     TITLE = "gputui"
     COMMANDS = App.COMMANDS | {GpuCommands}
@@ -151,8 +149,10 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, HealthActions, Coalesc
         self._filter_target: KeyedTable | None = None
         self._narrow: bool | None = None
         self._layout: tuple[bool, int] | None = None  # (narrow, width) the columns were laid out for
+        self.cluster_header = ClusterHeader(self._about, lambda: self.nodes_pane.summaries, lambda: self.pods_pane.pending_words)
         self.nodes_pane = NodesPane(self.with_mark)  # its columns, rows and summaries; the refresh says when to show
         self.pods_pane = PodsPane(self._request, self.pod_note, self.changed_bad_gpu_notes)  # its columns, rows and stale pods
+        self.plugin_pane = PluginPane()  # the selected node's device plugin: its info line and log
         self._main_ready = False
         self._focus_before_logs: Widget | None = None
 
@@ -175,7 +175,7 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, HealthActions, Coalesc
 
     # -- layout ------------------------------------------------------------------
     def get_default_screen(self) -> Screen:
-        return MainScreen(self.main_screen_ready, self.nodes_pane, self.pods_pane, id="main")
+        return MainScreen(self.main_screen_ready, (self.cluster_header, self.nodes_pane, self.pods_pane, self.plugin_pane), id="main")
 
     @overload
     def _main(self, selector: str) -> Widget: ...
@@ -205,13 +205,18 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, HealthActions, Coalesc
 
     @property
     def plugin_log(self) -> PluginLog:
-        return self._main("#plugin-log", PluginLog)
+        return self.plugin_pane.plugin_log
 
     # -- the seam (seam.py): what a screen is given to draw -----------------------------------
     def view_context(self, now: float | None = None) -> ViewContext:
         """What screens read besides the model, now (now: the clock's reading, when already taken)."""
         return ViewContext(now=self.clock() if now is None else now, width=self.size.width, selected_node=self.selected_node,
                            namespaces=self.namespaces, idle=self.idle_view, all_nodes=self.pods_all_nodes)
+
+    def _about(self) -> About:
+        """The connection, as the header says it."""
+        acting_as = self.conn.impersonation.user if self.conn is not None else ""
+        return About(self.context, acting_as, self.server_version, self.dump_paths, self.dump_taken)
 
     def show_now(self, view: ModelView) -> None:
         view.show(self.model, self.view_context())
@@ -223,7 +228,7 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, HealthActions, Coalesc
             use_sixteen_colours(self)  # red stays red, focus in a calm colour (the accent would be bright red)
         self.nodes_table.focus()
         self._apply_layout(self.size.width)
-        self._main("#header", ClusterHeader).update(Text("connecting…", style="dim"))
+        self.cluster_header.update(Text("connecting…", style="dim"))
         self.set_interval(AGE_INTERVAL, self._age_tick)
         if self.fleet is not None:
             self._start_fleet()
@@ -243,6 +248,7 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, HealthActions, Coalesc
         self._layout = (narrow, width)
         self._narrow = narrow
         self.screen_stack[0].set_class(narrow, "-narrow")
+        self.cluster_header.narrow = narrow
         self.nodes_pane.set_layout(narrow, width)
         self.pods_pane.set_layout(narrow, width)
         self.rebuild_rows()
@@ -254,7 +260,7 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, HealthActions, Coalesc
         switching = self.model is not None
         await self._disconnect()
         if self.fleet is not None and self.context is not None and self.fleet.has(self.context):
-            self._main("#header", ClusterHeader).update(Text(f"opening {clean(self.context or '', 80)}…", style="dim"))
+            self.cluster_header.update(Text(f"opening {clean(self.context or '', 80)}…", style="dim"))
             viewed = await self.fleet.view(self.context)
             assert viewed is not None  # no timeout: it waits
             self.conn, self.model = viewed
@@ -384,10 +390,23 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, HealthActions, Coalesc
 
     def _select_node(self, name: str | None) -> None:
         self.selected_node = name
-        self.follow_plugin_of(name)
+        self._follow_plugin_of(name)
         # The cursor moves now; the narrowed pods and the plugin pane follow within
         # REFRESH_INTERVAL, once however fast the keys come.
         self._request("pods", "plugin")
+
+    def _follow_plugin_of(self, node: str | None) -> None:
+        """The plugin pane follows the selected node's plugin log, on this connection."""
+        conn = self.conn
+        if node is None or conn is None or not self._main_ready or not self.is_running:
+            self.plugin_pane.follow(node, None, lambda: None)  # not connected, or quitting: no log followed
+            return
+
+        def pod_of() -> Pod | None:
+            model = self.model
+            return model.plugin_pod(node) if model is not None and self.conn is conn else None
+
+        self.plugin_pane.follow(node, conn.api, pod_of)
 
     @on(DataTable.RowSelected, "#nodes-table")
     def _node_chosen(self, event: DataTable.RowSelected) -> None:
@@ -549,7 +568,7 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, HealthActions, Coalesc
 
         assert self.fleet is not None
         await self.fleet.start()
-        self._main("#header", ClusterHeader).update(Text("fleet: choose a cluster (enter)", style="dim"))
+        self.cluster_header.update(Text("fleet: choose a cluster (enter)", style="dim"))
         # Installed, so that leaving it for a cluster keeps it (its order, filter and cursor) for `esc`.
         self.install_screen(FleetScreen(self.fleet, self.open_cluster), name=FLEET_SCREEN)
         self._fleet_installed = True

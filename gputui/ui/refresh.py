@@ -13,25 +13,20 @@ from __future__ import annotations
 
 import gc
 import time
-from typing import TYPE_CHECKING, Any, Callable, Iterable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-from rich.text import Text
 from textual import work
 from textual.timer import Timer
-from textual.widget import Widget
 
-from gputui.kube import gpu
-from gputui.kube.config import Connection
 from gputui.kube.model import DRA_KINDS, EVENTS, KUEUE_KINDS, METRICS, NODES, PODS, ClusterModel
-from gputui.kube.tables import Change, unreadable_line
-from gputui.kube.watch import RETRYING, SYNCING
-from gputui.kube.watches import scope_lines
+from gputui.kube.tables import Change
 
 from . import render
-from .nodes_pane import WATCH_OK, NodesPane, allocation_basis
+from .header import ClusterHeader
+from .nodes_pane import NodesPane
+from .plugin_pane import PluginPane
 from .pods_pane import PodsPane, waiting  # noqa: F401  (waiting: tests/bench_soak.py imports it from here)
 from .seam import ModelView, ViewContext
-from .widgets import ClusterHeader
 
 ALL_PARTS = frozenset({"header", "nodes", "pods", "plugin"})
 HEALTH_INPUTS = frozenset({PODS, NODES, METRICS, *DRA_KINDS})  # what the bad GPUs, and the pods' notes of them, are made of
@@ -40,7 +35,6 @@ MAX_REFRESH_INTERVAL = 1.0
 NODE_PARTS = frozenset({"header", "nodes"})
 FILL_PAUSE = 0.02  # the pods table filled from scratch: one slice soon after the other (pods_pane.FILL_SECONDS)
 AGE_INTERVAL = 5.0  # ages tick on their own; a cell is redrawn only when its text changes
-W = TypeVar("W", bound=Widget)
 
 if TYPE_CHECKING:
     from textual.app import App
@@ -53,30 +47,21 @@ else:
 class CoalescedRefresh(_AppBase):
     """Mixed into GpuTuiApp: consumes the model's change feed (`_on_change`), notes what is
     stale and redraws it in one coalesced refresh (`_request`, `_flush_refresh`, `_refresh_views`):
-    the header, the Nodes pane (nodes_pane.py: gathered, then `show(model, context)`), the GPU pods
-    pane (pods_pane.py, `show(model, context)`), the device-plugin pane's info line (through
-    `_refresh_plugin`, see plugin_pane.py) and the top screen through `show(model, context)` when
-    it is a ModelView (seam.py).
-    Uses the app's model, selection, namespace, layout and main-screen widgets."""
+    the header (header.py), the Nodes pane (nodes_pane.py: gathered, then `show(model, context)`), the GPU pods
+    pane (pods_pane.py), the device-plugin pane's info line (plugin_pane.py), each through
+    `show(model, context)`, and the top screen through the same call when it is a ModelView (seam.py).
+    It renders nothing itself: it keeps what is stale, the timer and the interval's stretch under load."""
 
     # the app's, read here
     model: ClusterModel | None
-    resources: gpu.GpuResources
     clock: Callable[[], float]
-    context: str | None
-    dump_paths: tuple[str, ...]
-    dump_taken: str
-    conn: Connection | None
-    server_version: str
-    namespaces: tuple[str, ...]  # the GPU pods shown (-n, the palette); () all
-    _narrow: bool | None
     _main_ready: bool
+    cluster_header: ClusterHeader
     nodes_pane: NodesPane
     pods_pane: PodsPane
+    plugin_pane: PluginPane
     health_input_changed: Callable[[], None]  # ui/health.py: the bad GPUs' inputs changed
     if TYPE_CHECKING:
-        def _main(self, selector: str, expect_type: type[W]) -> W: ...
-        def _refresh_plugin(self, model: ClusterModel, now: float) -> None: ...  # plugin_pane.py
         def view_context(self, now: float | None = None) -> ViewContext: ...  # app.py: what a screen reads besides the model
         def follow_node_cursor(self) -> None: ...  # app.py: the other panes follow the Nodes pane's visible cursor
 
@@ -89,7 +74,6 @@ class CoalescedRefresh(_AppBase):
         self._refresh_cost = 0.0  # seconds the last coalesced refresh took
         self._gathering = False  # node summaries being gathered (see _gather_nodes)
         self._freeze_when_filled = False  # the model has synced: freeze the tables' rows once they are filled
-        self._health: tuple[list[Text], list[Text]] = ([], [])  # the header's alarms and DCGM parts (render.health_parts)
 
     def rebuild_rows(self) -> None:
         """Every row built again at the next refresh (a new layout or theme)."""
@@ -116,7 +100,7 @@ class CoalescedRefresh(_AppBase):
         self.pods_pane.note_all()  # their ages: looked at like any change, a slice at a time
         self.health_input_changed()  # the notes' ages (`on bad GPU: XID 79 3m ago`)
         self._request("pods", "plugin")
-        if self._health[1]:
+        if self.cluster_header.readings:
             self._request("header")  # the DCGM readings' age
         states = self.model.states if self.model is not None else {}
         if any(s.stale_since is not None or not s.synced for kind, s in states.items() if kind in render.ALLOCATION_KINDS):
@@ -216,114 +200,24 @@ class CoalescedRefresh(_AppBase):
         self.refreshes += 1
         model = self.model
         now = self.clock()
+        context = self.view_context(now)
         with self.batch_update():
             if model is None:
-                self._refresh_header(None)
+                self.cluster_header.show(None, context)
                 return
-            context = self.view_context(now)
             if "nodes" in parts or "header" in parts:
                 nodes = self.nodes_pane
                 if not gathered:
                     nodes.gather_now(model)
-                summaries = nodes.summaries
-                mark, basis = allocation_basis(model)
-                self._health = render.health_parts(summaries, model.node_metrics, now)  # DCGM, XIDs, health conditions
-                self._refresh_header(gpu.totals(summaries), mark, basis)
+                self.cluster_header.show(model, context)  # from the summaries just gathered
                 if "nodes" in parts:
                     nodes.show(model, context)
                     self.follow_node_cursor()
             if "pods" in parts:
                 self.pods_pane.show(model, context)
             if "plugin" in parts:
-                self._refresh_plugin(model, now)
+                self.plugin_pane.show(model, context)
             screen = self.screen  # details, stack, component logs…: the top screen, when drawn from the model
             # A screen pushed but not yet composed has nothing to update: its on_mount draws it.
             if isinstance(screen, ModelView) and screen.is_mounted:
                 screen.show(model, context)
-
-    def _refresh_header(
-        self, totals_by_resource: dict[str, gpu.Usage] | None, mark: str | None = None, basis: Text | None = None
-    ) -> None:
-        """The alarms (XIDs, health conditions) first, never cut; context, server, watch states; then the
-        cluster's GPU totals. Two lines, packed again for the terminal's width."""
-        header = self._main("#header", ClusterHeader)
-        narrow = bool(self._narrow)
-        alarms, readings = self._health if self.model is not None else ([], [])
-        first = [*alarms, Text("gputui", style="bold", end="")]
-        if self.dump_paths:
-            first.append(render.labelled("dump of ", render.text(", ".join(self.dump_paths), limit=60)))
-            first.append(Text(self.dump_taken, style="dim", end=""))
-        else:
-            first.append(render.labelled("context ", render.text(self.context or "in-cluster", limit=60)))
-        acting_as = self.conn.impersonation.user if self.conn is not None else ""
-        if acting_as:  # kubeconfig `as:` or --as: what the cluster lets this user do is what shows
-            first.append(render.labelled("as ", render.text(acting_as, limit=60)))
-        if self.server_version:
-            first.append(render.labelled("server ", render.text(self.server_version, limit=30)))
-        if self.namespaces:
-            label = "namespace " if len(self.namespaces) == 1 else "namespaces "
-            first.append(render.labelled(label, render.text(", ".join(self.namespaces), limit=100)))
-        model = self.model
-        if model is None:
-            first.append(Text("connecting…", style="dim", end=""))
-            totals: list[Text] = []
-        width = max(20, self.size.width - 2)
-        if model is not None:
-            # The watch states end the first line, cut to fit (the panes' status lines have them whole):
-            # the totals, or why they are unknown, must keep their line.
-            states = self._watch_states(model, dumped=bool(self.dump_paths))
-            room = width - sum(part.cell_len + (3 if narrow else 2) for part in first)
-            if states.cell_len > room:
-                states.truncate(max(24, room), overflow="ellipsis")
-            first.append(states)
-            totals = render.totals_parts(totals_by_resource or {}, compact=narrow, unknown=mark, basis=basis)
-            pending = self.pods_pane.pending_words
-            if pending:  # waiting work, right after the main total: never the part cut off
-                totals.insert(min(1, len(totals)), Text(pending, style=render.WARN_STYLE, end=""))
-            totals += readings  # the DCGM readings' age
-        if narrow:
-            lines = render.pack(first + totals, width)
-        else:
-            lines = render.pack(first, width, sep="  ") + render.pack(totals, width)
-        content = Text("\n", end="").join(render.at_most(lines, 2, width))
-        if content != header.shown:
-            header.shown = content
-            header.update(content)
-
-    @staticmethod
-    def _watch_states(model: ClusterModel, dumped: bool = False) -> Text:
-        """`watches live` (`objects as dumped, not live` on a dump), or the watches that are not:
-        `pods retrying in 4 s: connection refused`."""
-        troubled = [(kind, state) for kind, state in model.states.items() if state.phase not in WATCH_OK]
-        out = Text(end="")
-        out.append("objects " if dumped else "watches ", style="dim")  # a style of its own: `live` is not dimmed with it
-        # Kinds forbidden cluster-wide and read in some namespaces, first (pods: allocation_basis says it, on the totals' line).
-        for line in scope_lines(scope for scope in model.partial_scopes() if scope.kind != PODS):
-            out += render.text(line, style=render.WARN_STYLE, limit=200) + Text(" · ", style="dim")
-        unreadable = unreadable_line(model.unreadable())
-        if not troubled and model.all_running() and dumped:
-            out.append("as dumped, not live")
-        elif not troubled and model.all_running():
-            out.append("live", style=render.OK_STYLE)
-        elif not troubled:
-            out.append("restarting", style=render.WARN_STYLE)  # a watch ended; the model's watchdog starts it again
-        else:
-            parts = []
-            retrying = [(kind, state) for kind, state in troubled if state.phase == RETRYING and state.error]
-            errors = {state.error_words() for _, state in retrying}
-            if len(retrying) > 1 and len(errors) == 1:
-                # The connection is down: every watch fails alike. Said once, with the soonest try.
-                waits = [w for _, state in retrying if (w := state.retry_in()) is not None]
-                error = errors.pop()
-                # A rejected credential is not a connection that comes back by itself: said as it is.
-                words = (error if error.startswith("unauthorized") else f"reconnecting: {error}") + (
-                    f", next try in {min(waits):.0f} s" if waits and min(waits) >= 1 else "")
-                parts.append(render.text(words, style=render.BAD_STYLE, limit=120))
-                troubled = [(kind, state) for kind, state in troubled if (kind, state) not in retrying]
-            for kind, state in troubled:
-                style = render.WARN_STYLE if state.phase == SYNCING else render.BAD_STYLE
-                parts.append(Text(f"{kind} ", end="") + render.text(state.describe(), style=style, limit=80))
-            out += render.joined(parts)
-        if unreadable:
-            out += Text(" · ", style="dim") + render.text(unreadable, style=render.BAD_STYLE, limit=100)
-        return out

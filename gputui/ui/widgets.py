@@ -8,7 +8,7 @@ from rich.cells import chop_cells
 from rich.text import Text
 from textual.containers import Vertical
 from textual.timer import Timer
-from textual.widgets import Input, Log, Static
+from textual.widgets import Input, Log
 
 from gputui.kube.logs import LogNote
 from gputui.sanitize import clean, log_line
@@ -168,11 +168,3 @@ class Pane(Vertical):
         text = status.plain if isinstance(status, Text) else status
         if text != self._status:
             self._status = self.border_subtitle = text
-
-
-class ClusterHeader(Static):
-    """Context, server, watch states and GPU totals: two lines of Text."""
-
-    def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id)
-        self.shown: Text | None = None  # what is on screen: no update when nothing changed

@@ -15,7 +15,7 @@ from gputui.kube import gpu
 from gputui.kube.watch import RETRYING, ResourceState
 from gputui.ui.colour import ReadableMonochrome
 from gputui.ui.panes import node_columns, other_cell, pod_columns
-from gputui.ui.refresh import CoalescedRefresh
+from gputui.ui.header import watch_states
 from gputui.ui.screens import HelpScreen, NodeDetailsScreen
 from gputui.ui.table import fit, haystack
 from gputui.ui.verify.confirm import ConfirmVerifyScreen
@@ -215,7 +215,7 @@ def test_header_says_a_lost_connection_once():
         state = ResourceState(kind, phase=RETRYING, error="connection refused", synced=True)
         state.retry_at = time.monotonic() + 3.4 + n
         states[kind] = state
-    text = CoalescedRefresh._watch_states(_Model(states)).plain
+    text = watch_states(_Model(states)).plain
     assert text.count("connection refused") == 1, text
     assert "reconnecting: connection refused, next try in 3 s" in text
 
@@ -234,5 +234,5 @@ def test_header_says_a_rejected_credential_as_it_is_not_reconnecting():
         state = ResourceState(kind, phase=RETRYING, error="unauthorized (401): credentials rejected", synced=True)
         state.retry_at = time.monotonic() + 5.4
         states[kind] = state
-    text = CoalescedRefresh._watch_states(_Model(states)).plain
+    text = watch_states(_Model(states)).plain
     assert "unauthorized (401): credentials rejected, next try in 5 s" in text and "reconnecting" not in text, text
