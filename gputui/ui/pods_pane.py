@@ -6,7 +6,7 @@ incrementally (only stale pods, the rows on screen first, a slice at a time); th
 from __future__ import annotations
 
 import time
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Protocol
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -30,6 +30,12 @@ FAILING_STATUSES = ("Error", "Failed", "OOMKilled", "ContainerCannotRun", "Creat
 PodKey = tuple[str, str]
 
 
+class Request(Protocol):
+    """The refresh scheduler's: these parts shown again at its next refresh (soon: a table being filled)."""
+
+    def __call__(self, *parts: str, soon: bool = False) -> None: ...
+
+
 def waiting(entry: gpu.GpuPod) -> bool:
     """Work held back: a GPU pod not bound to a node, or one failing wherever it runs (crash loops, image pulls)."""
     pod = entry.pod
@@ -45,7 +51,7 @@ class PodsPane(Pane):
     header's pending words); note: a pod's note (on a bad GPU, or its GPU use); changed_notes: the pods
     whose note changed since the last look."""
 
-    def __init__(self, request: Callable[..., None], note: Callable[[gpu.GpuPod], Text | None],
+    def __init__(self, request: Request, note: Callable[[gpu.GpuPod], Text | None],
                  changed_notes: Callable[[], set[PodKey]], *, id: str = "pods") -> None:  # id: Textual's word
         super().__init__("GPU pods", id=id)
         self._request, self._note, self._changed_notes = request, note, changed_notes
