@@ -17,18 +17,29 @@ sampled every few seconds; printed: RSS after the first minute (`--settle`), at 
 the two and the peak after the first minute; then churn stops, and after a pause the CPU the app's process
 uses over `--rest` seconds with nothing changing (the age column and the background DCGM reads go on).
 Figures are printed, never judged.
+
+    python tests/bench_memory.py --sizes 200x500 --breakdown     # each minute: pymalloc, glibc heap, CPU, cyclic GC
+    python tests/bench_memory.py --sizes 200x500 --trace         # where the growth is allocated (slow: the app lags)
+
+`--trace` (slower) starts tracemalloc once the tables are filled and prints, between the end of `--settle` and the
+end of the churn, the allocation sites that grew most (by traceback), the object counts by type that grew, and
+the cyclic GC's collections.
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
+import ctypes
 import gc
 import os
+import re
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+import tracemalloc
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -127,6 +138,134 @@ def start_sim(nodes: int, pods: int, per_second: int, kubeconfig: Path) -> tuple
     return proc, int(line.split()[2])
 
 
+def pymalloc_stats() -> dict[str, int]:
+    """sys._debugmallocstats()'s totals (it writes to the C stderr)."""
+    with tempfile.TemporaryFile() as out:
+        saved = os.dup(2)
+        try:
+            os.dup2(out.fileno(), 2)
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        out.seek(0)
+        text = out.read().decode(errors="replace")
+    stats = {}
+    for line in text.splitlines():
+        name, _, value = line.rpartition("=")
+        if name.startswith("#") and value.strip().replace(",", "").isdigit():
+            stats[name.strip()] = int(value.strip().replace(",", ""))
+    unused = re.search(r"(\d+) unused pools \* (\d+) bytes", text)
+    stats["unused pools"] = int(unused.group(1)) * int(unused.group(2)) if unused else 0  # bytes
+    return stats
+
+
+class MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in
+                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+
+def breakdown() -> str:
+    """What the RSS is made of: Python's blocks (pymalloc and the rest), glibc's heap in use and free, its mmaps."""
+    line = f"python blocks {sys.getallocatedblocks():,}"
+    stats = pymalloc_stats()
+    if stats:
+        line += (f"; pymalloc arenas {stats.get('# arenas allocated current', 0)} "
+                 f"(blocks in use {stats.get('# bytes in allocated blocks', 0) / 1e6:.1f} MB, "
+                 f"free {stats.get('# bytes in available blocks', 0) / 1e6:.1f} MB, unused pools {stats['unused pools'] / 1e6:.1f} MB)")
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallinfo2.restype = MallInfo2
+        info = libc.mallinfo2()
+        line += (f"; malloc heap {info.arena / 1e6:.1f} MB (in use {info.uordblks / 1e6:.1f}, free {info.fordblks / 1e6:.1f}, "
+                 f"top pad {info.keepcost / 1e6:.1f}), mmapped {info.hblkhd / 1e6:.1f} MB in {info.hblks}")
+    except (OSError, AttributeError):  # not glibc
+        pass
+    return line
+
+
+class Breakdown:
+    """--breakdown: each minute, what the RSS is made of, the CPU used, and what the cyclic GC did: its
+    collections, the longest, and the objects it found unreachable (garbage that reference counting
+    could not free, and that waits for it)."""
+
+    def __init__(self) -> None:
+        self.first_types: Counter[str] | None = None
+        self.types: Counter[str] = Counter()
+        self.cpu = time.process_time()
+        self.wall = time.monotonic()
+        self._begun = 0.0
+        self.collections = [0, 0, 0]
+        self.unreachable = 0
+        self.longest = 0.0
+        gc.callbacks.append(self._on_gc)
+
+    def _on_gc(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._begun = time.perf_counter()
+            return
+        self.collections[info["generation"]] += 1
+        self.unreachable += info["collected"]
+        self.longest = max(self.longest, time.perf_counter() - self._begun)
+
+    def minute(self, size: str, minutes: float, rss: float) -> None:
+        cpu = 100 * (time.process_time() - self.cpu) / (time.monotonic() - self.wall)
+        collections, unreachable, longest = self.collections, self.unreachable, self.longest
+        self.collections, self.unreachable, self.longest = [0, 0, 0], 0, 0.0
+        self.types = Counter(type(o).__qualname__ for o in gc.get_objects())
+        self.first_types = self.first_types or self.types
+        print(f"{size:>8}: {minutes:4.1f} min RSS {rss:.1f} MB; {breakdown()}; GC-tracked objects {self.types.total():,}; "
+              f"CPU {cpu:.0f} %; GC collections {'/'.join(map(str, collections))} (longest {1000 * longest:.0f} ms), "
+              f"{unreachable:,} unreachable objects freed", flush=True)
+        self.cpu, self.wall = time.process_time(), time.monotonic()
+
+    def end(self, size: str) -> None:
+        gc.callbacks.remove(self._on_gc)
+        if self.first_types is not None:
+            diff = Counter({t: n - self.first_types[t] for t, n in self.types.items()})
+            print(f"{size:>8}: GC-tracked objects by type that grew from the first breakdown to the last: "
+                  + ", ".join(f"{t} {n:+d}" for t, n in diff.most_common(12) if n > 0), flush=True)
+
+
+# -- where the growth is (--trace) --------------------------------------------------------------------------
+class Tracer:
+    """tracemalloc snapshots and object counts by type, at the end of the first minute and at the end."""
+
+    def __init__(self, frames: int) -> None:
+        tracemalloc.start(frames)
+        self.first: tuple[tracemalloc.Snapshot, Counter[str], list[dict]] | None = None
+
+    @staticmethod
+    def _look() -> tuple[tracemalloc.Snapshot, Counter[str], list[dict]]:
+        gc.collect()
+        types = Counter(type(o).__qualname__ for o in gc.get_objects())
+        snapshot = tracemalloc.take_snapshot().filter_traces((
+            tracemalloc.Filter(False, tracemalloc.__file__, all_frames=True), tracemalloc.Filter(False, __file__, all_frames=False),
+        ))
+        return snapshot, types, gc.get_stats()
+
+    def settle(self) -> None:
+        self.first = self._look()
+
+    def report(self, size: str, top: int = 15) -> None:
+        assert self.first is not None
+        before, types_before, gc_before = self.first
+        after, types_after, gc_after = self._look()
+        tracemalloc.stop()
+        grown = [s for s in after.compare_to(before, "traceback") if s.size_diff > 0][:top]
+        total = sum(s.size_diff for s in after.compare_to(before, "filename"))
+        print(f"{size:>8}: traced Python memory {total / 1e6:+.2f} MB since the first figure; the {len(grown)} sites that grew most:")
+        for stat in grown:
+            print(f"  {stat.size_diff / 1e3:+9.1f} kB {stat.count_diff:+7d} blocks  (now {stat.size / 1e3:.1f} kB, {stat.count} blocks)")
+            for line in stat.traceback.format(most_recent_first=True)[: 2 * 8]:
+                print("      " + line.strip())
+        diff = Counter({t: types_after[t] - types_before[t] for t in types_after | types_before})
+        print(f"{size:>8}: objects tracked by the GC, by type, that grew: "
+              + ", ".join(f"{t} {n:+d}" for t, n in diff.most_common(15) if n > 0))
+        print(f"{size:>8}: GC collections per generation over that time: "
+              + " ".join(str(a["collections"] - b["collections"]) for a, b in zip(gc_after, gc_before, strict=True)), flush=True)
+
+
 # -- one size, in a process of its own -----------------------------------------------------------------------
 async def measure(kubeconfig: str, sim_pid: int, width: int, height: int, args: argparse.Namespace) -> dict:
     from gputui.ui.launch import make_app
@@ -148,6 +287,8 @@ async def measure(kubeconfig: str, sim_pid: int, width: int, height: int, args: 
             await pilot.pause(0.1)
         await pilot.pause(1.0)
         pods = app.model.reflectors["pods"]
+        tracer = Tracer(args.trace_frames) if args.trace else None
+        watch = Breakdown() if args.breakdown else None
         rss_start = rss_mb()
         os.kill(sim_pid, signal.SIGUSR2)  # churn on
         started = time.monotonic()
@@ -159,16 +300,24 @@ async def measure(kubeconfig: str, sim_pid: int, width: int, height: int, args: 
             if settle_rss is None:  # the first minute: the figure the growth is counted from, at its end
                 if now >= started + args.settle:
                     settle_rss = rss_mb()
+                    if tracer:
+                        tracer.settle()
                 else:
                     await asyncio.sleep(min(started + args.settle, end) - now)
                 continue
             await asyncio.sleep(min(SAMPLE_EVERY, end - now))
             samples.append(rss_mb())
+            if watch and len(samples) % round(60 / SAMPLE_EVERY) == 0:
+                watch.minute(args.size, (time.monotonic() - started) / 60, samples[-1])
         churn_seconds = time.monotonic() - started
         applied = (pods.events - events_before) / churn_seconds
         rss_end = rss_mb()
         if settle_rss is None:
             settle_rss = rss_end
+        if watch:
+            watch.end(args.size)
+        if tracer and tracer.first:
+            tracer.report(args.size)
         os.kill(sim_pid, signal.SIGUSR1)  # churn off
         await asyncio.sleep(args.quiet)  # the last events applied and drawn
         cpu, wall = time.process_time(), time.monotonic()
@@ -209,6 +358,9 @@ def main() -> int:
     parser.add_argument("--settle", type=float, default=60.0, help="seconds of churn before the first RSS figure (default 60)")
     parser.add_argument("--rest", type=float, default=30.0, help="seconds CPU at rest is measured over (default 30)")
     parser.add_argument("--quiet", type=float, default=5.0, help="seconds after the churn stops before that (default 5)")
+    parser.add_argument("--trace", action="store_true", help="print where the memory grew after --settle (tracemalloc; slower)")
+    parser.add_argument("--trace-frames", type=int, default=12, help="frames kept per allocation with --trace (default 12)")
+    parser.add_argument("--breakdown", action="store_true", help="print each minute what the RSS is made of (Python, glibc's heap)")
     parser.add_argument("--size", help=argparse.SUPPRESS)  # one size, in a child process
     parser.add_argument("--kubeconfig", help=argparse.SUPPRESS)
     parser.add_argument("--sim-pid", type=int, help=argparse.SUPPRESS)
@@ -234,7 +386,9 @@ def main() -> int:
             for size in sizes:
                 child = [sys.executable, __file__, "--size", size, "--kubeconfig", str(kubeconfig), "--sim-pid", str(sim.pid),
                          "--minutes", str(args.minutes), "--churn", str(args.churn), "--settle", str(args.settle),
-                         "--rest", str(args.rest), "--quiet", str(args.quiet)]
+                         "--rest", str(args.rest), "--quiet", str(args.quiet), *(["--trace"] if args.trace else []),
+                         *(["--breakdown"] if args.breakdown else []),
+                         "--trace-frames", str(args.trace_frames)]
                 done = subprocess.run(child, env=ENV, text=True, stdout=subprocess.PIPE)
                 sys.stdout.write(done.stdout)
                 if done.returncode != 0:
