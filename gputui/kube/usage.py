@@ -19,7 +19,9 @@ Sums over time are subqueries at a step fit to the window (`step_for`: 720 point
 the recording rules `gputui prometheus-rules` prints (`rules_file`): at 1-minute resolution per cluster,
 namespace, node and resource, and at 1-hour resolution per cluster, namespace and model (read whole for
 windows of a day and more). Every group is also split by the cluster label (`cluster` by default), absent on a Prometheus of one
-cluster.
+cluster. Each figure is its own query, all asked at once (Prometheus evaluates each on a core of its own). The raw
+series' cost grows with the GPUs times the steps (tests/bench_usage_prometheus.py): over a few hundred GPUs and
+days, only the rules answer in seconds.
 
     view = await usage(source, UsageSettings(window=7 * 86400, by="namespace"))
 
@@ -144,14 +146,20 @@ def grouped(expr: str, c: str, kind: str, label: str, join_on: str = "uid") -> s
     return expr
 
 
+FULL_GPUS, MIG_DEVICES = 'DCGM_FI_DEV_GPU_UTIL{GPU_I_ID=""', 'DCGM_FI_PROF_GR_ENGINE_ACTIVE{GPU_I_ID!=""'  # selectors, unclosed
+
+
 def devices() -> str:
     """Every GPU device's use now, a fraction, with the workload's namespace and pod (the exporter's labels,
-    or those a scrape renamed exported_*) and the resource of a MIG device."""
-    full = 'DCGM_FI_DEV_GPU_UTIL{GPU_I_ID=""} / 100'
-    mig = 'DCGM_FI_PROF_GR_ENGINE_ACTIVE{GPU_I_ID!=""}'
-    both = f"({full} or {mig})"
-    return (f'label_replace(label_replace({both}, "namespace", "$1", "exported_namespace", "(.+)"),'
-            f' "pod", "$1", "exported_pod", "(.+)")')
+    or those a scrape renamed exported_*) and the resource of a MIG device. Only the renamed series go
+    through label_replace: at every subquery step it builds each series' labels anew."""
+    def both(matcher: str) -> str:
+        return f"({FULL_GPUS}, {matcher}}} / 100 or {MIG_DEVICES}, {matcher}}})"
+
+    own, exported = both('exported_pod=""'), both('exported_pod!=""')
+    renamed = (f'label_replace(label_replace({exported}, "namespace", "$1", "exported_namespace", "(.+)"),'
+               f' "pod", "$1", "exported_pod", "(.+)")')
+    return f"({own} or {renamed})"
 
 
 def attributed(c: str, by: tuple[str, ...], pods: str) -> str:
@@ -180,10 +188,12 @@ def time_sliced_nodes(c: str) -> str:
     --kubernetes-virtual-gpus). Of the pods sharing such a GPU the exporter names one, the last the kubelet lists, so
     no pod there can be credited with a GPU's use: the others on it are not named. Labels c, node, and resource
     (nvidia_com_gpu)."""
-    on_node = _on_node(devices())
-    reported = f"count by ({c}, node) (count by ({c}, node, {', '.join(DEVICE)}) ({on_node}))"
+    # Counted per exporter host first: the node's name is taken from a few series, not from every device's.
+    hosts = f"{c}, Hostname, hostname"
+    per_device = " or ".join(f"count by ({hosts}, {', '.join(DEVICE)}) ({selector}}})" for selector in (FULL_GPUS, MIG_DEVICES))
+    reported = f"sum by ({c}, node) ({_on_node(f'count by ({hosts}) ({per_device})')})"
     advertised = f'max by ({c}, node) (kube_node_status_capacity{{resource="nvidia_com_gpu"}})'
-    replicas_named = f"count by ({c}, node) ({_on_node(NAMED_REPLICAS)})"
+    replicas_named = f"count by ({c}, node) ({_on_node(f'count by ({hosts}) ({NAMED_REPLICAS})')})"
     sliced = f"(({advertised} > {reported}) unless on ({c}, node) {replicas_named})"
     return f'label_replace({sliced}, "resource", "nvidia_com_gpu", "node", ".*")'
 
@@ -200,13 +210,15 @@ def measurable_pods(c: str) -> str:
     return f"({allocated_pods(c, excluded=SHARED_RESOURCES)} unless on ({c}, node, resource) {time_sliced_nodes(c)})"
 
 
-def _plus(a: str, b: str) -> str:
-    """a + b over two vectors of the same labels, a series in only one of them kept as it is."""
-    return f"(({a}) + ({b}) or ({a}) or ({b}))"
+def _plus(a: str, b: str, keys: str) -> str:
+    """a + b over two vectors of labels `keys`, a series in only one of them kept as it is; each evaluated once
+    (told apart by a label of their own while summed)."""
+    return f'sum by ({keys}) (label_replace({a}, "gputui_part", "a", "", "") or label_replace({b}, "gputui_part", "b", "", ""))'
 
 
-def figures_raw(s: UsageSettings) -> str:
-    """One query: every figure per (cluster, group, resource), told apart by the label gputui_stat."""
+def figures_raw(s: UsageSettings) -> dict[str, str]:
+    """Every figure's query per (cluster, group, resource), by the figure's name (asked at once, each tagged
+    with the label gputui_stat: Prometheus evaluates them on as many cores)."""
     c = s.cluster_label
     kind, label = parse_by(s.by)
     pods = grouped(allocated_pods(c), c, kind, label)
@@ -224,9 +236,9 @@ def figures_raw(s: UsageSettings) -> str:
         "used": f"sum_over_time((sum by ({keys}) ({single}))[{w}:{step}]) * {hours}",
         "measured": f"sum_over_time((count by ({keys}) ({single}))[{w}:{step}]) * {hours}",
         "idle": f"sum_over_time((count by ({keys}) ({single} < {s.threshold / 100:g}))[{w}:{step}]) * {hours}",
-        "shared": f"sum_over_time({_plus(f'count by ({keys}) ({shared_on_device})', f'sum by ({keys}) ({unsplit})')}[{w}:{step}]) * {hours}",
+        "shared": f"sum_over_time({_plus(f'count by ({keys}) ({shared_on_device})', f'sum by ({keys}) ({unsplit})', keys)}[{w}:{step}]) * {hours}",
     }
-    return tagged(stats)
+    return stats
 
 
 def rule_groups(c: str = "cluster", fine: float = FINE_INTERVAL, coarse: float = COARSE_INTERVAL,
@@ -245,7 +257,7 @@ def rule_groups(c: str = "cluster", fine: float = FINE_INTERVAL, coarse: float =
         {"record": R_HOURS["used"], "expr": f"sum by ({keys}) ({single}) * {hours}"},
         {"record": R_HOURS["measured"], "expr": f"count by ({keys}) ({single}) * {hours}"},
         {"record": R_HOURS["idle"], "expr": f"count by ({keys}) ({single} < {threshold / 100:g}) * {hours}"},
-        {"record": R_HOURS["shared"], "expr": f"{_plus(shared_on_device, f'sum by ({keys}) ({unsplit_pods(c)})')} * {hours}"},
+        {"record": R_HOURS["shared"], "expr": f"{_plus(shared_on_device, f'sum by ({keys}) ({unsplit_pods(c)})', keys)} * {hours}"},
     ]
     model_keys = f"{c}, namespace, {MODEL_LABEL}, resource"
     coarse_rules = [
@@ -274,7 +286,7 @@ def rules_file(c: str = "cluster", fine: float = FINE_INTERVAL, coarse: float = 
     return "\n".join(lines) + "\n"
 
 
-def figures_rules(s: UsageSettings, coarse: bool) -> str:
+def figures_rules(s: UsageSettings, coarse: bool) -> dict[str, str]:
     """The same figures from the recording rules (1-hour ones when `coarse`)."""
     c = s.cluster_label
     kind, label = parse_by(s.by)
@@ -292,7 +304,7 @@ def figures_rules(s: UsageSettings, coarse: bool) -> str:
     peak_inner = grouped(R_ALLOCATED, c, kind, label, "node, namespace, resource")
     stats = {name: summed(table[name]) for name in table}
     stats["peak"] = f"max_over_time((sum by ({keys}) ({peak_inner}))[{w}:{step}])"
-    return tagged(stats)
+    return stats
 
 
 def coverage(s: UsageSettings) -> str:
@@ -307,7 +319,8 @@ def coverage(s: UsageSettings) -> str:
         "phases": f"count by ({c}) (kube_pod_status_phase)",
         "dcgm": f"count by ({c}) (DCGM_FI_DEV_GPU_UTIL)",
         "rules_1m": f"count by ({c}) ({R_HOURS['allocated']})",
-        "rules_1h": f"count by ({c}) ({R_HOURS_1H['allocated']})",
+        # an hourly sample is up to an hour old: past Prometheus' 5-minute look-back most of the time
+        "rules_1h": f"count by ({c}) (last_over_time({R_HOURS_1H['allocated']}[{_dur(2 * COARSE_INTERVAL)}]))",
         "rules_from": f"min_over_time(timestamp(count by ({c}) ({R_ALLOCATED}))[{w}:{step}])",
     }
     if label not in ("namespace", "node"):
@@ -406,7 +419,8 @@ async def usage(prometheus: Prometheus, settings: UsageSettings, now: float | No
         elif found.get("rules_1m"):
             method, words, expr = RULES, "recording rules gputui:*:1m", figures_rules(settings, coarse=False)
 
-    items = await prometheus.query(expr, now)
+    answers = await asyncio.gather(*(prometheus.query(tagged({name: one}), now) for name, one in expr.items()))
+    items = [item for answer in answers for item in answer]
     table: dict[tuple[str, str, str], dict[str, float]] = {}
     for item in items:
         labels = item.get("metric") or {}
