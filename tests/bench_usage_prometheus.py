@@ -1,0 +1,377 @@
+"""Benchmark of `gputui report --usage` over days of a big cluster's history (a script, not a test).
+
+    python tests/bench_usage_prometheus.py --nodes 200 --days 30          # 1,600 GPUs, a month
+    python tests/bench_usage_prometheus.py --nodes 1000 --days 7 --no-rules
+    python tests/bench_usage_prometheus.py --smoke                       # 4 nodes, 1 day (the test suite runs this)
+
+A synthetic history is backfilled into Debian's `prometheus` with `promtool tsdb create-blocks-from openmetrics`:
+`--nodes` nodes of 8 GPUs (H100 and A100 boards), each running jobs back to back in lanes of 8, 4, 2 or 1 GPUs,
+a job lasting from 1 hour to 4 days (log-uniform) with up to 3 hours between jobs, over 30 namespaces and 12
+teams; a sixth of the pods idle, a tenth stopping half way. The series' names and labels are the simulator's own
+(gputui/sim/ksm.py's and gputui/sim/dcgm.py's expositions of each node and pod), their values the bench's: each
+pod's `kube_pod_container_resource_requests` (its GPU resource only), `kube_pod_status_phase{phase="Running"}` (not
+the four other phases, which no usage query reads) and `kube_pod_labels` while it runs; each node's
+`kube_node_labels` and `kube_node_status_capacity`; each GPU's `DCGM_FI_DEV_GPU_UTIL`, naming the pod that holds
+it, every `--scrape` seconds (default 300 s: the subqueries read one sample per series per step whatever the
+scrape interval; a shorter one only adds chunks to decode and to backfill). Blocks span up to 162 h, as
+Prometheus' compactor builds them for a retention of 70 days.
+
+Then gputui's usage queries (kube/usage.py, as `report --usage --since Nd --by namespace|label:team|node|model`
+asks them) run against the history's end, on the raw series, then (unless --no-rules) with `gputui
+prometheus-rules`' usage groups backfilled by `promtool tsdb create-blocks-from rules` (the fine group evaluated
+every `--rule-interval` seconds, default the scrape interval: the queries read the same number of samples as
+from 1-minute rules; the rules that read other rules in later passes, as promtool asks). Per grouping: the seconds
+until every figure is known, the samples Prometheus read (`stats=all`: totalQueryableSamples, and peakSamples,
+the most held at once), the bytes of the answers, and the rows.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from gputui.kube import usage as u  # noqa: E402
+from gputui.kube.prometheus import TIMEOUT, Prometheus  # noqa: E402
+from gputui.sim.exporters import dcgm, ksm  # noqa: E402
+from tests import prometheus as prom  # noqa: E402
+
+GPUS = 8
+MODELS = (("NVIDIA-H100-80GB-HBM3", "81559"), ("NVIDIA-A100-SXM4-80GB", "81920"))
+LANES = ((8,), (4, 4), (4, 2, 2), (2, 2, 2, 2), (4, 2, 1, 1), (1,) * 8)
+NAMESPACES, TEAMS = 30, 12
+SHORTEST, LONGEST, LONGEST_GAP = 3600.0, 4 * 86400.0, 3 * 3600.0
+ALLOWLIST = {"pods": ["team"], "nodes": ["nvidia.com/gpu.product"]}
+KSM_KEPT = {"kube_pod_container_resource_requests": 'resource="nvidia_com_gpu"', "kube_pod_status_phase": 'phase="Running"',
+            "kube_pod_labels": "", "kube_node_labels": "", "kube_node_status_capacity": ""}
+GROUPINGS = ("namespace", "label:team", "node", "model")
+
+
+@dataclass
+class Job:
+    pod: dict[str, Any]
+    start: float
+    end: float
+    gpus: tuple[int, ...]  # the node's GPU indexes it holds
+    util: float  # percent while it works
+    stops: float | None  # when it stops working (0 % from then)
+
+
+@dataclass
+class Node:
+    obj: dict[str, Any]
+    jobs: list[Job] = field(default_factory=list)
+
+
+def iso(at: float) -> str:
+    return datetime.fromtimestamp(at, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def plan(nodes: int, begin: float, end: float, seed: int = 25) -> list[Node]:
+    """Every node and the jobs it ran over [begin, end)."""
+    rng = random.Random(seed)
+    out = []
+    serial = 0
+    for n in range(nodes):
+        name = f"gpu-{n:04d}"
+        product, memory = MODELS[n % len(MODELS)]
+        node = Node({"kind": "Node", "metadata": {"name": name, "labels": {
+            "kubernetes.io/hostname": name, "nvidia.com/gpu.product": product, "nvidia.com/gpu.memory": memory,
+            "nvidia.com/gpu.count": str(GPUS)}},
+            "spec": {}, "status": {"capacity": {"cpu": "192", "memory": "2Ti", "pods": "110", "nvidia.com/gpu": str(GPUS)},
+                                   "allocatable": {"cpu": "190", "memory": "1990Gi", "pods": "110", "nvidia.com/gpu": str(GPUS)}}})
+        first = 0
+        for size in rng.choice(LANES):
+            gpus = tuple(range(first, first + size))
+            first += size
+            at = begin - rng.uniform(0, LONGEST)  # a job under way when the history begins
+            while at < end:
+                length = math.exp(rng.uniform(math.log(SHORTEST), math.log(LONGEST)))
+                if at + length > begin:
+                    serial += 1
+                    ns = rng.randrange(NAMESPACES)
+                    kind = rng.random()
+                    pod = {"kind": "Pod", "metadata": {
+                        "name": f"job-{serial:07d}-worker-0", "namespace": f"ml-{ns:02d}", "uid": str(uuid.UUID(int=rng.getrandbits(128))),
+                        "labels": {"team": f"team-{ns % TEAMS:02d}", "job-name": f"job-{serial:07d}"}, "creationTimestamp": iso(at)},
+                        "spec": {"nodeName": name, "containers": [{"name": "worker", "resources": {
+                            "requests": {"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": str(size)},
+                            "limits": {"nvidia.com/gpu": str(size)}}}]},
+                        "status": {"phase": "Running", "startTime": iso(at)}}
+                    node.jobs.append(Job(pod, at, at + length, gpus, rng.uniform(0, 3) if kind < 1 / 6 else rng.uniform(40, 98),
+                                         at + length / 2 if 1 / 6 <= kind < 1 / 6 + 0.1 else None))
+                at += length + (rng.uniform(0, LONGEST_GAP) if rng.random() < 0.7 else 0)
+        out.append(node)
+    return out
+
+
+def grid(start: float, end: float, begin: int, end_at: int, step: int) -> range:
+    """The scrape times within [start, end) of the history [begin, end_at]."""
+    first = max(begin, begin + math.ceil((start - begin) / step) * step)
+    return range(first, min(end_at + 1, math.ceil(end)), step)
+
+
+def kept(text: str) -> dict[str, list[str]]:
+    """An exposition's lines (without their value) of the families and series the history keeps."""
+    out: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        if line.startswith("#"):
+            continue
+        name = line.split("{", 1)[0]
+        if name in KSM_KEPT and KSM_KEPT[name] in line and line.endswith(" 1" if name == "kube_pod_status_phase" else ""):
+            out.setdefault(name, []).append(line)
+    return out
+
+
+def write_history(nodes: list[Node], begin: int, end: int, step: int, out: IO[str]) -> int:
+    """The OpenMetrics text of the history, family by family, series by series; the samples written."""
+    samples = 0
+    families: dict[str, list[tuple[str, range]]] = {name: [] for name in KSM_KEPT}  # constant series: line, times
+    whole = range(begin, end + 1, step)
+    for node in nodes:
+        for name, lines in kept(ksm.exposition([node.obj], [], ALLOWLIST)).items():
+            families[name] += [(line, whole) for line in lines]
+        for job in node.jobs:
+            times = grid(job.start, job.end, begin, end, step)
+            for name, lines in kept(ksm.exposition([], [job.pod], ALLOWLIST)).items():
+                families[name] += [(line, times) for line in lines]
+    for name, series in families.items():
+        out.write(f"# TYPE {name} gauge\n")
+        for line, times in series:
+            out.write("".join(f"{line} {t}\n" for t in times))
+            samples += len(times)
+
+    out.write("# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n")
+    rng = random.Random(1)
+    for node in nodes:
+        # The exporter's labels of each GPU (no pod holds it), from the simulator's exporter.
+        base = {}
+        for line in dcgm.exposition(node.obj, [], float(begin)).splitlines():
+            if line.startswith("DCGM_FI_DEV_GPU_UTIL{"):
+                labels = line.split("{", 1)[1].rsplit("}", 1)[0]
+                base[int(labels.split('gpu="', 1)[1].split('"', 1)[0])] = labels
+        held: dict[int, list[Job]] = {gpu: [] for gpu in base}
+        for job in node.jobs:
+            for gpu in job.gpus:
+                held[gpu].append(job)
+        for gpu, labels in base.items():
+            free_from = begin
+            for job in sorted(held[gpu], key=lambda j: j.start):
+                for t in grid(free_from, job.start, begin, end, step):
+                    out.write(f"DCGM_FI_DEV_GPU_UTIL{{{labels}}} 0 {t}\n")
+                    samples += 1
+                meta = job.pod["metadata"]
+                line = f'DCGM_FI_DEV_GPU_UTIL{{{labels},container="worker",namespace="{meta["namespace"]}",pod="{meta["name"]}"}}'
+                for t in grid(job.start, job.end, begin, end, step):
+                    working = job.stops is None or t < job.stops
+                    value = min(100, max(0, round(job.util + rng.uniform(-8, 8)))) if working else 0
+                    out.write(f"{line} {value} {t}\n")
+                    samples += 1
+                free_from = max(free_from, job.end)
+            for t in grid(free_from, end + 1, begin, end, step):
+                out.write(f"DCGM_FI_DEV_GPU_UTIL{{{labels}}} 0 {t}\n")
+                samples += 1
+    out.write("# EOF\n")
+    return samples
+
+
+class Server:
+    """Debian's prometheus on a data directory and nothing to scrape, keeping every block."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir, self.data = workdir, workdir / "data"
+        self.data.mkdir(parents=True, exist_ok=True)
+        (workdir / "prometheus.yml").write_text("global: {evaluation_interval: 1m}\nscrape_configs: []\n")
+        self.process: subprocess.Popen[bytes] | None = None
+        self.url = ""
+
+    def start(self) -> None:
+        port = prom.free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        assert prom.BINARY is not None
+        self.process = subprocess.Popen(
+            [prom.BINARY, f"--config.file={self.workdir}/prometheus.yml", f"--storage.tsdb.path={self.data}",
+             "--storage.tsdb.retention.time=3650d", f"--web.listen-address=127.0.0.1:{port}"],
+            stdout=subprocess.DEVNULL, stderr=(self.workdir / "prometheus.log").open("a"))
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=5) as resp:
+                    if resp.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.3)
+        raise SystemExit(f"prometheus did not start: {(self.workdir / 'prometheus.log').read_text()[-2000:]}")
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(timeout=60)
+            self.process = None
+
+    def head_series(self) -> int:
+        with urllib.request.urlopen(f"{self.url}/api/v1/query?query=count({{__name__=~%22.%2B%22}})", timeout=600) as resp:
+            result = json.load(resp)["data"]["result"]
+        return int(float(result[0]["value"][1])) if result else 0
+
+
+class Counting(Prometheus):
+    """gputui's client, keeping each answer's seconds, samples read, peak samples and bytes."""
+
+    def __init__(self, where: str) -> None:
+        super().__init__(where)
+        self.answers: list[tuple[float, int, int, int]] = []
+
+    async def answer(self, expr: str, at: float, timeout: float = TIMEOUT, *, stats: bool = False) -> bytes:
+        started = time.perf_counter()
+        body = await super().answer(expr, at, timeout, stats=stats)
+        samples = ((orjson.loads(body).get("data") or {}).get("stats") or {}).get("samples") or {}
+        self.answers.append((time.perf_counter() - started, int(samples.get("totalQueryableSamples") or 0),
+                             int(samples.get("peakSamples") or 0), len(body)))
+        return body
+
+
+async def ask(url: str, settings: u.UsageSettings, at: float) -> dict[str, Any]:
+    source = Counting(url)
+    started = time.perf_counter()
+    try:
+        view = await u.usage(source, settings, now=at)
+        error = None
+    except u.UsageError as exc:
+        view, error = None, str(exc)
+    finally:
+        await source.close()
+    seconds = time.perf_counter() - started
+    return {"seconds": seconds, "samples": sum(a[1] for a in source.answers), "peak": max((a[2] for a in source.answers), default=0),
+            "bytes": sum(a[3] for a in source.answers), "queries": [round(a[0], 2) for a in source.answers], "view": view, "error": error}
+
+
+def report(by: str, how: str, r: dict[str, Any]) -> None:
+    view = r["view"]
+    if view is None:
+        print(f"  {by:<11} {how:<5} failed after {r['seconds']:.2f} s: {r['error']}", flush=True)
+        return
+    allocated = sum(row.allocated_h for row in view.rows)
+    print(f"  {by:<11} {how:<5} {r['seconds']:7.2f} s  {r['samples']:>12,} samples  peak {r['peak']:>10,}  {r['bytes'] / 1e3:8.1f} kB  "
+          f"{len(view.rows):>5} rows  {allocated:>12,.0f} GPU-h  ({view.method_words}; per query {r['queries']} s)", flush=True)
+
+
+def coarse_history(url: str, group: dict[str, Any], begin: int, end: int) -> str:
+    """The hourly rules' samples over the history as OpenMetrics, from range queries at their interval (promtool
+    2.42's `create-blocks-from rules` writes no block for a group evaluated every 30 minutes or more)."""
+    step = int(u.COARSE_INTERVAL)
+    first = (begin // step + 1) * step  # on the hour, as a Prometheus evaluating the group at an offset of 0
+    out = []
+    for rule in group["rules"]:
+        out.append(f"# TYPE {rule['record'].replace(':', '_')} gauge")  # the type line names no colon; the samples do
+        body = urllib.parse.urlencode({"query": rule["expr"], "start": first, "end": end, "step": step, "timeout": "600s"}).encode()
+        with urllib.request.urlopen(f"{url}/api/v1/query_range", body, timeout=900) as resp:
+            for series in json.load(resp)["data"]["result"]:
+                labels = ",".join(f'{k}="{v}"' for k, v in sorted(series["metric"].items()))
+                out += [f"{rule['record']}{{{labels}}} {value} {t}" for t, value in series["values"]]
+    return "\n".join(out) + "\n# EOF\n"
+
+
+def backfill_rules(server: Server, workdir: Path, begin: int, end: int, rule_interval: int) -> float:
+    """The usage groups of `gputui prometheus-rules`, evaluated over the history: the fine group by promtool, in
+    passes (a rule that reads another after it, as promtool asks), the hourly group from range queries. Returns
+    the seconds it took."""
+    assert prom.PROMTOOL is not None
+    fine, coarse = u.rule_groups(fine=float(rule_interval))[:2]
+    reads_rules = [r for r in fine["rules"] if "gputui:" in r["expr"]]
+    started = time.perf_counter()
+    for n, group in enumerate(({**fine, "rules": [r for r in fine["rules"] if r not in reads_rules]}, {**fine, "rules": reads_rules}, coarse)):
+        out = workdir / f"rules-{n}"
+        if group is coarse:
+            (workdir / "coarse.om").write_text(coarse_history(server.url, coarse, begin, end))
+            subprocess.run([prom.PROMTOOL, "tsdb", "create-blocks-from", "openmetrics", "-q", "--max-block-duration=162h",
+                            str(workdir / "coarse.om"), str(out)], check=True, stdout=subprocess.DEVNULL)
+        else:
+            (workdir / f"rules-{n}.yml").write_text(json.dumps({"groups": [group]}))
+            subprocess.run([prom.PROMTOOL, "tsdb", "create-blocks-from", "rules", "-q", f"--url={server.url}", f"--start={begin}",
+                            f"--end={end + 1}", f"--output-dir={out}", str(workdir / f"rules-{n}.yml")], check=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        server.stop()
+        for block in out.iterdir():
+            shutil.move(str(block), server.data / block.name)
+        server.start()
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=200)
+    parser.add_argument("--days", type=float, default=30)
+    parser.add_argument("--scrape", type=int, default=300, help="seconds between the history's samples")
+    parser.add_argument("--rule-interval", type=int, default=0, help="the fine rules' interval (default: --scrape)")
+    parser.add_argument("--no-rules", action="store_true")
+    parser.add_argument("--by", action="append", choices=GROUPINGS, help="the groupings asked (default: all four)")
+    parser.add_argument("--workdir", help="keep the data here (default: a temporary directory)")
+    parser.add_argument("--smoke", action="store_true", help="4 nodes, 1 day")
+    args = parser.parse_args()
+    if args.smoke:
+        args.nodes, args.days = 4, 1
+    if prom.BINARY is None or prom.PROMTOOL is None:
+        raise SystemExit(prom.MISSING)
+    rule_interval = args.rule_interval or args.scrape
+    window = int(args.days * 86400)
+    end = int(time.time()) // args.scrape * args.scrape
+    begin = end - window
+    with tempfile.TemporaryDirectory(prefix="gputui-bench-usage-") as tmp:
+        workdir = Path(args.workdir or tmp)
+        workdir.mkdir(parents=True, exist_ok=True)
+        started = time.perf_counter()
+        nodes = plan(args.nodes, begin, end)
+        pods = sum(len(n.jobs) for n in nodes)
+        history = workdir / "history.om"
+        with history.open("w") as out:
+            samples = write_history(nodes, begin, end, args.scrape, out)
+        written = time.perf_counter() - started
+        print(f"history: {args.nodes} nodes, {args.nodes * GPUS} GPUs, {pods:,} pods over {args.days:g} days, a sample every "
+              f"{args.scrape} s: {samples:,} samples, {history.stat().st_size / 1e9:.2f} GB of OpenMetrics in {written:.0f} s", flush=True)
+        started = time.perf_counter()
+        server = Server(workdir / "prometheus")
+        subprocess.run([prom.PROMTOOL, "tsdb", "create-blocks-from", "openmetrics", "-q", "--max-block-duration=162h",
+                        str(history), str(server.data)], check=True, stdout=subprocess.DEVNULL)
+        history.unlink()
+        print(f"backfill (promtool tsdb create-blocks-from openmetrics): {time.perf_counter() - started:.0f} s, "
+              f"{sum(f.stat().st_size for f in server.data.rglob('*') if f.is_file()) / 1e6:.0f} MB of blocks", flush=True)
+        server.start()
+        try:
+            print(f"Prometheus: {server.head_series():,} series at the history's end", flush=True)
+            groupings = args.by or list(GROUPINGS)
+            print(f"report --usage --since {args.days:g}d, at the history's end (gputui's {TIMEOUT:g} s query timeout):", flush=True)
+            for by in groupings:
+                report(by, "raw", asyncio.run(ask(server.url, u.UsageSettings(window=window, by=by, use_rules=False), end)))
+            if not args.no_rules:
+                took = backfill_rules(server, workdir, begin, end, rule_interval)
+                print(f"rules backfilled (promtool tsdb create-blocks-from rules, fine every {rule_interval} s): {took:.0f} s, "
+                      f"{len(list(server.data.iterdir()))} entries in the data directory", flush=True)
+                for by in groupings:
+                    if by.startswith("label:"):
+                        continue  # no rule holds a pod label: the raw series above
+                    report(by, "rules", asyncio.run(ask(server.url, u.UsageSettings(window=window, by=by, fine_interval=float(rule_interval)), end)))
+        finally:
+            server.stop()
+
+
+if __name__ == "__main__":
+    main()
