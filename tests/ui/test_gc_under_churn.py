@@ -5,9 +5,8 @@ Each frame Textual draws leaves reference cycles behind (a Strip that caches its
 drawn), which only the cyclic GC frees. It was paused from the first WatchList stream until every
 such stream ended (4-5 minutes, again at each relist), so those cycles piled up in proportion to
 the lines drawn: 68 -> 680 MB within a minute at 200x500. Asserted here on the cause (the collector
-is on, and the objects it has not looked at stay near its threshold), not on memory or time. The
-tables' own renders are never left to it (tests/ui/test_table.py: DataTable's caches are not dropped
-whole, which left each frame's rows in cycles)."""
+is on, and the objects it has not looked at stay near its threshold) and on what the tables keep for
+it to go over (renders no frame reads again), not on memory or time."""
 from __future__ import annotations
 
 import gc
@@ -70,6 +69,12 @@ async def test_the_collector_runs_while_a_tall_terminal_follows_churn(cluster):
         threshold = gc.get_threshold()[0]
         # gen-0 collections keep this under about the threshold; paused, it reached hundreds of thousands
         assert gc.get_count()[0] <= 10 * threshold, gc.get_count()
+        # What the collector goes over: DataTable's render caches hold the rows drawn since the last
+        # change (their keys count the changes), not the last 1,000 rows and 10,000 cells drawn.
+        table = app.pods_table
+        in_view = len(table.visible_keys()) + 1  # and the header
+        assert len(table._row_render_cache) <= 2 * in_view, (len(table._row_render_cache), in_view)
+        assert len(table._cell_render_cache) <= 2 * in_view * len(table.columns)
 
 
 async def test_the_tables_are_frozen_once_filled_even_on_a_cluster_that_goes_quiet(cluster):

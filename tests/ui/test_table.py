@@ -101,35 +101,3 @@ async def test_new_columns_while_rows_wait_out_of_view_drop_those_rows_cells_and
         await pilot.pause()
         assert cells_of(table, "p01") == ["p01", "later"] and table.cursor_key == "p40"
         assert "p40" in table.visible_keys()  # the cursor's row is still in view
-
-
-async def test_rows_drawn_again_under_churn_leave_nothing_to_the_cyclic_gc():
-    # Issue 20: the RSS crept up at tall terminals under churn. DataTable's render caches are
-    # Textual LRUCaches, whose entries form a ring: dropping them whole (clear(), which
-    # notify_style_update does) leaves every row drawn since in a reference cycle that only
-    # the cyclic GC frees, often many frames later. Left to their bounds, entries are evicted
-    # one by one and freed at once. (Textual's compositor leaves some lines of its own in
-    # cycles, a Strip caching itself: not the table's to fix, so rows are counted, not lines.)
-    import gc
-
-    app = TableApp()
-    async with app.run_test(size=(60, 40)) as pilot:
-        table = app.query_one(KeyedTable)
-        table.set_columns([Column("name", "NAME"), Column("state", "STATE")])
-        table.show([(f"p{i}", row(f"p{i}", "ok")) for i in range(30)])
-        await pilot.pause()
-        gc.collect()
-        gc.disable()
-        try:
-            for n in range(5):
-                table.update_rows({f"p{i}": row(f"p{i}", f"restarts {n}") for i in range(0, 30, 3)})
-                await pilot.pause()
-            gc.set_debug(gc.DEBUG_SAVEALL)
-            gc.collect()
-            left = [o for o in gc.garbage if type(o).__name__ == "RowRenderables"]  # DataTable's rows as drawn
-        finally:
-            gc.set_debug(0)
-            gc.garbage.clear()
-            gc.enable()
-        assert cells_of(table, "p27") == ["p27", "restarts 4"]
-        assert left == [], f"{len(left)} drawn rows left to the cyclic GC"
