@@ -227,8 +227,9 @@ class Server:
             self.process.wait(timeout=60)
             self.process = None
 
-    def head_series(self) -> int:
-        with urllib.request.urlopen(f"{self.url}/api/v1/query?query=count({{__name__=~%22.%2B%22}})", timeout=600) as resp:
+    def series_at(self, at: int) -> int:
+        query = urllib.parse.urlencode({"query": 'count({__name__=~".+"})', "time": at})
+        with urllib.request.urlopen(f"{self.url}/api/v1/query?{query}", timeout=600) as resp:
             result = json.load(resp)["data"]["result"]
         return int(float(result[0]["value"][1])) if result else 0
 
@@ -356,7 +357,7 @@ def main() -> None:
               f"{sum(f.stat().st_size for f in server.data.rglob('*') if f.is_file()) / 1e6:.0f} MB of blocks", flush=True)
         server.start()
         try:
-            print(f"Prometheus: {server.head_series():,} series at the history's end", flush=True)
+            print(f"Prometheus: {server.series_at(end):,} series at the history's end", flush=True)
             groupings = args.by or list(GROUPINGS)
             print(f"report --usage --since {args.days:g}d, at the history's end (gputui's {TIMEOUT:g} s query timeout):", flush=True)
             for by in groupings:
