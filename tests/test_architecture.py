@@ -354,3 +354,17 @@ def test_the_screen_check_sees_a_screen_that_reads_the_model():
             return model
 
     assert _mentions_the_model(Sneaky)
+
+
+def _calls_of_wait_for(tree: ast.AST) -> list[int]:
+    return [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "wait_for" and isinstance(node.func.value, ast.Name) and node.func.value.id == "asyncio"]
+
+
+def test_no_wait_for_that_loses_a_stop():
+    """Python 3.11's asyncio.wait_for loses a cancellation that meets what it waits for in the same turn,
+    and a loop that waits with it never ends on stop (kube/tasks.py says more): asyncio.timeout instead."""
+    found = [f"{path.relative_to(ROOT)}:{line}" for path in sorted(PACKAGE.rglob("*.py"))
+             for line in _calls_of_wait_for(ast.parse(path.read_text(encoding="utf-8")))]
+    assert found == []
+    assert _calls_of_wait_for(ast.parse("import asyncio\nasync def f(e):\n    await asyncio.wait_for(e.wait(), 1)\n")) == [3]

@@ -115,7 +115,8 @@ class ExecPlugin:
             raise CredentialError(f"exec plugin {self.command}: cannot run it: {exc.strerror or exc}") from None
         _RUNNING.add(proc.pid)  # its process group's id (a session of its own)
         try:
-            out, err = await asyncio.wait_for(proc.communicate(), self.timeout)
+            async with asyncio.timeout(self.timeout):
+                out, err = await proc.communicate()
         except TimeoutError:
             raise CredentialError(f"exec plugin {self.command}: no answer within {self.timeout:g} s (killed)") from None
         finally:

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Mapping
 from . import gpu, verdicts
 from .config import ConnectError, Connection, Forbidden, Unauthorized, check
 from .model import NODES, PODS, ClusterModel
-from .tasks import cancel_and_wait
+from .tasks import cancel_and_wait, set_within
 from .watch import LIVE as WATCH_LIVE
 from .watches import namespaces_to_try, scope_lines
 
@@ -374,9 +374,7 @@ class Fleet:
             if len(live) >= self.max_live:
                 await self._switch(min(live, key=lambda m: m.viewed), live=False)
             await self._switch(member, live=True)
-        try:
-            await asyncio.wait_for(member.ready.wait(), timeout)
-        except (TimeoutError, asyncio.TimeoutError):
+        if not await set_within(member.ready, timeout):
             return None
         assert member.conn is not None and member.model is not None
         return member.conn, member.model

@@ -10,12 +10,12 @@ Cancel it (or aclose() it) to stop; the connection is released either way.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, AsyncIterator, Callable
 
 from .client import Disconnected, HttpError, PayloadError, path
 from .config import describe_network_error, status_message
+from .tasks import set_within
 
 if TYPE_CHECKING:
     from .client import Client
@@ -138,8 +138,7 @@ class LogFollower:
 
     async def _wait_change(self, timeout: float | None) -> None:
         """Until changed() is called (since the source was last read) or timeout seconds pass."""
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self._changed.wait(), timeout)
+        await set_within(self._changed, timeout)
 
     async def lines(self) -> AsyncIterator[bytes | LogNote]:
         streamed: LogSource | None = None  # the instance streamed last, or being streamed

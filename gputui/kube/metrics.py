@@ -24,7 +24,6 @@ kube/idle.py's samples.  Nothing here imports Textual.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from dataclasses import dataclass
@@ -33,7 +32,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 from .client import HttpError, Timeout, path
 from .config import describe_network_error, status_message
 from .dcgm import GpuReading, MetricsParseError, UtilisationHistory, parse_metrics
-from .tasks import cancel_and_wait
+from .tasks import cancel_and_wait, set_within
 
 if TYPE_CHECKING:
     from .client import Client
@@ -245,8 +244,7 @@ class MetricsPoller:
                     targets, due = {}, []
                 if not due:
                     waits = [self._attempted[n] + self.background_interval - looked for n in targets if n in self._attempted]
-                    with contextlib.suppress(asyncio.TimeoutError):
-                        await asyncio.wait_for(self._look.wait(), min([IDLE_LOOK, *(w for w in waits if w > 0)]))
+                    await set_within(self._look, min([IDLE_LOOK, *(w for w in waits if w > 0)]))
                     continue
                 for node in due:
                     while True:

@@ -293,8 +293,9 @@ class Watches:
             if left is not None and left <= 0:
                 return False
             try:
-                await asyncio.wait_for(asyncio.gather(*(settled.wait() for settled in pending)), left)
-            except asyncio.TimeoutError:
+                async with asyncio.timeout(left):
+                    await asyncio.gather(*(settled.wait() for settled in pending))
+            except TimeoutError:
                 return False
 
     # -- tasks -----------------------------------------------------------------------

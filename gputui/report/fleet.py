@@ -37,9 +37,9 @@ async def collect_fleet(
         def context_warning(line: str) -> None:
             say(f"{context}: {line}")
         try:
-            data, created = await asyncio.wait_for(
-                collect(kubeconfig, context, warn=context_warning, **options), timeout)
-        except (TimeoutError, asyncio.TimeoutError):
+            async with asyncio.timeout(timeout):
+                data, created = await collect(kubeconfig, context, warn=context_warning, **options)
+        except TimeoutError:
             return {"context": context, "error": f"not read within {timeout:g} s"}, {}
         except ConnectError as exc:
             return {"context": context, "error": str(exc)}, {}

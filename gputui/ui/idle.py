@@ -20,6 +20,7 @@ from textual.binding import Binding
 from gputui.kube.duration import human_duration
 from gputui.kube.idle import PROMETHEUS, SLICE, HistoryError, IdleSettings, IdleTracker, IdleView, PodIdle, holders
 from gputui.kube.model import METRICS
+from gputui.kube.tasks import set_within
 
 from . import render
 from .page import ModelPage
@@ -220,8 +221,7 @@ class IdleActions(_AppBase):
                 if self.idle_view is not None and self.idle_view.source == PROMETHEUS:
                     await asyncio.sleep(IDLE_REFRESH)
                     continue
-                with contextlib.suppress(asyncio.TimeoutError):  # the samples' figures follow the reads
-                    await asyncio.wait_for(tracker.store.changed.wait(), IDLE_REFRESH)
+                await set_within(tracker.store.changed, IDLE_REFRESH)  # the samples' figures follow the reads
                 await asyncio.sleep(IDLE_COALESCE)
         finally:
             unhook()

@@ -70,15 +70,18 @@ class AppSession(AppService):
             with contextlib.suppress(ProcessLookupError):
                 process.terminate()
             try:
-                await asyncio.wait_for(process.wait(), grace)
+                async with asyncio.timeout(grace):
+                    await process.wait()
             except TimeoutError:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(process.pid, signal.SIGKILL)
                 with contextlib.suppress(TimeoutError):  # asyncio waits for the pipes too, which a leftover child may hold
-                    await asyncio.wait_for(process.wait(), grace)
+                    async with asyncio.timeout(grace):
+                        await process.wait()
         if self._task is not None:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._task, grace)  # its output, to the pipe's end (a leftover child may hold it)
+            with contextlib.suppress(TimeoutError):  # its output, to the pipe's end (a leftover child may hold it)
+                async with asyncio.timeout(grace):
+                    await self._task
         return process.returncode
 
 

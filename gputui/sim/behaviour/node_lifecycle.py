@@ -86,9 +86,10 @@ class NodeLifecycleController:
         while True:
             self.sync()
             period = float(getattr(self._cluster, "node_monitor_period", 5.0)) / self.controllers.speed
-            try:
-                await asyncio.wait_for(self._wake.wait(), timeout=period)
-            except asyncio.TimeoutError:
+            try:  # asyncio.timeout, not 3.11's wait_for, which can lose the stop's cancellation
+                async with asyncio.timeout(period):
+                    await self._wake.wait()
+            except TimeoutError:
                 pass
             self._wake.clear()
             await asyncio.sleep(0)  # a burst of writes: one pass

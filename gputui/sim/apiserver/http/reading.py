@@ -362,7 +362,8 @@ class Reading(ApiBase):
                     # Events already queued go first: a bookmark must never get ahead of them (its
                     # resourceVersion is the store's, later than theirs).
                     if w.queue.empty():
-                        item = await asyncio.wait_for(w.queue.get(), timeout=wait)
+                        async with asyncio.timeout(wait):  # not 3.11's wait_for, which can lose a cancellation
+                            item = await w.queue.get()
                     else:
                         item = w.queue.get_nowait()
                         await asyncio.sleep(0)  # one event at a time, the others' turn between, as before
