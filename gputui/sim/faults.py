@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import builders as b
@@ -60,6 +60,7 @@ class Fault:
     delay: float = 0.0
     retry_after: int = 1  # seconds, the Retry-After of a 429 or 503
     refused: int = 0  # requests answered with `code` so far: how often a client tried
+    cleared: asyncio.Event = field(default_factory=asyncio.Event)  # set by clear(): delayed requests go on at once
 
 
 class Faults:
@@ -130,11 +131,14 @@ class Faults:
     def clear(self, resource_key: str | None = None) -> None:
         self._require()
         if resource_key is None:
+            ended = list(self.active.values())
             self.active.clear()
             self.corrupt = 0
             self._answering.set()
         else:
-            self.active.pop(resource_key, None)
+            ended = [fault] if (fault := self.active.pop(resource_key, None)) is not None else []
+        for fault in ended:
+            fault.cleared.set()
 
     async def restart(self, downtime: float = 0.5, *, fresh: bool = False, writes_while_down: int = 0,
                       back: asyncio.Event | None = None) -> None:

@@ -76,7 +76,7 @@ async def test_the_key_is_in_the_help_and_the_palette(cluster):
 
 
 async def test_unknown_while_the_pods_are_listed(cluster):
-    cluster.call(cluster.sim.faults.slow, "pods", 2.0)
+    cluster.call(cluster.sim.faults.slow, "pods", 60.0)  # until cleared below: no race with a loaded machine
     try:
         app = app_on(cluster)
         async with app.run_test(size=(120, 40)) as pilot:
@@ -87,6 +87,7 @@ async def test_unknown_while_the_pods_are_listed(cluster):
             await wait_for(pilot, lambda: "not known until every pod is listed" in screen.text, what="the unknown figures")
             assert ["every", "resource", "…", "…", "…", "…", "…", "…", "…"] in cells(screen.text)
             assert not re.search(r"^gpu\s+\d", screen.text, re.M)  # no figure from the nodes alone
+            cluster.call(cluster.sim.faults.clear, "pods")
             await wait_for(pilot, lambda: GPU_ROW in cells(screen.text), timeout=15, what="the figures once the pods are listed")
     finally:
         cluster.call(cluster.sim.faults.clear, "pods")

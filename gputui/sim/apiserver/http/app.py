@@ -133,8 +133,12 @@ class Api(Discovery, Reading, Writing, Subresources, Reviews):
         fault = (t.subresource and faults.lookup(f"{t.resource.key}/{t.subresource}")) or faults.lookup(t.resource.key)
         if fault is None:
             return
-        if fault.delay:
-            await asyncio.sleep(fault.delay)
+        if fault.delay:  # until the delay is over, or the fault cleared (the slowness gone)
+            try:
+                async with asyncio.timeout(fault.delay):
+                    await fault.cleared.wait()
+            except TimeoutError:
+                pass
         if fault.code is not None:
             fault.refused += 1
         if fault.code == 403:
