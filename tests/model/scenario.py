@@ -41,6 +41,15 @@ async def stop(conn: Any, model: ClusterModel) -> None:
     await conn.close()
 
 
+CRDS = "customresourcedefinitions.apiextensions.k8s.io"  # discovery's watch of the CRDs' names (kube/discovery.py)
+
+
+def model_watches(sim: Any) -> int:
+    """Watches the simulator opened for the model's kinds: all but discovery's of the CRDs' names, which
+    opens beside the sync, sooner or later."""
+    return sum(1 for verb, resource, _ in sim.api_counts.recent if verb == "watch" and resource != CRDS)
+
+
 def reads(sim: Any, resource: str) -> list[tuple[str, dict[str, str]]]:
     """The simulator's recent requests for a resource: (verb, query)."""
     return [(verb, query) for verb, res, query in sim.api_counts.recent if res == resource]

@@ -13,7 +13,7 @@ from gputui.kube.model import NODES, PODS
 from gputui.kube.watch import WATCHLIST, gc_paused
 from gputui.sim.cluster import SimCluster
 from tests.model.objects import pod
-from tests.model.scenario import small_cluster, stop, synced, until
+from tests.model.scenario import model_watches, small_cluster, stop, synced, until
 
 KINDS = (NODES, PODS, "events", "daemonsets")
 
@@ -27,7 +27,7 @@ async def test_the_collector_runs_again_once_the_initial_events_end():
             # the streams that sent the initial state go on as the watches
             sim.store.create("pods", pod("ml", "after-the-list", node="gpu-1", gpu={"nvidia.com/gpu": 1}))
             await until(lambda: model.pod("ml", "after-the-list") is not None)
-            assert sim.api_counts.watches == len(model.watches.all)  # no stream was opened again
+            assert model_watches(sim) == len(model.watches.all)  # no stream was opened again
             assert watch._GcPause.depth == 0
             assert gc.isenabled()
         finally:

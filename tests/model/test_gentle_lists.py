@@ -13,6 +13,7 @@ from gputui.kube.watch import CACHE, PAGED, WATCHLIST
 from gputui.sim.cluster import SimCluster
 from tests.model.objects import pod
 from tests.model.scenario import (
+    CRDS,
     FAST,
     expected_pods,
     matches_fresh_list,
@@ -24,6 +25,15 @@ from tests.model.scenario import (
 )
 
 KINDS = (NODES, PODS, "events", "daemonsets")
+
+
+async def crd_names_list(sim: SimCluster) -> int:
+    """Discovery's one list of the CRDs' names, from the watch cache (resourceVersion=0) as a Table, once its
+    watch is open (discovery starts beside the sync)."""
+    await until(lambda: any(verb == "watch" for verb, _ in reads(sim, CRDS)), what="discovery's CRD watch")
+    lists = [query for verb, query in reads(sim, CRDS) if verb == "list"]
+    assert all(query.get("resourceVersion") == "0" for query in lists), lists
+    return len(lists)
 
 
 async def synced_model(sim: SimCluster, **options) -> tuple[object, ClusterModel]:
@@ -40,11 +50,12 @@ async def test_a_current_server_streams_the_initial_state_and_nothing_comes_from
             assert verb == "watch" and query["sendInitialEvents"] == "true"
             assert query["resourceVersionMatch"] == "NotOlderThan" and query["allowWatchBookmarks"] == "true"
             assert sim.api_counts.watch_lists == len(model.watches.all) == len(KINDS) + 1  # events: two field selectors
-            assert sim.api_counts.lists_from_etcd == 0 and sim.api_counts.lists_from_cache == 0
+            crd_lists = await crd_names_list(sim)
+            assert sim.api_counts.lists_from_etcd == 0 and sim.api_counts.lists_from_cache == crd_lists == 1
             # the same stream goes on as the watch
             sim.store.create("pods", pod("ml", "after-the-stream", node="gpu-1", gpu={"nvidia.com/gpu": 1}))
             await until(lambda: model.pod("ml", "after-the-stream") is not None)
-            assert sim.api_counts.watches == len(model.watches.all)
+            assert sim.api_counts.watches == len(model.watches.all) + crd_lists  # and discovery's CRD watch
         finally:
             await stop(conn, model)
 
@@ -59,7 +70,8 @@ async def test_without_watchlist_one_list_from_the_watch_cache():
             assert shapes[0][0] == "watch" and shapes[0][1]["sendInitialEvents"] == "true"  # refused with 422
             assert shapes[1] == ("list", {"resourceVersion": "0", "fieldSelector": UNFINISHED_PODS})  # no limit: one answer, whatever page_size
             assert sim.api_counts.lists_from_etcd == 0
-            assert sim.api_counts.lists_from_cache == len(model.watches.all)
+            crd_lists = await crd_names_list(sim)
+            assert sim.api_counts.lists_from_cache == len(model.watches.all) + crd_lists
         finally:
             await stop(conn, model)
 
