@@ -128,6 +128,7 @@ class CoalescedRefresh(_AppBase):
             # What a pod holds through its claims: the rows of the holders, before and after.
             stale.update(self.pods_pane.holders())
             stale.update(self.model.dra_pod_keys())
+            stale.update(self.model.waiting_on_claims())  # a pending pod's claims: which pool lacks what
         elif change.kind in KUEUE_KINDS:
             self.pods_pane.note_pending()  # a pending pod's reason starts with why Kueue holds it
         self._request(*ALL_PARTS)
