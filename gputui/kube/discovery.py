@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from .client import ApiError, HttpError, Timeout
+from .tasks import cancel_and_wait
 
 if TYPE_CHECKING:
     from .client import Client
@@ -155,9 +156,7 @@ class Discovery:
                     self._soon.clear()
                     await self.read_once()
         finally:
-            watch.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watch
+            await cancel_and_wait([watch])
 
     # -- the CRDs' changes ---------------------------------------------------------------------------------------
     async def _watch_crds(self) -> None:

@@ -33,7 +33,6 @@ No Textual here.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 import re
 import time
@@ -45,6 +44,7 @@ import orjson
 
 from .config import ConnectError
 from .prometheus import STAT, Prometheus, PrometheusError, tagged, value_of
+from .tasks import cancel_and_wait
 
 if TYPE_CHECKING:
     from .client import Client
@@ -515,10 +515,7 @@ class UsageFeed:
         """Drop what is under way and what is held, and close the connection to Prometheus; settings and
         wanted stay (attach asks again)."""
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait([task])
         source, self._source = self._source, None
         if source is not None:
             await source.close()
