@@ -79,13 +79,19 @@ def screen_text(app: Any) -> str:
     return console.export_text()
 
 
-async def show_all_pods(pilot: Any, count: int) -> None:
+async def show_all_pods(pilot: Any, count: int | None) -> None:
     """Press `a` once the first node is selected (the pods pane starts on the selected node's pods),
-    and wait for every node's `count` GPU pods."""
+    and wait for every node's `count` GPU pods (None: as many as the model has GPU pods at each look,
+    for a cluster whose pods come and go)."""
     app = pilot.app
     await wait_for(pilot, lambda: app.selected_node and app.model is not None and app.model.pods_known, what="the first node")
     await pilot.press("a")
-    await wait_for(pilot, lambda: app.pods_all_nodes and app.pods_table.row_count == count, what=f"all {count} GPU pods")
+
+    def wanted() -> int:
+        return len(app.model.gpu_pods()) if count is None else count
+
+    await wait_for(pilot, lambda: app.pods_all_nodes and app.pods_table.row_count == wanted(),
+                   what=f"all {'the model' if count is None else count} GPU pods")
 
 
 async def help_text(app: Any, pilot: Any) -> str:
