@@ -175,10 +175,13 @@ def newest_time(objects: Iterable[Any]) -> float | None:
     return newest
 
 
+TAKEN_GLOSS = " (its newest object time)"  # how dump_taken knows; a narrow header leaves it out
+
+
 def dump_taken(objects: Iterable[Any]) -> str:
     """When a dump was taken, from its own objects: `taken ≈ 2026-12-02 14:03 UTC (its newest object time)`; a file's
     time is not used (a copy changes it)."""
     newest = newest_time(objects)
     if newest is None:
         return "taken: unknown (no time in its objects)"
-    return f"taken ≈ {datetime.fromtimestamp(newest, timezone.utc):%Y-%m-%d %H:%M} UTC (its newest object time)"
+    return f"taken ≈ {datetime.fromtimestamp(newest, timezone.utc):%Y-%m-%d %H:%M} UTC{TAKEN_GLOSS}"

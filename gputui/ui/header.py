@@ -15,9 +15,11 @@ from textual.widgets import Static
 
 from gputui.kube import gpu
 from gputui.kube.model import PODS, ClusterModel
+from gputui.kube.quantities import TAKEN_GLOSS
 from gputui.kube.tables import unreadable_line
 from gputui.kube.watch import RETRYING, SYNCING
 from gputui.kube.watches import scope_lines
+from gputui.sanitize import clean
 
 from . import render
 from .nodes_pane import WATCH_OK, allocation_basis
@@ -57,9 +59,9 @@ class ClusterHeader(Static):
             self._alarms, self.readings = render.health_parts(summaries, model.node_metrics, context.now)
         alarms, readings = (self._alarms, self.readings) if model is not None else ([], [])
         first = [*alarms, Text("gputui", style="bold", end="")]
+        dump_at = len(first)
         if about.dump_paths:
-            first.append(render.labelled("dump of ", render.text(", ".join(about.dump_paths), limit=60)))
-            first.append(Text(about.dump_taken, style="dim", end=""))
+            first += dump_parts(about, spare=0)
         else:
             first.append(render.labelled("context ", render.text(about.context or "in-cluster", limit=60)))
         if about.acting_as:  # kubeconfig `as:` or --as: what the cluster lets this user do is what shows
@@ -79,6 +81,9 @@ class ClusterHeader(Static):
             # the totals, or why they are unknown, must keep their line.
             states = watch_states(model, dumped=bool(about.dump_paths))
             room = width - sum(part.cell_len + (3 if narrow else 2) for part in first)
+            if states.cell_len > room and about.dump_paths:  # the dump's path and gloss give way to the states
+                first[dump_at:dump_at + 2] = dump_parts(about, spare=states.cell_len - room)
+                room = width - sum(part.cell_len + (3 if narrow else 2) for part in first)
             if states.cell_len > room:
                 states.truncate(max(24, room), overflow="ellipsis")
             first.append(states)
@@ -96,6 +101,19 @@ class ClusterHeader(Static):
         if content != self.shown:
             self.shown = content
             self.update(content)
+
+
+def dump_parts(about: About, spare: int) -> list[Text]:
+    """`dump of PATH` and when it was taken, `spare` cells shorter if they can be: the time's gloss left out,
+    then the path cut from its start (its last folders name it best)."""
+    path = clean(", ".join(about.dump_paths), 60)
+    taken = about.dump_taken
+    if spare > 0 and taken.endswith(TAKEN_GLOSS):
+        taken, spare = taken.removesuffix(TAKEN_GLOSS), spare - len(TAKEN_GLOSS)
+    if spare > 0 and len(path) > 16:
+        keep = max(16, len(path) - spare)
+        path = path if keep >= len(path) else "…" + path[len(path) - keep + 1:]
+    return [render.labelled("dump of ", Text(path, end="")), Text(taken, style="dim", end="")]
 
 
 def watch_states(model: ClusterModel, dumped: bool = False) -> Text:

@@ -231,3 +231,17 @@ def test_report_from_a_dump_loads_no_textual():
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=90, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_a_long_dump_path_gives_way_to_the_watch_states():
+    """CI's checkout sits deeper than a developer's: at 140 columns its must-gather path pushed `as dumped,
+    not live` off the header. The gloss on the time goes first, then the path's start."""
+    from gputui.ui.header import About, dump_parts
+
+    path = "/check/work/main/tests/dumps/must-gather"
+    about = About(None, "", "", (path,), "taken ≈ 2025-06-02 09:29 UTC (its newest object time)")
+    assert [part.plain for part in dump_parts(about, spare=0)] == [f"dump of {path}", about.dump_taken]
+    assert [part.plain for part in dump_parts(about, spare=10)] == [f"dump of {path}", "taken ≈ 2025-06-02 09:29 UTC"]
+    cut = [part.plain for part in dump_parts(about, spare=len(" (its newest object time)") + 12)]
+    assert cut == ["dump of …" + path[13:], "taken ≈ 2025-06-02 09:29 UTC"] and len(cut[0]) == len(f"dump of {path}") - 12
+    assert dump_parts(about, spare=500)[0].plain == "dump of …" + path[-15:]  # the last folders, at least 16 cells
