@@ -91,3 +91,25 @@ async def test_a_crd_installed_or_deleted_while_the_model_runs_is_known_at_once(
             await until(lambda: discovery.serves("/apis/nvidia.com/v1/clusterpolicies") is False, what="nvidia.com/v1 known gone once its CRD is")
         finally:
             await stop(conn, model)
+
+
+async def test_discovery_reads_aggregated_discovery_and_a_steady_server_answers_304():
+    """kube-apiserver 1.30+ answers kubectl's Accept with an APIGroupDiscoveryList and an ETag: the read names each
+    served resource, and a read of an unchanged server is a 304 without a body; a CRD changes the ETag."""
+    async with SimCluster(small_cluster(), run_controllers=False) as sim:
+        conn = await connect(str(sim.kubeconfig_path))
+        try:
+            discovery = Discovery(conn.api)
+            assert await discovery.read_once() is True
+            assert discovery.resources is not None and "apps/v1/daemonsets" in discovery.resources  # aggregated
+            assert discovery.etag and sim.api_counts.not_modified == 0
+            served, etag = discovery.served, discovery.etag
+            assert await discovery.read_once() is False
+            assert sim.api_counts.not_modified == 1 and (discovery.served, discovery.etag) == (served, etag)
+
+            sim.store.create(CRD_KEY, custom_resource_definition("nvidia.com", "v1", "clusterpolicies", "ClusterPolicy", namespaced=False))
+            assert await discovery.read_once() is True
+            assert sim.api_counts.not_modified == 1 and discovery.etag != etag
+            assert discovery.serves("/apis/nvidia.com/v1/clusterpolicies") is True
+        finally:
+            await conn.close()

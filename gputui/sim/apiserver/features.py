@@ -39,6 +39,7 @@ class ApiCounts:
     # (/version, /healthz, a path naming no served resource).
     requests: dict[str, int] = field(default_factory=dict)
     get_bytes: int = 0  # bodies of the other reads' answers (get, discovery); lists and watches are in bytes_sent
+    not_modified: int = 0  # aggregated discovery answered 304 (If-None-Match its ETag)
     # The latest reads as (verb, resource, the query's list and watch parameters): tests assert their shapes.
     recent: deque[tuple[str, str, dict[str, str]]] = field(default_factory=lambda: deque(maxlen=1000))
 
@@ -69,4 +70,5 @@ class ApiCounts:
     def as_dict(self) -> dict[str, object]:
         return {"lists_from_cache": self.lists_from_cache, "lists_from_etcd": self.lists_from_etcd, "watches": self.watches,
                 "watch_lists": self.watch_lists, "bytes_sent": self.bytes_sent, "by_resource": dict(self.by_resource),
-                "expired_continues": self.expired_continues, "requests": dict(self.requests), "get_bytes": self.get_bytes}
+                "expired_continues": self.expired_continues, "requests": dict(self.requests), "get_bytes": self.get_bytes,
+                "not_modified": self.not_modified}

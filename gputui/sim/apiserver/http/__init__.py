@@ -11,7 +11,7 @@ per request. Error bodies are `Status` objects worded like the real server's.
     responses.py     Status errors (ApiError and the real server's wordings), JSON responses
     request.py       resolving a path to a Target, query parameters, continue tokens
     base.py          ApiBase: the cluster, which kinds are served, selectors, bodies
-    discovery.py     /version, /api, /apis and the resource lists
+    discovery.py     /version, /api, /apis and the resource lists; /api and /apis aggregated (with an ETag)
     reading.py       get, list (pages, tables) and watch
     writing.py       create, update, patch, delete, deletecollection
     subresources.py  binding, proxy, log

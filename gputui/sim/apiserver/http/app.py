@@ -7,10 +7,11 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from ..features import DEFAULT_MINOR
 from ..auth import ImpersonationRefused, Request as AuthRequest, Unauthenticated, User, forbidden_message, impersonated
 from ...faults import FAULT_USER
 from ..selectors import required_name
-from .discovery import Discovery
+from .discovery import Discovery, aggregated_version
 from .reading import Reading
 from .request import Target, _flag, _verb, parse_resource_path
 from .responses import PATH_NOT_FOUND, ApiError, _details, compress_if_asked, json_response, qualified, status_body
@@ -55,6 +56,10 @@ class Api(Discovery, Reading, Writing, Subresources, Reviews):
         segments = [s for s in request.path.split("/") if s]
         if not segments or segments[0] not in ("api", "apis"):
             raise PATH_NOT_FOUND
+        if segments in (["api"], ["apis"]) and request.method == "GET":
+            version = aggregated_version(request.headers.get("Accept", ""), int(getattr(self.cluster, "server_minor", DEFAULT_MINOR)))
+            if version is not None:
+                return self.aggregated(request, segments == ["api"], version)
         if segments == ["api"]:
             return json_response(self._core_versions(request))
         if segments == ["apis"]:
