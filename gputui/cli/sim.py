@@ -108,9 +108,10 @@ def _add_fault_parser(subparsers: argparse._SubParsersAction) -> None:
     quarantine.add_argument("node", metavar="NODE")
     quarantine.add_argument("condition", metavar="CONDITION", help="the monitor's condition type, e.g. GpuXidError")
     quarantine.add_argument("--message", default="")
-    heal = actions.add_parser("heal", parents=[where], help="NVSentinel: CONDITION False again on NODE, left cordoned")
+    heal = actions.add_parser("heal", parents=[where], help="NVSentinel: CONDITION False again on NODE, which it uncordons")
     heal.add_argument("node", metavar="NODE")
     heal.add_argument("condition", metavar="CONDITION")
+    heal.add_argument("--halted", action="store_true", help="its fault quarantine is halted: the node is left cordoned")
     domain = actions.add_parser("compute-domain", parents=[where],
                                 help="NVIDIA's DRA driver: the IMEX daemons of ComputeDomain NAMESPACE/NAME that started "
                                      "(--joined), those not Ready (--not-ready); its status follows")
@@ -148,7 +149,7 @@ def run_fault(args: argparse.Namespace) -> int:
     elif args.action == "quarantine":
         asked.update(node=args.node, condition=args.condition, message=args.message)
     elif args.action == "heal":
-        asked.update(node=args.node, condition=args.condition)
+        asked.update(node=args.node, condition=args.condition, halted=args.halted)
     elif args.action == "compute-domain":
         asked.update(namespace=args.domain[0], name=args.domain[1], joined=args.joined, notReady=args.not_ready)
     request = None if args.action == "status" else asked

@@ -26,11 +26,14 @@ _intern = sys.intern
 # Operator's driver DaemonSets select nodes by (kernel, OS, RHCOS version).
 _NFD_PREFIX = "feature.node.kubernetes.io/"
 # The node annotations a verdict reads (kube/stuck.py): the GPU driver upgrade controller's start times, and its
-# note that the node was cordoned before the upgrade began.
+# note that the node was cordoned before the upgrade began; NVSentinel's fault quarantine's cordon and the health
+# events it holds the node for.
 NODE_ANNOTATIONS = frozenset({
     "nvidia.com/gpu-driver-upgrade-wait-for-pod-completion-start-time",
     "nvidia.com/gpu-driver-upgrade-validation-start-time",
     "nvidia.com/gpu-driver-upgrade.node-initial-state.unschedulable",
+    "quarantineHealthEventIsCordoned",
+    "quarantineHealthEvent",
 })
 _NFD_KEPT_PREFIXES = (
     "feature.node.kubernetes.io/pci-10de", "feature.node.kubernetes.io/kernel-version.full",

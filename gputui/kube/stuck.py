@@ -6,16 +6,21 @@
 - `driver-upgrade-stuck`: the driver upgrade controller's `nvidia.com/gpu-driver-upgrade-state`
   (NVIDIA/k8s-operator-libs) stays in one working state for longer than `upgrade_after`, or is
   `upgrade-failed`. A cordon it made is said to be its, not an admin's (`cordon_words`).
-- `left-cordoned`: NVSentinel's fault quarantine cordoned the node (`<prefix>cordon-by=NVSentinel`) and the
-  node's health conditions are healthy again: nothing uncordons it.
+- `left-cordoned`: NVSentinel's fault quarantine cordoned the node (its annotation
+  `quarantineHealthEventIsCordoned=True`) and the node's health conditions are healthy again. NVSentinel
+  uncordons a node itself once every check it tracks (`quarantineHealthEvent`) sent a healthy event; still
+  cordoned, that did not happen (its fault quarantine halted, or the event never came). Its labels
+  `<labelPrefix>cordon-by` (NVSentinel, or `<agent>-<creator>` when forced), `cordon-reason` (the names of the rule
+  sets that matched) and `cordon-timestamp` stay after a manual uncordon: they alone do not say it cordoned the node.
 
 How long: the times the components write where they write one (the upgrade controller's start-time
-annotations, in Unix seconds; NVSentinel's `cordon-timestamp` label, `2006-01-02T15-04-05Z`; a condition's
+annotations, in Unix seconds; NVSentinel's `cordon-timestamp` label, `2006-01-02T15-04-05Z` UTC; a condition's
 lastTransitionTime); else when gputui first saw the state (`StateMemory`): a state already there at its
 first look began before it (`exact` False) and is not called stuck for its age alone.
 """
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -48,8 +53,10 @@ UPGRADE_STARTED = {"wait-for-jobs-required": "nvidia.com/gpu-driver-upgrade-wait
                    "validation-required": "nvidia.com/gpu-driver-upgrade-validation-start-time"}
 UPGRADE_WAS_CORDONED = "nvidia.com/gpu-driver-upgrade.node-initial-state.unschedulable"  # cordoned before the upgrade
 
-NVSENTINEL = "NVSentinel"
-CORDON_BY, CORDON_AT, CORDON_REASON = "cordon-by", "cordon-timestamp", "cordon-reason"  # after NVSentinel's label prefix
+# NVSentinel's fault quarantine (NVIDIA/NVSentinel fault-quarantine/pkg/common/common.go, reconciler.go).
+QUARANTINE_CORDONED = "quarantineHealthEventIsCordoned"  # "True" while the cordon is its own
+QUARANTINE_EVENTS = "quarantineHealthEvent"  # JSON: the health events it holds the node for
+CORDON_AT, CORDON_REASON = "cordon-timestamp", "cordon-reason"  # after its label prefix (`k8saas.nvidia.com/`)
 
 
 @dataclass(frozen=True)
@@ -151,12 +158,24 @@ def upgrade_findings(node: Node, memory: StateMemory, now: float, settings: Stuc
                    now, settings.upgrade_after)]
 
 
-def nvsentinel_prefix(node: Node) -> str | None:
-    """The label prefix of NVSentinel's cordon on the node (`k8saas.nvidia.com/`), None when it did not cordon it."""
-    for key, value in node.labels.items():
-        if value == NVSENTINEL and key.endswith("/" + CORDON_BY):
-            return key.removesuffix(CORDON_BY)
-    return None
+def nvsentinel_cordoned(node: Node) -> bool:
+    """NVSentinel's fault quarantine holds the node cordoned."""
+    return node.unschedulable and node.annotations.get(QUARANTINE_CORDONED) == "True"
+
+
+def _nvsentinel_label(node: Node, name: str) -> str | None:
+    """NVSentinel's `<labelPrefix><name>` label; the prefix is its configuration's (`k8saas.nvidia.com/` by default)."""
+    return next((v for k, v in node.labels.items() if k.endswith("/" + name)), None)
+
+
+def _quarantined_checks(node: Node) -> list[str]:
+    """The checks NVSentinel holds the node for: a JSON list of health events (one event in its older releases)."""
+    try:
+        events = json.loads(node.annotations.get(QUARANTINE_EVENTS) or "[]")
+    except ValueError:
+        return []
+    events = events if isinstance(events, list) else [events]
+    return sorted({e["checkName"] for e in events if isinstance(e, dict) and isinstance(e.get("checkName"), str)})
 
 
 def _paused(node: Node) -> tuple[str, ...]:
@@ -166,7 +185,7 @@ def _paused(node: Node) -> tuple[str, ...]:
 
 def _left(node: Node) -> bool:
     """Cordoned by NVSentinel, and no health condition is True any more."""
-    return node.unschedulable and nvsentinel_prefix(node) is not None and not health_condition_problems(node)
+    return nvsentinel_cordoned(node) and not health_condition_problems(node)
 
 
 def observe(node: Node, memory: StateMemory) -> None:
@@ -178,17 +197,17 @@ def observe(node: Node, memory: StateMemory) -> None:
 
 
 def left_cordoned(node: Node, memory: StateMemory, now: float) -> list[Finding]:
-    prefix = nvsentinel_prefix(node)
-    if prefix is None or not _left(node):
+    if not _left(node):
         memory.seen(node.name, "left-cordoned", None)
         return []
     healed = [c.since for c in node.conditions if c.type not in KUBELET_CONDITIONS and c.since is not None]
-    cordoned = _label_time(node.labels.get(prefix + CORDON_AT))
+    cordoned = _label_time(_nvsentinel_label(node, CORDON_AT))
     since, exact = memory.seen(node.name, "left-cordoned", True)
     if healed or cordoned is not None:
         since, exact = max([*healed, *([cordoned] if cordoned is not None else [])]), True
-    reason = node.labels.get(prefix + CORDON_REASON)
-    what = f"cordoned by NVSentinel{f' ({reason})' if reason else ''}, its health conditions healthy again: left cordoned"
+    checks, rules = ", ".join(_quarantined_checks(node)), _nvsentinel_label(node, CORDON_REASON)
+    what = (f"cordoned by NVSentinel{f' for {checks}' if checks else ''}{f' ({rules})' if rules else ''}, "
+            "its health conditions healthy again: left cordoned")
     return [_timed(Verdict.LEFT_CORDONED, what, since, exact, now, None)]
 
 
@@ -207,7 +226,7 @@ def cordon_words(node: Node) -> str | None:
     if state in UPGRADE_CORDONED and UPGRADE_WAS_CORDONED not in node.annotations:
         return (f"node is cordoned by the GPU driver upgrade ({UPGRADE_STATE}={state}), not by an admin: "
                 "the upgrade controller uncordons it when the upgrade is done")
-    if nvsentinel_prefix(node) is not None:
+    if nvsentinel_cordoned(node):
         return "node is cordoned by NVSentinel's fault quarantine: no new pods are scheduled on it"
     return None
 
@@ -220,7 +239,7 @@ def _unix(value: str | None) -> float | None:
 
 
 def _label_time(value: str | None) -> float | None:
-    """NVSentinel's label time, `2006-01-02T15-04-05Z` (a label value has no colons)."""
+    """NVSentinel's label time, `2006-01-02T15-04-05Z` in UTC (a label value has no colons)."""
     try:
         return datetime.strptime(value, "%Y-%m-%dT%H-%M-%SZ").replace(tzinfo=timezone.utc).timestamp() if value else None
     except ValueError:

@@ -43,7 +43,7 @@ class Verdict(str, Enum):
     MIG_STUCK = "mig-stuck", "MIG change stuck", "MIG stuck"  # shown with its age: `MIG stuck 42m`
     DRIVER_UPGRADE_STUCK = "driver-upgrade-stuck", "driver upgrade stuck", "upgrade stuck"
     OVERCOMMITTED = "overcommitted", "overcommitted", "overcommit"
-    TAINTED = "tainted", "tainted"  # shown with the taint's key: `taint nvidia.com/gpu-xid-error`
+    TAINTED = "tainted", "tainted"  # shown with the taint's key: `taint nvidia.com/gpu-error`
     SEVERAL_PLUGINS = "several-plugins", "several plugins", "2+ plugins"
     LEFT_CORDONED = "left-cordoned", "left cordoned", "", WARNING  # by NVSentinel, healthy again
     CORDONED = "cordoned", "cordoned", "", WARNING

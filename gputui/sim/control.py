@@ -16,7 +16,8 @@
                   {"action": "mig-state", "node": "mig-1", "state": "pending"}   the MIG manager's state
                   {"action": "upgrade-state", "node": "gpu-1", "state": "drain-required"}   the driver upgrade's
                   {"action": "quarantine", "node": "gpu-1", "condition": "GpuXidError", "message": "XID 79"}  NVSentinel
-                  {"action": "heal", "node": "gpu-1", "condition": "GpuXidError"}   healthy again, left cordoned
+                  {"action": "heal", "node": "gpu-1", "condition": "GpuXidError", "halted": false}   healthy again:
+                                                                   uncordoned, or left cordoned when halted
                   {"action": "compute-domain", "namespace": "ml", "name": "nvl-train", "joined": ["nvl-1"],
                    "notReady": []}                                 which IMEX daemons of a ComputeDomain started
     GET  /faults                                                   what is active
@@ -141,9 +142,11 @@ async def apply(sim: "SimCluster", request: dict[str, Any]) -> str:
             faults.quarantine(node, condition, message)
             return f"{node}: {condition} True, cordoned by NVSentinel"
         if action == "heal":
-            node, condition = _text(request, "node"), _text(request, "condition")
-            faults.heal(node, condition)
-            return f"{node}: {condition} False, still cordoned"
+            node, condition, halted = _text(request, "node"), _text(request, "condition"), request.get("halted", False)
+            if not isinstance(halted, bool):
+                raise ControlError("halted is true or false")
+            faults.heal(node, condition, halted)
+            return f"{node}: {condition} False" + (", still cordoned (fault quarantine halted)" if halted else "")
         if action == "compute-domain":
             namespace, name = _text(request, "namespace"), _text(request, "name")
             joined, not_ready = request.get("joined"), request.get("notReady") or []

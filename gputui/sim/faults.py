@@ -26,7 +26,8 @@ GPU plumbing states (sim/behaviour/plumbing.py says how each component writes th
     sim.faults.mig_state("mig-1", "pending")          # the MIG manager at work: its GPU clients paused
     sim.faults.upgrade_state("gpu-1", "drain-required")  # the driver upgrade controller's state (and cordon)
     sim.faults.quarantine("gpu-1", "GpuXidError", "XID 79")  # NVSentinel: the condition True, the node cordoned
-    sim.faults.heal("gpu-1", "GpuXidError")           # the condition False again; the cordon stays
+    sim.faults.heal("gpu-1", "GpuXidError")           # the condition False again; NVSentinel uncordons
+    sim.faults.heal("gpu-1", "GpuXidError", halted=True)  # ... its fault quarantine halted: the cordon stays
 """
 from __future__ import annotations
 
@@ -238,13 +239,15 @@ class Faults:
         """NVSentinel: a health monitor sets `condition` True, its fault quarantine cordons the node."""
         if not _LABEL_VALUE.fullmatch(condition):
             raise ValueError(f"condition type {condition!r} is not a name")
+        plumbing.monitor(condition)  # a check one of its monitors sends
         now = b.utcnow()
         self._change_node(node_name, lambda obj: plumbing.quarantine(obj, condition, message or f"{condition} failed", now))
 
-    def heal(self, node_name: str, condition: str) -> None:
-        """The monitor finds the node healthy again (`condition` False); the cordon stays."""
+    def heal(self, node_name: str, condition: str, halted: bool = False) -> None:
+        """The monitor finds the node healthy again (`condition` False); NVSentinel lifts its quarantine once no
+        check holds it, unless its fault quarantine is `halted` (the cordon stays)."""
         now = b.utcnow()
-        self._change_node(node_name, lambda obj: plumbing.heal(obj, condition, now))
+        self._change_node(node_name, lambda obj: plumbing.heal(obj, condition, now, halted=halted))
 
     def compute_domain(self, namespace: str, name: str, joined: list[str], not_ready: list[str]) -> str:
         """The ComputeDomain's IMEX daemons: those on `joined` started (Ready unless in `not_ready`), the others

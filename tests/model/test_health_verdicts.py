@@ -58,16 +58,16 @@ def test_unusual_taints_on_gpu_nodes_are_verdicts_the_usual_ones_are_not():
         {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},  # keeps CPU pods off: usual
         {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"},  # Kubernetes' own for cordoned
         {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"},
-        {"key": "nvidia.com/gpu-xid-error", "value": "true", "effect": "NoSchedule"},  # NVSentinel's opt-in taint
+        {"key": "nvidia.com/gpu-error", "value": "fatal", "effect": "NoSchedule"},  # NVSentinel's chart's example taint
         {"key": "example.com/draining", "effect": "NoExecute"},
         {"key": "example.com/prefer-not", "effect": "PreferNoSchedule"},  # only a preference
     ]
     s = summary(gpu_node(taints=taints), plugin_pod("g"))
     assert [(p.code, p.subject, p.message) for p in s.problems] == [
-        ("tainted", "nvidia.com/gpu-xid-error", "taint nvidia.com/gpu-xid-error=true:NoSchedule keeps new pods that do not tolerate it off this node"),
+        ("tainted", "nvidia.com/gpu-error", "taint nvidia.com/gpu-error=fatal:NoSchedule keeps new pods that do not tolerate it off this node"),
         ("tainted", "example.com/draining", "taint example.com/draining:NoExecute evicts the pods that do not tolerate it"),
     ]
-    assert render.verdicts(s.problems, width=26).plain == "✗ taint gpu-xid-error +1"
+    assert render.verdicts(s.problems, width=26).plain == "✗ taint gpu-error +1"
     # a CPU node's taints are its own business
     cpu = node("c", taints=[{"key": "example.com/draining", "effect": "NoExecute"}])
     assert summary(cpu).problems == []

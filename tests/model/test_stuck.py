@@ -9,10 +9,13 @@ import time
 import pytest
 import pytest_asyncio
 
+from gputui.kube import stuck
 from gputui.kube.config import connect
 from gputui.kube.model import ClusterModel
+from gputui.kube.records import Node, node_from
 from gputui.kube.verdicts import Verdict
 from gputui.sim import SimCluster
+from tests.model.objects import node
 from tests.model.scenario import FAST, until
 from tests.model.test_report import report_of
 
@@ -100,13 +103,38 @@ async def test_a_driver_upgrade_cordons_says_so_is_stuck_past_its_threshold_and_
 
 
 async def test_a_node_nvsentinel_left_cordoned_once_healthy_again(sim, watched):
+    """Its fault quarantine halted, NVSentinel does not act on the healthy event: the node stays cordoned."""
     model, _ = watched
     sim.faults.quarantine("dra-1", "GpuMemWatch", "uncorrectable ECC")
     cordon = await until(lambda: problems(model, "dra-1", Verdict.CORDONED), what="quarantined")
     assert "NVSentinel" in cordon[0] and problems(model, "dra-1", Verdict.LEFT_CORDONED) == []  # still unhealthy
-    sim.faults.heal("dra-1", "GpuMemWatch")
+    sim.faults.heal("dra-1", "GpuMemWatch", halted=True)
     [left] = await until(lambda: problems(model, "dra-1", Verdict.LEFT_CORDONED), what="left cordoned")
-    assert left.startswith("cordoned by NVSentinel (GpuMemWatch), its health conditions healthy again: left cordoned for ")
+    assert left.startswith("cordoned by NVSentinel for GpuMemWatch (GPU-fatal-error-ruleset), its health conditions "
+                           "healthy again: left cordoned for ")
+
+
+async def test_nvsentinel_lifts_its_quarantine_once_every_check_it_holds_the_node_for_is_healthy(sim, watched):
+    model, _ = watched
+    sim.faults.quarantine("gpu-1", "GpuMemWatch", "uncorrectable ECC")
+    sim.faults.quarantine("gpu-1", "SysLogsXIDError", "Xid 79")
+    await until(lambda: problems(model, "gpu-1", Verdict.CORDONED), what="quarantined")
+    sim.faults.heal("gpu-1", "GpuMemWatch")  # SysLogsXIDError still holds it
+    await until(lambda: not any("GpuMemWatch" in p for p in problems(model, "gpu-1", Verdict.HEALTH_CONDITION)), what="healed")
+    assert problems(model, "gpu-1", Verdict.CORDONED) and not problems(model, "gpu-1", Verdict.LEFT_CORDONED)
+    sim.faults.heal("gpu-1", "SysLogsXIDError")
+    await until(lambda: not problems(model, "gpu-1", Verdict.CORDONED), what="uncordoned by NVSentinel")
+    assert not problems(model, "gpu-1", Verdict.LEFT_CORDONED)
+    record = model.node("gpu-1")
+    assert record is not None
+    labels = record.labels
+    assert labels["k8saas.nvidia.com/uncordon-by"] == "NVSentinel" and "k8saas.nvidia.com/cordon-by" not in labels
+    assert "dgxc.nvidia.com/nvsentinel-state" not in labels
+
+
+async def test_a_check_no_nvsentinel_monitor_sends_is_refused(sim):
+    with pytest.raises(ValueError, match="NVSentinel"):
+        sim.faults.quarantine("gpu-1", "NVSwitchFatal")
 
 
 async def test_the_report_says_what_a_single_look_can(sim, watched):
@@ -115,7 +143,7 @@ async def test_the_report_says_what_a_single_look_can(sim, watched):
     sim.faults.mig_state("mig-1", "failed")
     sim.faults.upgrade_state("ts-1", "upgrade-failed")
     sim.faults.quarantine("dra-1", "GpuMemWatch", "uncorrectable ECC")
-    sim.faults.heal("dra-1", "GpuMemWatch")
+    sim.faults.heal("dra-1", "GpuMemWatch", halted=True)
     try:
         rc, out, _ = await report_of("--kubeconfig", str(sim.kubeconfig_path), "-o", "json")
         data = json.loads(out)
@@ -129,3 +157,24 @@ async def test_the_report_says_what_a_single_look_can(sim, watched):
     finally:
         sim.faults.mig_state("mig-1", "success")
         sim.faults.upgrade_state("ts-1", "upgrade-done")
+
+
+def _nvsentinel_node(annotations: dict[str, str], cordon_by: str = "NVSentinel") -> Node:
+    obj = node("n", labels={"k8saas.nvidia.com/cordon-by": cordon_by, "k8saas.nvidia.com/cordon-reason": "GPU-fatal-error-ruleset",
+                            "k8saas.nvidia.com/cordon-timestamp": "2026-01-02T03-04-05Z"}, unschedulable=True)
+    obj["metadata"]["annotations"] = annotations
+    return node_from(obj)
+
+
+async def test_the_cordon_is_nvsentinels_by_its_annotation_not_by_the_labels_a_manual_uncordon_leaves():
+    """NVSentinel keeps its cordon-* labels when an admin uncordons the node (it notes
+    quarantinedNodeUncordonedManually): a later cordon is the admin's. A forced quarantine's cordon-by names the
+    agent and its creator, not NVSentinel; quarantineHealthEventIsCordoned says the cordon is NVSentinel's."""
+    recordonned = _nvsentinel_node({"quarantinedNodeUncordonedManually": "True"})
+    assert stuck.cordon_words(recordonned) is None and stuck.left_cordoned(recordonned, stuck.StateMemory(), 0.0) == []
+    events = '[{"agent": "gpu-health-monitor", "checkName": "GpuMemWatch", "isFatal": true}]'
+    forced = _nvsentinel_node({"quarantineHealthEvent": events, "quarantineHealthEventIsCordoned": "True"}, "ops-tool-u1")
+    assert stuck.cordon_words(forced) == "node is cordoned by NVSentinel's fault quarantine: no new pods are scheduled on it"
+    [left] = stuck.left_cordoned(forced, stuck.StateMemory(), 0.0)
+    assert left.problem is not None and left.problem.message.startswith(
+        "cordoned by NVSentinel for GpuMemWatch (GPU-fatal-error-ruleset), its health conditions healthy again: left cordoned")

@@ -66,7 +66,7 @@ async def test_every_stuck_state_is_there_at_the_start(sim):
     [failed] = problems_of(data, "up-2")[Verdict.DRIVER_UPGRADE_STUCK]
     assert failed.startswith("the GPU driver upgrade failed")
     [left] = problems_of(data, "nvs-1")[Verdict.LEFT_CORDONED]
-    assert left.startswith("cordoned by NVSentinel (GpuMemWatch)") and left.endswith("left cordoned for 120m")
+    assert left.startswith("cordoned by NVSentinel for GpuMemWatch (GPU-fatal-error-ruleset)") and left.endswith("left cordoned for 120m")
     [domain] = data["compute_domains"]
     assert (domain["namespace"], domain["name"], domain["status"], domain["num_nodes"]) == ("ml", "nvl-train", "NotReady", 4)
     assert [(n["name"], n["status"]) for n in domain["nodes"]] == [("nvl-1", "Ready"), ("nvl-2", "NotReady")]

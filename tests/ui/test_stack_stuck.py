@@ -32,7 +32,8 @@ async def test_the_stack_screen_lists_each_stuck_finding_with_its_age(stuck_clus
         assert "✗ up-1: the GPU driver upgrade is in wait-for-jobs-required (nvidia.com/gpu-driver-upgrade-state=" \
                "wait-for-jobs-required) for 120m" in lines  # driver-upgrade-stuck, aged from the controller's own start time
         assert any(line.startswith("✗ up-2: the GPU driver upgrade failed") for line in lines)
-        assert "! nvs-1: cordoned by NVSentinel (GpuMemWatch), its health conditions healthy again: left cordoned for 120m" in lines
+        assert ("! nvs-1: cordoned by NVSentinel for GpuMemWatch (GPU-fatal-error-ruleset), its health conditions healthy again: "
+                "left cordoned for 120m") in lines
 
 
 async def test_at_80x24_the_findings_that_do_not_fit_are_counted_and_f_lists_them_all(stuck_cluster):

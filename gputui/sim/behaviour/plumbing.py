@@ -7,14 +7,19 @@
   `nvidia.com/gpu-driver-upgrade-state`, the node cordoned from cordon-required to uncordon-required (noting a
   cordon that was there before in `...node-initial-state.unschedulable`), the start of wait-for-jobs-required
   and validation-required in annotations, in Unix seconds;
-- NVSentinel: a health monitor's condition (True: the problem), and its fault quarantine's cordon with the
-  labels `k8saas.nvidia.com/cordon-by=NVSentinel`, `cordon-reason`, `cordon-timestamp` (`2006-01-02T15-04-05Z`)
-  and the `quarantineHealthEvent` annotation.
+- NVSentinel (NVIDIA/NVSentinel): its platform connector's node condition, typed after the health check
+  (`<check>IsNotHealthy` True, `<check>IsHealthy` False with `No Health Failures`); its fault quarantine's cordon
+  (the chart's default rule sets cordon and taint nothing) with the annotations `quarantineHealthEvent` (a JSON list
+  of the events it holds the node for) and `quarantineHealthEventIsCordoned=True`, the labels
+  `k8saas.nvidia.com/cordon-by=NVSentinel`, `cordon-reason` (the matching rule set's name, made a label value),
+  `cordon-timestamp` (`2006-01-02T15-04-05Z`, UTC) and `dgxc.nvidia.com/nvsentinel-state=quarantined`. Once every
+  check it holds the node for sent a healthy event it lifts all that and labels `uncordon-by`, `uncordon-timestamp`.
 
 Each function changes a node object in place (a store mutation's body)."""
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 from typing import Any
 
@@ -37,9 +42,15 @@ UPGRADE_INITIAL = "nvidia.com/gpu-driver-upgrade.node-initial-state.unschedulabl
 UPGRADE_STARTS = {"wait-for-jobs-required": "nvidia.com/gpu-driver-upgrade-wait-for-pod-completion-start-time",
                   "validation-required": "nvidia.com/gpu-driver-upgrade-validation-start-time"}
 
-NVSENTINEL_PREFIX = "k8saas.nvidia.com/"
+NVSENTINEL_PREFIX = "k8saas.nvidia.com/"  # the chart's fault-quarantine labelPrefix
 NVSENTINEL_STATE = "dgxc.nvidia.com/nvsentinel-state"
 QUARANTINE_ANNOTATION = "quarantineHealthEvent"
+QUARANTINE_CORDONED = "quarantineHealthEventIsCordoned"
+UNCORDONED_MANUALLY = "quarantinedNodeUncordonedManually"
+_CORDON_LABELS = ("cordon-by", "cordon-reason", "cordon-timestamp")
+# Which monitor sends a check, and the chart's rule set that cordons for its fatal events.
+MONITORS = {"Gpu": ("gpu-health-monitor", "GPU fatal error ruleset"),
+            "SysLogs": ("syslog-health-monitor", "Syslog fatal error ruleset")}
 
 
 def _labels(node: Obj) -> dict[str, str]:
@@ -97,21 +108,59 @@ def set_condition(node: Obj, kind: str, problem: bool, reason: str, message: str
     conditions.append(b.node_condition(kind, status, reason, message, stamp, stamp))
 
 
-def quarantine(node: Obj, kind: str, message: str, now: datetime) -> None:
-    """NVSentinel: the monitor's condition True, then the fault quarantine's cordon."""
-    set_condition(node, kind, True, kind + "IsNotHealthy", message, now)
-    labels = _labels(node)
+def monitor(check: str) -> tuple[str, str]:
+    """(agent, rule set) of a health check: `GpuMemWatch` (the GPU health monitor's DCGM watches, GpuXidError),
+    `SysLogsXIDError` (the syslog monitor's)."""
+    for prefix, found in MONITORS.items():
+        if check.startswith(prefix):
+            return found
+    raise ValueError(f"health check {check!r}: not one of NVSentinel's GPU or syslog monitors' (Gpu..., SysLogs...)")
+
+
+def _events(node: Obj) -> list[Obj]:
+    return json.loads(_annotations(node).get(QUARANTINE_ANNOTATION) or "[]")
+
+
+def quarantine(node: Obj, check: str, message: str, now: datetime) -> None:
+    """NVSentinel: a fatal health event: the check's condition True, then the fault quarantine's cordon; a node it
+    holds already only gets the event added to its annotation."""
+    agent, rule_set = monitor(check)
+    set_condition(node, check, True, check + "IsNotHealthy", message, now)
+    labels, annotations = _labels(node), _annotations(node)
+    event = {"version": 1, "agent": agent, "componentClass": "GPU", "checkName": check, "isFatal": True,
+             "isHealthy": False, "message": message, "nodeName": node["metadata"]["name"]}
+    held = _events(node)
+    if not any(e.get("checkName") == check for e in held):
+        annotations[QUARANTINE_ANNOTATION] = json.dumps([*held, event])
+    if held:
+        return
+    annotations.pop(UNCORDONED_MANUALLY, None)
+    annotations[QUARANTINE_CORDONED] = "True"
     labels[NVSENTINEL_PREFIX + "cordon-by"] = "NVSentinel"
-    labels[NVSENTINEL_PREFIX + "cordon-reason"] = kind
+    labels[NVSENTINEL_PREFIX + "cordon-reason"] = re.sub(r"[^a-zA-Z0-9_.-]", "-", rule_set)[:63].strip("-")
     labels[NVSENTINEL_PREFIX + "cordon-timestamp"] = now.strftime("%Y-%m-%dT%H-%M-%SZ")
     labels[NVSENTINEL_STATE] = "quarantined"
-    name = node["metadata"]["name"]
-    _annotations(node)[QUARANTINE_ANNOTATION] = json.dumps([{"nodeName": name, "checkName": kind, "isFatal": True,
-                                                             "isHealthy": False, "message": message}])
     node.setdefault("spec", {})["unschedulable"] = True
 
 
-def heal(node: Obj, kind: str, now: datetime) -> None:
-    """The monitor finds the node healthy again: its condition False. The cordon stays (the break-fix flow that
-    would lift it is not simulated): the node is left cordoned."""
-    set_condition(node, kind, False, kind + "IsHealthy", "No Health Failures", now)
+def heal(node: Obj, check: str, now: datetime, *, halted: bool = False) -> None:
+    """The monitor finds the node healthy again: its condition False. The fault quarantine drops the check and,
+    none left, lifts its quarantine; `halted` (its circuit breaker tripped, or it is not running): it does not, and
+    the node is left cordoned."""
+    set_condition(node, check, False, check + "IsHealthy", "No Health Failures", now)
+    held = _events(node)
+    if halted or not held:
+        return
+    labels, annotations = _labels(node), _annotations(node)
+    left = [e for e in held if e.get("checkName") != check]
+    if left:
+        annotations[QUARANTINE_ANNOTATION] = json.dumps(left)
+        return
+    for key in (QUARANTINE_ANNOTATION, QUARANTINE_CORDONED):
+        annotations.pop(key, None)
+    for name in _CORDON_LABELS:
+        labels.pop(NVSENTINEL_PREFIX + name, None)
+    labels.pop(NVSENTINEL_STATE, None)
+    labels[NVSENTINEL_PREFIX + "uncordon-by"] = "NVSentinel"
+    labels[NVSENTINEL_PREFIX + "uncordon-timestamp"] = now.strftime("%Y-%m-%dT%H-%M-%SZ")
+    node.setdefault("spec", {}).pop("unschedulable", None)

@@ -9,7 +9,7 @@ codes mig-stuck, driver-upgrade-stuck, left-cordoned), each state written as its
                         annotation): the node cordoned by the upgrade, its job still running
     up-2 (8x H100)      the GPU driver upgrade failed (upgrade-failed), the node cordoned by it
     nvs-1 (8x H100)     NVSentinel quarantined it 3 hours ago for GpuMemWatch, whose condition is healthy again
-                        since 2 hours: left cordoned
+                        since 2 hours; its fault quarantine halted (circuit breaker tripped) before that: left cordoned
     nvl-1..nvl-4        ml/nvl-train, a ComputeDomain of NVIDIA's DRA driver made 2 hours ago for 4 nodes: the Job's
                         pods run on all four with their channel claims, but only nvl-1 (Ready) and nvl-2
                         (NotReady) joined: the domain is NotReady (compute-domain-not-ready)
@@ -78,5 +78,5 @@ def build(now: datetime | None = None) -> list[Obj]:
     plumbing.set_upgrade_state(c.nodes["up-2"], "drain-required", c.now - timedelta(hours=3))
     plumbing.set_upgrade_state(c.nodes["up-2"], "upgrade-failed", c.now - timedelta(hours=1))
     plumbing.quarantine(c.nodes["nvs-1"], "GpuMemWatch", "uncorrectable ECC errors on GPU 3", c.now - timedelta(hours=3))
-    plumbing.heal(c.nodes["nvs-1"], "GpuMemWatch", c.now - timedelta(hours=2))
+    plumbing.heal(c.nodes["nvs-1"], "GpuMemWatch", c.now - timedelta(hours=2), halted=True)
     return c.objects(["default", "kube-system", OPERATOR_NS, "ml"])
