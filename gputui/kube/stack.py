@@ -164,10 +164,12 @@ class StackDaemonSet:
 @dataclass(frozen=True)
 class ClusterPolicyStatus:
     """The GPU Operator's custom resource: a ClusterPolicy, or the DRA-based GPUCluster (operator v26.x,
-    `nvidia.com/v1alpha1`, a singleton, never beside a ClusterPolicy); both report `status.state` and conditions."""
+    `nvidia.com/v1alpha1`, a singleton named gpu-cluster, not reconciled beside a ClusterPolicy); both report
+    `status.state` and the conditions Ready and Error, written alike (the operator's internal/conditions)."""
 
     name: str
-    state: str  # ready, notReady, ignored, disabled, or "unknown" before the operator reports
+    # ready, notReady, ignored (a ClusterPolicy not reconciled), disabled, or "unknown" before the operator reports
+    state: str
     message: str | None
     kind: str = "ClusterPolicy"  # or "GPUCluster"
     since: float | None = None  # when its Ready condition last changed (how long it has been notReady)
@@ -182,8 +184,8 @@ def cluster_policy_status(policy: dict) -> ClusterPolicyStatus:
     message = None
     if state != "ready":
         conditions = status.get("conditions") or []
-        # The Ready=False condition carries "ClusterPolicy is not ready; states not ready: [...]";
-        # Error=True says why reconciling failed.
+        # The operator writes why on Error=True ("ClusterPolicy is not ready; states not ready: [...]", a
+        # GPUCluster's "Waiting for operand pods to be ready"), Ready=False with no message; Ready's first.
         for ctype, wanted in (("Ready", "False"), ("Error", "True")):
             for cond in conditions:
                 if cond.get("type") == ctype and cond.get("status") == wanted and cond.get("message"):
@@ -239,7 +241,7 @@ def detect_stack(daemonsets: Iterable[DaemonSet], cluster_policies: Iterable[dic
     found.sort(key=lambda d: (COMPONENTS.index(d.component), d.install == "other", d.namespace, d.name))
     # A ClusterPolicy before a GPUCluster (the two are not meant to be together), then by name.
     policies = sorted(cluster_policies, key=lambda p: (p.get("kind") == "GPUCluster", _meta(p).get("name", "")))
-    # Several ClusterPolicies (or GPUClusters): the operator reconciles one and marks the others "ignored".
+    # Several ClusterPolicies: the operator reconciles one and marks the others "ignored" (a GPUCluster is one).
     active = next((p for p in policies if (p.get("status") or {}).get("state") != "ignored"), policies[0] if policies else None)
     operator_sets = [d for d in found if d.install == "operator"]
     if active is not None or operator_sets:

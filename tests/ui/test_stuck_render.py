@@ -39,7 +39,7 @@ def test_the_stack_screen_lists_stuck_plumbing_with_its_age_and_counts_the_rest(
 
 
 def test_the_stack_screen_names_a_gpu_cluster_and_how_long_it_is_not_ready():
-    policy = stack.ClusterPolicyStatus("gpu-cluster", "notReady", "states not ready: [state-dra-driver]", "GPUCluster", 0.0)
+    policy = stack.ClusterPolicyStatus("gpu-cluster", "notReady", "Waiting for operand pods to be ready", "GPUCluster", 0.0)
     problems = stack.policy_problems(policy, 7200.0)
     lines = stack_summary(stack.Stack("gpu-operator", "operator", "gpu-operator", policy), "notReady", problems, [], now=7200.0).plain.splitlines()
-    assert "GPUCluster gpu-cluster ✗ notReady for 120m: states not ready: [state-dra-driver]" in lines  # kubectl's age
+    assert "GPUCluster gpu-cluster ✗ notReady for 120m: Waiting for operand pods to be ready" in lines  # kubectl's age
