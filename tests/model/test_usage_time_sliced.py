@@ -22,6 +22,7 @@ from tests.model.test_usage_prometheus import time_sliced
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 TICK = 0.5
 NOTE = "GPU-h on shared GPUs: their use cannot be split between pods"
+SAMPLE_SLACK = 0.4
 
 
 def exporter_defaults(objects: list[dict]) -> list[dict]:
@@ -68,11 +69,13 @@ async def test_no_pod_is_credited_with_a_time_sliced_gpus_use(server, use_rules)
     assert view.method == (RULES if use_rules else RAW)
     rows, shared = shared_row(view)
     assert shared.allocated_h > 0 and (shared.used_h, shared.measured_h, shared.idle_h, shared.ratio) == (None, 0, None, None)
-    assert shared.shared_h == pytest.approx(shared.allocated_h, rel=0.25)
+    # Two series scraped apart over a 3-s window hold one sample (or, with the rules, one 2-s evaluation) more or
+    # less of each other: 2/3 of a figure is as near as they come.
+    assert shared.shared_h == pytest.approx(shared.allocated_h, rel=SAMPLE_SLACK)
     assert shared.notes[0].endswith(NOTE)
     # The GPUs of the other nodes (whole, MIG) are measured as before.
     for key in (("ml", "nvidia_com_gpu"), ("research", "nvidia_com_mig_1g_10gb")):
-        assert rows[key].measured_h == pytest.approx(rows[key].allocated_h, rel=0.25) and rows[key].shared_h == 0, key
+        assert rows[key].measured_h == pytest.approx(rows[key].allocated_h, rel=SAMPLE_SLACK) and rows[key].shared_h == 0, key
 
 
 async def test_the_report_marks_the_figures(server):
