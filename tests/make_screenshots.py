@@ -1,4 +1,4 @@
-"""Write screenshots/*.svg from the demo cluster: the main screen, the GPU stack, node details, the plugin logs,
+"""Write screenshots/*.svg from the demo cluster: the main screen, the GPU stack, the Health view, node details, the plugin logs,
 the Usage screen (with Debian's `prometheus` and `promtool`; skipped, saying so, without them).
 
     python tests/make_screenshots.py [--out screenshots]
@@ -61,6 +61,12 @@ async def shoot(kubeconfig: str, out: Path) -> list[Path]:
         app.screen.table.move_cursor(row=app.screen.table.row_index(STACK_NODE), column=STACK_COMPONENT)
         await pilot.pause(0.5)
         written.append(Path(app.save_screenshot("stack.svg", str(out))))
+        await pilot.press("escape")
+
+        await pilot.press("h")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "HealthScreen" and "XID" in getattr(app.screen, "text", ""))
+        await pilot.pause(0.5)
+        written.append(Path(app.save_screenshot("health.svg", str(out))))
         await pilot.press("escape")
 
         app.jump_to_node(DETAILS_NODE)
