@@ -91,7 +91,7 @@ class MainScreen(Screen[None]):
         self._ready()
 
 
-class GpuTuiApp(StackActions, VerifyActions, IdleActions, HealthActions, CoalescedRefresh, TerminalWatch, App[None]):
+class GpuTuiApp(StackActions, VerifyActions, IdleActions, HealthActions, CoalescedRefresh, App[None]):
     CSS_PATH = str(stylesheet())
     TITLE = "gputui"
     COMMANDS = App.COMMANDS | {GpuCommands}
@@ -155,6 +155,10 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, HealthActions, Coalesc
         self.plugin_pane = PluginPane()  # the selected node's device plugin: its info line and log
         self._main_ready = False
         self._focus_before_logs: Widget | None = None
+        self.terminal = TerminalWatch(self)  # a hung-up terminal or a quit signal ends the app (session.py)
+
+    def on_mount(self) -> None:
+        self.terminal.start()
 
     # -- colours -------------------------------------------------------------------
     def get_line_filters(self) -> Sequence[LineFilter]:
@@ -354,7 +358,7 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, HealthActions, Coalesc
             if self.fleet is not None:
                 await self.fleet.stop()
         finally:
-            self.session_cleaned_up()
+            self.terminal.cleaned_up()
 
     def _fatal_error(self) -> None:
         # Textual's end after an exception nothing caught: it would print the traceback with its locals

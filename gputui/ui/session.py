@@ -23,7 +23,7 @@ import signal
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Awaitable, Callable, Protocol
 
 QUIT_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)  # SIGINT: kill -INT (ctrl+c is a key in the app)
 HANGUP_CHECK_INTERVAL = 1.0  # seconds between looks at the terminal
@@ -32,11 +32,7 @@ HANGUP_EXIT_STATUS = 128 + signal.SIGHUP
 _GONE = select.POLLHUP | select.POLLERR | select.POLLNVAL
 
 if TYPE_CHECKING:
-    from textual.app import App
-
-    _AppBase = App[None]  # a part of GpuTuiApp: type-checked with Textual's App for a base
-else:
-    _AppBase = object
+    from textual.timer import Timer
 
 
 def terminal_gone(fds: tuple[int, ...]) -> bool:
@@ -67,41 +63,56 @@ def _exit_soon(delay: float, status: int) -> None:
     threading.Thread(target=end, name="gputui-exit", daemon=True).start()
 
 
-class TerminalWatch(_AppBase):
-    """App mix-in: when the terminal hangs up (SIGHUP, or seen gone), clean up and end."""
+class SessionHost(Protocol):
+    """The app, as the terminal watch needs it."""
 
-    _hung_up = False
-    if TYPE_CHECKING:
-        def stop_drawing(self) -> None: ...  # app.py: the screens may go from here on
+    @property
+    def is_headless(self) -> bool: ...
+    def set_interval(self, interval: float, callback: Callable[[], object], *, name: str | None = None) -> Timer: ...
+    def call_later(self, callback: Callable[[], Awaitable[None]]) -> bool: ...
+    async def action_quit(self) -> None: ...
+    def stop_drawing(self) -> None:
+        """The app is ending: no refresh draws from here on."""
+    def exit(self, result: None = None, return_code: int = 0) -> None: ...
 
-    def on_mount(self) -> None:  # Textual calls each class's handler along the MRO
+
+class TerminalWatch:
+    """The app's: when the terminal hangs up (SIGHUP, or seen gone), clean up and end."""
+
+    def __init__(self, app: SessionHost) -> None:
+        self._app = app
+        self._hung_up = False
+        self._terminal_fds: tuple[int, ...] = ()
+
+    def start(self) -> None:
+        """The app is mounted: the quit signals and a look at the terminal once a second."""
         loop = asyncio.get_running_loop()
         for sig in QUIT_SIGNALS:
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no signals here
                 loop.add_signal_handler(sig, self._quit_on_signal, sig)
         self._terminal_fds = _terminal_fds()
-        if self._terminal_fds and not self.is_headless:  # tests and pipes have no terminal to lose
-            self.set_interval(HANGUP_CHECK_INTERVAL, self._look_at_terminal, name="gputui-terminal-watch")
+        if self._terminal_fds and not self._app.is_headless:  # tests and pipes have no terminal to lose
+            self._app.set_interval(HANGUP_CHECK_INTERVAL, self._look_at_terminal, name="gputui-terminal-watch")
 
     def _quit_on_signal(self, sig: int) -> None:
         if sig == signal.SIGHUP:
-            self.terminal_lost()
+            self.lost()
         else:
-            self.call_later(self.action_quit)  # as `q`: verification pods deleted first
+            self._app.call_later(self._app.action_quit)  # as `q`: verification pods deleted first
 
     def _look_at_terminal(self) -> None:
         if terminal_gone(self._terminal_fds):
-            self.terminal_lost()
+            self.lost()
 
-    def terminal_lost(self) -> None:
+    def lost(self) -> None:
         """End the app, once; its unmount deletes running verification pods and closes the connection."""
         if self._hung_up:
             return
         self._hung_up = True
-        self.stop_drawing()
-        self.exit(return_code=HANGUP_EXIT_STATUS)
+        self._app.stop_drawing()
+        self._app.exit(return_code=HANGUP_EXIT_STATUS)
 
-    def session_cleaned_up(self) -> None:
+    def cleaned_up(self) -> None:
         """Called last by the app's unmount, on every way out, once its pods and connection are dealt with:
         the signals go back to their defaults and, after a hangup, the process ends a little later
         whatever Textual's restore of the terminal that is gone does."""

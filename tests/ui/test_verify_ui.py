@@ -237,7 +237,7 @@ async def test_a_hangup_cut_short_by_textual_still_deletes_the_pod_before_the_pr
     async with app.run_test(size=(120, 40)) as pilot:
         await confirmed(app, pilot, "gpu-shared")
         await wait_for(pilot, lambda: verification_pods(cluster), timeout=30, what="the pod created")
-        app.terminal_lost()
+        app.terminal.lost()
         app.panic("the input thread failed on the closed terminal")  # leaving the block waits for the app's end
     assert pods_when_ending == [[]]
 
