@@ -34,7 +34,7 @@ from . import keys, render
 from .capacity import CapacityScreen
 from .colour import ReadableMonochrome, few_colours, readable, use_sixteen_colours
 from .commands import GpuCommands
-from .health import HealthActions
+from .health import BadGpuNotes, HealthScreen
 from .idle import IdleActions
 from .header import About, ClusterHeader
 from .nodes_pane import NodesPane
@@ -91,7 +91,7 @@ class MainScreen(Screen[None]):
         self._ready()
 
 
-class GpuTuiApp(StackActions, VerifyActions, IdleActions, HealthActions, CoalescedRefresh, App[None]):
+class GpuTuiApp(StackActions, VerifyActions, IdleActions, CoalescedRefresh, App[None]):
     CSS_PATH = str(stylesheet())
     TITLE = "gputui"
     COMMANDS = App.COMMANDS | {GpuCommands}
@@ -149,9 +149,10 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, HealthActions, Coalesc
         self._filter_target: KeyedTable | None = None
         self._narrow: bool | None = None
         self._layout: tuple[bool, int] | None = None  # (narrow, width) the columns were laid out for
+        self.bad_gpu_notes = BadGpuNotes(self)  # the GPU pods pane's note of a pod on a bad GPU (health.py)
         self.cluster_header = ClusterHeader(self._about, lambda: self.nodes_pane.summaries, lambda: self.pods_pane.pending_words)
         self.nodes_pane = NodesPane(self.with_mark)  # its columns, rows and summaries; the refresh says when to show
-        self.pods_pane = PodsPane(self._request, self.pod_note, self.changed_bad_gpu_notes)  # its columns, rows and stale pods
+        self.pods_pane = PodsPane(self._request, self.pod_note, self.bad_gpu_notes.changed)  # its columns, rows and stale pods
         self.plugin_pane = PluginPane()  # the selected node's device plugin: its info line and log
         self._main_ready = False
         self._focus_before_logs: Widget | None = None
@@ -224,6 +225,10 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, HealthActions, Coalesc
 
     def show_now(self, view: ModelView) -> None:
         view.show(self.model, self.view_context())
+
+    def request_refresh(self, *parts: str) -> None:
+        """For the app's parts: these parts of the screen redrawn at the next coalesced refresh (refresh.py)."""
+        self._request(*parts)
 
     def main_screen_ready(self) -> None:
         """The panes exist: start connecting."""
@@ -468,7 +473,7 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, HealthActions, Coalesc
 
     def pod_note(self, entry: gpu.GpuPod) -> Text | None:
         """A GPU pod's row note: on a bad GPU (ui/health.py) first, else its GPU use (ui/idle.py)."""
-        return self.bad_gpu_note(entry) or self.idle_note(entry)
+        return self.bad_gpu_notes.note(entry) or self.idle_note(entry)
 
     def node_details(self, name: str) -> NodeDetails | None:
         """The node's details as its screen would show them now (tests)."""
@@ -488,6 +493,9 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, HealthActions, Coalesc
         anywhere else the app quits, as `q` does."""
         if not self.interrupt_verification():
             await self.action_quit()
+
+    def action_health(self) -> None:
+        self.push_screen(HealthScreen())
 
     def action_capacity(self) -> None:
         self.push_screen(CapacityScreen())

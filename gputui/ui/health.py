@@ -4,7 +4,7 @@ pod on a bad GPU (`on bad GPU: XID 79 3m ago`). The screen renders what the mode
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Callable, Protocol
 
 from rich.text import Text
 from textual.binding import Binding
@@ -18,14 +18,9 @@ from .page import ModelPage
 from .seam import ViewContext
 
 if TYPE_CHECKING:
-    from textual.app import App
     from textual.timer import Timer
 
     from gputui.kube.model import ClusterModel
-
-    _AppBase = App[None]  # a part of GpuTuiApp: type-checked with Textual's App for a base
-else:
-    _AppBase = object
 
 
 def health_text(gpus: list[health.BadGpu], now: float, old_after: float, pods_known: bool) -> Text:
@@ -108,52 +103,54 @@ def _shown(note: Text | None) -> tuple[str, str] | None:
 NOTES_INTERVAL = 1.0  # the bad GPUs are looked at again at most once a second, and only when an input changed
 
 
-class HealthActions(_AppBase):
-    """Mixed into GpuTuiApp: `h`, and the note of each GPU pod on a bad GPU. The notes are computed for every pod
-    at once, when an input of the bad GPUs changed (a DCGM reading, a node, a DRA object, a pod: `health_input_changed`)
-    and at most once a second; `changed_bad_gpu_notes` gives the pods whose note changed, the only rows redrawn."""
+class HealthHost(Protocol):
+    """The app, as the bad GPUs' notes need it."""
 
-    # the app's, read here
-    model: ClusterModel | None
-    if TYPE_CHECKING:
-        def _request(self, *parts: str, soon: bool = False) -> None: ...  # ui/refresh.py
+    @property
+    def model(self) -> ClusterModel | None: ...
+    def set_timer(self, delay: float, callback: Callable[[], object]) -> Timer: ...
+    def request_refresh(self, *parts: str) -> None:
+        """These parts of the screen redrawn at the next coalesced refresh."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._bad_gpu_notes: dict[tuple[str, str], Text] = {}
+
+class BadGpuNotes:
+    """The app's: the note of each GPU pod on a bad GPU. The notes are computed for every pod at once, when an input
+    of the bad GPUs changed (a DCGM reading, a node, a DRA object, a pod: `input_changed`) and at most once a second;
+    `changed` gives the pods whose note changed, the only rows redrawn."""
+
+    def __init__(self, app: HealthHost) -> None:
+        self._app = app
+        self._notes: dict[tuple[str, str], Text] = {}
         self._notes_of: tuple[ClusterModel | None, float] = (None, float("-inf"))  # (model, monotonic time) the notes were computed for, at
-        self._notes_dirty = True
-        self._notes_due: Timer | None = None  # a timer for the next look, while one is too soon
+        self._dirty = True
+        self._due: Timer | None = None  # a timer for the next look, while one is too soon
 
-    def action_health(self) -> None:
-        self.push_screen(HealthScreen())
+    def input_changed(self) -> None:
+        self._dirty = True
 
-    def health_input_changed(self) -> None:
-        self._notes_dirty = True
-
-    def changed_bad_gpu_notes(self) -> set[tuple[str, str]]:
+    def changed(self) -> set[tuple[str, str]]:
         """Look at the bad GPUs again if an input changed: the pods whose note appeared, changed or went. Too soon
         after the last look: a refresh of the pods when it is due."""
-        model = self.model
+        model = self._app.model
         seen_model, at = self._notes_of
-        if model is None or (not self._notes_dirty and seen_model is model):
+        if model is None or (not self._dirty and seen_model is model):
             return set()
         now = time.monotonic()
         if seen_model is model and now - at < NOTES_INTERVAL:
-            if self._notes_due is None:
-                self._notes_due = self.set_timer(NOTES_INTERVAL - (now - at), self._notes_due_now)
+            if self._due is None:
+                self._due = self._app.set_timer(NOTES_INTERVAL - (now - at), self._due_now)
             return set()
-        self._notes_dirty = False
+        self._dirty = False
         self._notes_of = (model, now)
-        before, after = self._bad_gpu_notes, pod_note(model.bad_gpus(), model.clock()) if model.pods_known else {}
-        self._bad_gpu_notes = after
+        before, after = self._notes, pod_note(model.bad_gpus(), model.clock()) if model.pods_known else {}
+        self._notes = after
         return {key for key in before.keys() | after.keys() if _shown(before.get(key)) != _shown(after.get(key))}
 
-    def _notes_due_now(self) -> None:
-        self._notes_due = None
-        self._request("pods")
+    def _due_now(self) -> None:
+        self._due = None
+        self._app.request_refresh("pods")
 
-    def bad_gpu_note(self, entry: GpuPod) -> Text | None:
+    def note(self, entry: GpuPod) -> Text | None:
         if entry.pod.node is None:
             return None
-        return self._bad_gpu_notes.get(entry.pod.key)
+        return self._notes.get(entry.pod.key)

@@ -39,6 +39,8 @@ AGE_INTERVAL = 5.0  # ages tick on their own; a cell is redrawn only when its te
 if TYPE_CHECKING:
     from textual.app import App
 
+    from .health import BadGpuNotes
+
     _AppBase = App[None]  # a part of GpuTuiApp: type-checked with Textual's App for a base
 else:
     _AppBase = object
@@ -60,7 +62,7 @@ class CoalescedRefresh(_AppBase):
     nodes_pane: NodesPane
     pods_pane: PodsPane
     plugin_pane: PluginPane
-    health_input_changed: Callable[[], None]  # ui/health.py: the bad GPUs' inputs changed
+    bad_gpu_notes: BadGpuNotes  # ui/health.py: told when the bad GPUs' inputs changed
     if TYPE_CHECKING:
         def view_context(self, now: float | None = None) -> ViewContext: ...  # app.py: what a screen reads besides the model
         def follow_node_cursor(self) -> None: ...  # app.py: the other panes follow the Nodes pane's visible cursor
@@ -98,7 +100,7 @@ class CoalescedRefresh(_AppBase):
 
     def _age_tick(self) -> None:
         self.pods_pane.note_all()  # their ages: looked at like any change, a slice at a time
-        self.health_input_changed()  # the notes' ages (`on bad GPU: XID 79 3m ago`)
+        self.bad_gpu_notes.input_changed()  # the notes' ages (`on bad GPU: XID 79 3m ago`)
         self._request("pods", "plugin")
         if self.cluster_header.readings:
             self._request("header")  # the DCGM readings' age
@@ -111,7 +113,7 @@ class CoalescedRefresh(_AppBase):
         """Called by the model once per applied event: note what is stale, refresh later."""
         self._changes += 1
         if change.kind in HEALTH_INPUTS:
-            self.health_input_changed()  # the pods on a bad GPU are looked at again at the next refresh of the pods
+            self.bad_gpu_notes.input_changed()  # the pods on a bad GPU are looked at again at the next refresh of the pods
         if change.kind == PODS:
             self.pods_pane.note_stale(change.key)
             if self.model is not None and self.model.summary_generation == self.nodes_pane.generation:
