@@ -35,7 +35,7 @@ from .capacity import CapacityScreen
 from .colour import ReadableMonochrome, few_colours, readable, use_sixteen_colours
 from .commands import GpuCommands
 from .health import BadGpuNotes, HealthScreen
-from .idle import IdleActions
+from .idle import IdleFigures, IdleScreen
 from .header import About, ClusterHeader
 from .nodes_pane import NodesPane
 from .pods_pane import PodsPane
@@ -91,7 +91,7 @@ class MainScreen(Screen[None]):
         self._ready()
 
 
-class GpuTuiApp(StackActions, VerifyActions, IdleActions, CoalescedRefresh, App[None]):
+class GpuTuiApp(StackActions, VerifyActions, CoalescedRefresh, App[None]):
     CSS_PATH = str(stylesheet())
     TITLE = "gputui"
     COMMANDS = App.COMMANDS | {GpuCommands}
@@ -149,6 +149,7 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, CoalescedRefresh, App[
         self._filter_target: KeyedTable | None = None
         self._narrow: bool | None = None
         self._layout: tuple[bool, int] | None = None  # (narrow, width) the columns were laid out for
+        self.idle = IdleFigures(self, self.idle_settings)  # the pods' GPU use, kept fresh (idle.py)
         self.bad_gpu_notes = BadGpuNotes(self)  # the GPU pods pane's note of a pod on a bad GPU (health.py)
         self.cluster_header = ClusterHeader(self._about, lambda: self.nodes_pane.summaries, lambda: self.pods_pane.pending_words)
         self.nodes_pane = NodesPane(self.with_mark)  # its columns, rows and summaries; the refresh says when to show
@@ -216,7 +217,7 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, CoalescedRefresh, App[
     def view_context(self, now: float | None = None) -> ViewContext:
         """What screens read besides the model, now (now: the clock's reading, when already taken)."""
         return ViewContext(now=self.clock() if now is None else now, width=self.size.width, selected_node=self.selected_node,
-                           namespaces=self.namespaces, idle=self.idle_view, all_nodes=self.pods_all_nodes)
+                           namespaces=self.namespaces, idle=self.idle.view, all_nodes=self.pods_all_nodes)
 
     def _about(self) -> About:
         """The connection, as the header says it."""
@@ -302,7 +303,7 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, CoalescedRefresh, App[
         if self.model.metrics.background_interval > 0:
             self.model.metrics.start_background()  # XIDs in the Nodes pane and the header, not only in details
         self._when_synced(self.model)
-        self.start_idle()
+        self.idle.start()
         self.usage_feed.attach(self.conn.api)
         self.check_leftovers()
         self._refresh_views()
@@ -326,7 +327,7 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, CoalescedRefresh, App[
         self._refresh_views()
 
     async def _disconnect(self) -> None:
-        await self.stop_idle()
+        await self.idle.stop()
         await self.usage_feed.stop()
         if self._unsubscribe is not None:
             self._unsubscribe()
@@ -473,11 +474,11 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, CoalescedRefresh, App[
 
     def pod_note(self, entry: gpu.GpuPod) -> Text | None:
         """A GPU pod's row note: on a bad GPU (ui/health.py) first, else its GPU use (ui/idle.py)."""
-        return self.bad_gpu_notes.note(entry) or self.idle_note(entry)
+        return self.bad_gpu_notes.note(entry) or self.idle.note(entry)
 
     def node_details(self, name: str) -> NodeDetails | None:
         """The node's details as its screen would show them now (tests)."""
-        return node_details(self.model, name, self.idle_view) if self.model is not None else None
+        return node_details(self.model, name, self.idle.view) if self.model is not None else None
 
     def jump_to_node(self, name: str) -> None:
         table = self.nodes_table
@@ -493,6 +494,9 @@ class GpuTuiApp(StackActions, VerifyActions, IdleActions, CoalescedRefresh, App[
         anywhere else the app quits, as `q` does."""
         if not self.interrupt_verification():
             await self.action_quit()
+
+    def action_idle(self) -> None:
+        self.push_screen(IdleScreen(self.idle_settings))
 
     def action_health(self) -> None:
         self.push_screen(HealthScreen())

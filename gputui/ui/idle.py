@@ -1,8 +1,8 @@
 """Idle allocated GPUs in the app: the Idle GPUs screen (`i`), the words the pod rows and node details
-use, and the app's mix-in that keeps the figures fresh (kube/idle.py's IdleTracker).
+use, and the app's IdleFigures, which keeps the figures fresh (kube/idle.py's IdleTracker).
 
 The tracker takes every exporter reading the model makes (the background reads, the details node's
-fast ones) as samples. The mix-in asks it for the figures: from Prometheus (one query) every
+fast ones) as samples. IdleFigures asks it for the figures: from Prometheus (one query) every
 IDLE_REFRESH seconds, from the samples after each read (at most once every IDLE_COALESCE seconds),
 a slice of the pods at a time; the screen follows.
 Renderers are pure: figures in, Text out, every cluster string through gputui.sanitize.
@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from typing import TYPE_CHECKING, Callable, Coroutine, Protocol
 
 from rich.text import Text
-from textual import work
 from textual.binding import Binding
 
 from gputui.kube.duration import human_duration
@@ -27,17 +27,14 @@ from .page import ModelPage
 from .seam import ViewContext
 
 if TYPE_CHECKING:
-    from textual.app import App
+    from textual.notifications import SeverityLevel
+    from textual.worker import Worker
 
     from gputui.kube.config import Connection
     from gputui.kube.gpu import GpuPod
     from gputui.kube.idle import Holder
     from gputui.kube.metrics import NodeMetrics
     from gputui.kube.model import ClusterModel
-
-    _AppBase = App[None]  # a part of GpuTuiApp: type-checked with Textual's App for a base
-else:
-    _AppBase = object
 
 IDLE_REFRESH = 10.0  # seconds between two Prometheus queries (and looks at the samples while no read comes)
 IDLE_COALESCE = 2.0  # the samples' figures are worked out at most every 2 s, however fast the reads come
@@ -158,51 +155,60 @@ class IdleScreen(ModelPage):
         return idle_text(context.idle, self.settings, context.width - 2)
 
 
-class IdleActions(_AppBase):
-    """Mixed into GpuTuiApp: the tracker of the connected model, its latest figures (`idle_view`) and `i`."""
+class IdleHost(Protocol):
+    """The app, as the idle figures need it."""
 
-    # the app's, read here
-    idle_settings: IdleSettings
-    model: ClusterModel | None
-    conn: Connection | None
-    if TYPE_CHECKING:
-        def redraw_pod_rows(self) -> None: ...  # ui/refresh.py
+    @property
+    def model(self) -> ClusterModel | None: ...
+    @property
+    def conn(self) -> Connection | None: ...
+    def run_worker(self, work: Callable[[], Coroutine[None, None, None]], name: str | None = ..., group: str = ...,
+                   description: str = ..., exit_on_error: bool = ..., start: bool = ..., exclusive: bool = ...) -> Worker[None]: ...
+    def notify(self, message: str, *, title: str = ..., severity: SeverityLevel = ..., timeout: float | None = ...,
+               markup: bool = ...) -> None: ...
+    def redraw_pod_rows(self) -> None:
+        """Every GPU pod's row looked at again at the next coalesced refresh."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.idle_view: IdleView | None = None
-        self._idle_tracker: IdleTracker | None = None
 
-    def action_idle(self) -> None:
-        self.push_screen(IdleScreen(self.idle_settings))
+class IdleFigures:
+    """The app's: the tracker of the connected model and its latest figures (`view`, None before the first)."""
 
-    def idle_note(self, entry: GpuPod) -> Text | None:
-        model = self.model
+    def __init__(self, app: IdleHost, settings: IdleSettings) -> None:
+        self._app = app
+        self.settings = settings
+        self.view: IdleView | None = None
+        self._tracker: IdleTracker | None = None
+        self._worker: Worker[None] | None = None
+
+    def note(self, entry: GpuPod) -> Text | None:
+        """What a GPU pod's row says of its use."""
+        model = self._app.model
         metrics = model.node_metrics(entry.pod.node) if model is not None and entry.pod.node else None
-        return row_note(self.idle_view, entry, metrics)
+        return row_note(self.view, entry, metrics)
 
-    def start_idle(self) -> None:
-        """Follow the connected model's exporter reads and keep the figures fresh, until stop_idle()."""
-        model, conn = self.model, self.conn
+    def start(self) -> None:
+        """Follow the connected model's exporter reads and keep the figures fresh, until stop()."""
+        model, conn = self._app.model, self._app.conn
         if model is None or conn is None:
             return
-        self.idle_view = None
-        tracker = self._idle_tracker = IdleTracker(conn.api, self.idle_settings, scope=conn.server)
-        self._follow_idle(model, tracker)
+        self.view = None
+        tracker = self._tracker = IdleTracker(conn.api, self.settings, scope=conn.server)
+        self._worker = self._app.run_worker(partial(self._follow, model, tracker), "follow_idle", group="idle", exclusive=True)
 
-    async def stop_idle(self) -> None:
-        self.workers.cancel_group(self, "idle")
-        tracker, self._idle_tracker = self._idle_tracker, None
+    async def stop(self) -> None:
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            worker.cancel()
+        tracker, self._tracker = self._tracker, None
         if tracker is not None:
             with contextlib.suppress(HistoryError):
                 await tracker.close()
 
-    @work(group="idle", exclusive=True)
-    async def _follow_idle(self, model: ClusterModel, tracker: IdleTracker) -> None:
+    async def _follow(self, model: ClusterModel, tracker: IdleTracker) -> None:
         try:
             await tracker.open()
         except HistoryError as error:
-            self.notify(f"{error}; the samples are kept in memory only", severity="warning", timeout=15, markup=False)
+            self._app.notify(f"{error}; the samples are kept in memory only", severity="warning", timeout=15, markup=False)
             tracker.store.history = None  # nothing to write
         unhook = tracker.follow(model.metrics)
         # An exporter's state changing (known once the DaemonSets are, not running, gone) changes its pods' words too:
@@ -214,11 +220,11 @@ class IdleActions(_AppBase):
             while True:
                 tracker.store.changed.clear()
                 try:
-                    self.idle_view = await tracker.refresh(await self._holders(model))
+                    self.view = await tracker.refresh(await self._holders(model))
                 except HistoryError as error:  # the store keeps the samples in memory from now on
-                    self.notify(f"{error}; the samples are kept in memory only", severity="warning", timeout=15, markup=False)
-                self.idle_changed()
-                if self.idle_view is not None and self.idle_view.source == PROMETHEUS:
+                    self._app.notify(f"{error}; the samples are kept in memory only", severity="warning", timeout=15, markup=False)
+                self.changed()
+                if self.view is not None and self.view.source == PROMETHEUS:
                     await asyncio.sleep(IDLE_REFRESH)
                     continue
                 await set_within(tracker.store.changed, IDLE_REFRESH)  # the samples' figures follow the reads
@@ -237,6 +243,6 @@ class IdleActions(_AppBase):
             out.extend(holders(model, pods=pods[start:start + SLICE]))
         return out
 
-    def idle_changed(self) -> None:
+    def changed(self) -> None:
         """New figures: the pod rows and the top screen follow (the coalesced refresh)."""
-        self.redraw_pod_rows()
+        self._app.redraw_pod_rows()

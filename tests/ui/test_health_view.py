@@ -47,7 +47,7 @@ async def test_a_new_xid_marks_the_pods_on_that_gpu_and_its_end_clears_the_mark(
     ages' tick, new idle figures) is put off for the test, and the pod itself does not change."""
     monkeypatch.setattr(app_module, "AGE_INTERVAL", 3600.0)
     app = app_on(cluster)
-    app.idle_changed = lambda: None
+    monkeypatch.setattr(app.idle, "changed", lambda: None)
     async with app.run_test(size=(120, 40)) as pilot:
         await show_all_pods(pilot, 6)
         await app.model.metrics.poll_once()

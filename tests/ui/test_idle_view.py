@@ -56,8 +56,8 @@ def rows(text: str) -> list[list[str]]:
 async def test_the_screen_rows_and_details_agree_with_the_profiles(profiled_cluster, size):
     app = live_app(profiled_cluster)
     async with app.run_test(size=size) as pilot:
-        await wait_for(pilot, lambda: app.idle_view is not None and len(app.idle_view.pods) == 5
-                       and all(p.known and p.covered_s > 1 for p in app.idle_view.pods),
+        await wait_for(pilot, lambda: app.idle.view is not None and len(app.idle.view.pods) == 5
+                       and all(p.known and p.covered_s > 1 for p in app.idle.view.pods),
                        timeout=20, what="figures for every pod")
         screen = await idle_screen(pilot)
         await wait_for(pilot, lambda: "llm-train-0" in screen.text, what="the figures drawn")
@@ -91,12 +91,12 @@ async def test_no_samples_is_said_not_shown_as_zero(cluster):
     app = app_on(cluster)
     async with app.run_test(size=(120, 40)) as pilot:
         # Until the DaemonSets are read, every exporter is unknown; then the figures say there is none
-        await wait_for(pilot, lambda: app.idle_view is not None and len(app.idle_view.pods) == 5
-                       and {pod.why for pod in app.idle_view.pods} == {"no exporter on this node"}, what="the first figures")
+        await wait_for(pilot, lambda: app.idle.view is not None and len(app.idle.view.pods) == 5
+                       and {pod.why for pod in app.idle.view.pods} == {"no exporter on this node"}, what="the first figures")
         screen = await idle_screen(pilot)
         await wait_for(pilot, lambda: "finetune-a100-0" in screen.text, what="the pods")
         pods = [line for line in screen.text.splitlines()[1:] if "no exporter on this node" in line]
-        assert len(pods) == len(app.idle_view.pods) == 5  # every bound GPU pod, none with a figure, and why (issue 22)
+        assert len(pods) == len(app.idle.view.pods) == 5  # every bound GPU pod, none with a figure, and why (issue 22)
         assert "· no samples yet · window 60m ·" in screen.text.splitlines()[0]
         assert not re.search(r"\b0%|\b0s\b", screen.text)
         await pilot.press("escape")
@@ -135,10 +135,10 @@ FIXED = IdleView(EXPORTERS, 3600.0, 2520.0, tuple(sorted([
 
 async def fixed_figures(pilot) -> None:
     app = pilot.app
-    await wait_for(pilot, lambda: app.model is not None and app.idle_view is not None, what="the app to connect")
+    await wait_for(pilot, lambda: app.model is not None and app.idle.view is not None, what="the app to connect")
     app.workers.cancel_group(app, "idle")  # the live figures stop: the fixed ones stay
     await pilot.pause()
-    app.idle_view = FIXED
+    app.idle.view = FIXED
     await idle_screen(pilot)
     await wait_for(pilot, lambda: "finetune-a100-0" in screen_text(app), what="the fixed figures drawn")
     await pilot.pause(0.1)
