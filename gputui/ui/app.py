@@ -48,7 +48,7 @@ from .screens import HelpScreen, NodeDetails, NodeDetailsScreen, TextScreen, nod
 from .seam import ModelView, ViewContext
 from .session import TerminalWatch
 from .table import KeyedTable
-from .stack import StackActions
+from .stack import StackViews
 from .verify import VerifyActions, VerifySettings
 from .widgets import FilterBar, PluginLog
 
@@ -91,7 +91,7 @@ class MainScreen(Screen[None]):
         self._ready()
 
 
-class GpuTuiApp(StackActions, VerifyActions, CoalescedRefresh, App[None]):
+class GpuTuiApp(VerifyActions, CoalescedRefresh, App[None]):
     CSS_PATH = str(stylesheet())
     TITLE = "gputui"
     COMMANDS = App.COMMANDS | {GpuCommands}
@@ -149,6 +149,7 @@ class GpuTuiApp(StackActions, VerifyActions, CoalescedRefresh, App[None]):
         self._filter_target: KeyedTable | None = None
         self._narrow: bool | None = None
         self._layout: tuple[bool, int] | None = None  # (narrow, width) the columns were laid out for
+        self.stack = StackViews(self)  # the GPU stack's screens and this host's GPUs (stack.py)
         self.idle = IdleFigures(self, self.idle_settings)  # the pods' GPU use, kept fresh (idle.py)
         self.bad_gpu_notes = BadGpuNotes(self)  # the GPU pods pane's note of a pod on a bad GPU (health.py)
         self.cluster_header = ClusterHeader(self._about, lambda: self.nodes_pane.summaries, lambda: self.pods_pane.pending_words)
@@ -472,6 +473,13 @@ class GpuTuiApp(StackActions, VerifyActions, CoalescedRefresh, App[None]):
     def show_node(self, name: str) -> None:
         self.push_screen(NodeDetailsScreen(name, on_show=lambda: self.want_node_metrics(name)))
 
+    def want_node_metrics(self, node: str) -> Callable[[], None]:
+        """Poll the node's DCGM exporter until the returned release() is called (a details screen is shown)."""
+        model = self.model
+        if model is None:
+            return lambda: None
+        return model.metrics.want([node])
+
     def pod_note(self, entry: gpu.GpuPod) -> Text | None:
         """A GPU pod's row note: on a bad GPU (ui/health.py) first, else its GPU use (ui/idle.py)."""
         return self.bad_gpu_notes.note(entry) or self.idle.note(entry)
@@ -494,6 +502,12 @@ class GpuTuiApp(StackActions, VerifyActions, CoalescedRefresh, App[None]):
         anywhere else the app quits, as `q` does."""
         if not self.interrupt_verification():
             await self.action_quit()
+
+    def action_stack(self) -> None:
+        self.stack.open()
+
+    def action_local_gpus(self) -> None:
+        self.stack.open_local()
 
     def action_idle(self) -> None:
         self.push_screen(IdleScreen(self.idle_settings))

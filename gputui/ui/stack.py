@@ -7,7 +7,7 @@ app calls `show(model, context)` (seam.py) on the top screen after each coalesce
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from rich.text import Text
 from textual import on, work
@@ -31,15 +31,11 @@ from .table import KeyedTable
 from .widgets import PluginLog
 
 if TYPE_CHECKING:
-    from textual.app import App
+    from textual.widget import AwaitMount
 
     from gputui.kube.client import Client
     from gputui.kube.config import Connection
     from gputui.kube.model import ClusterModel
-
-    _AppBase = App[None]  # a part of GpuTuiApp: type-checked with Textual's App for a base
-else:
-    _AppBase = object
 
 COMPONENT_LOG_TAIL = 50
 LOCAL_INTERVAL = 2.0  # seconds between NVML snapshots while the Local screen is shown
@@ -320,28 +316,30 @@ class LocalScreen(Screen[None]):
         self.app.pop_screen()
 
 
-class StackActions(_AppBase):
-    """Mixed into GpuTuiApp: `s` the Stack screen and a component's logs, `g` the Local screen, and the DCGM
-    metrics demand of node details (polled only while a details screen is shown)."""
+class StackHost(Protocol):
+    """The app, as the GPU stack's screens need it."""
 
-    # the app's, read here
-    model: ClusterModel | None
-    conn: Connection | None
+    @property
+    def screen(self) -> Screen[object]: ...
+    @property
+    def conn(self) -> Connection | None: ...
+    def push_screen(self, screen: Screen[None]) -> AwaitMount: ...
 
-    def action_stack(self) -> None:
-        if not isinstance(self.screen, StackScreen):
-            self.push_screen(StackScreen(self.open_component_logs))
+
+class StackViews:
+    """The app's: `s` the Stack screen and a component's logs, `g` the Local screen."""
+
+    def __init__(self, app: StackHost) -> None:
+        self._app = app
+
+    def open(self) -> None:
+        if not isinstance(self._app.screen, StackScreen):
+            self._app.push_screen(StackScreen(self.open_component_logs))
 
     def open_component_logs(self, node: str, component: str) -> None:
-        self.push_screen(ComponentLogScreen(node, component, self.conn.api if self.conn is not None else None))
+        conn = self._app.conn
+        self._app.push_screen(ComponentLogScreen(node, component, conn.api if conn is not None else None))
 
-    def action_local_gpus(self) -> None:
-        if not isinstance(self.screen, LocalScreen):
-            self.push_screen(LocalScreen())
-
-    def want_node_metrics(self, node: str) -> Callable[[], None]:
-        """Poll the node's DCGM exporter until the returned release() is called."""
-        model = self.model
-        if model is None:
-            return lambda: None
-        return model.metrics.want([node])
+    def open_local(self) -> None:
+        if not isinstance(self._app.screen, LocalScreen):
+            self._app.push_screen(LocalScreen())

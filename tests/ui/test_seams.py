@@ -86,7 +86,7 @@ MODEL_SCREENS: dict[str, tuple[Callable[[GpuTuiApp], Screen], str]] = {  # the s
     "capacity": (lambda app: CapacityScreen(), "Stranded"),
     "idle GPUs": (lambda app: IdleScreen(app.idle_settings), "no samples yet"),
     "queues": (lambda app: QueuesScreen(), "Kueue is not installed"),
-    "stack": (lambda app: StackScreen(app.open_component_logs), "standalone device plugin"),
+    "stack": (lambda app: StackScreen(app.stack.open_component_logs), "standalone device plugin"),
     "health": (lambda app: HealthScreen(), "device unhealthy (capacity 8, allocatable 7)"),
 }
 
