@@ -191,11 +191,19 @@ async def test_at_80_columns_a_components_reason_wraps_under_itself_not_at_the_m
     async with app.run_test(size=(80, 24)) as pilot:
         await connected(app, pilot)
         await show_details(app, pilot, "a100-1")  # operands switched off: each component says why, at length
-        lines = app.screen.text.splitlines()
-        at = lines.index("GPU stack on this node")
-        section = lines[at + 1:lines.index("Resources", at) - 1]
+
+        def stack_section() -> list[str] | None:  # once the details are laid out (a loaded machine: later)
+            lines = app.screen.text.splitlines()
+            if "GPU stack on this node" not in lines or "Resources" not in lines:
+                return None
+            at = lines.index("GPU stack on this node")
+            return lines[at + 1:lines.index("Resources", at) - 1]
+
+        await wait_for(pilot, lambda: stack_section() and app.screen.query_one("#details-body").content_region.width >= 74,
+                       what="the details laid out at 80 columns")
+        lines, section = app.screen.text.splitlines(), stack_section() or []
         room = app.screen.query_one("#details-body").content_region.width
-        assert room >= 74 and max(len(line) for line in section) <= room  # nothing left for the screen to wrap at the margin
+        assert max(len(line) for line in section) <= room  # nothing left for the screen to wrap at the margin
         assert all(line.startswith(("  driver", "  container-toolkit", "  device-plugin", "  gfd", "  dcgm-exporter",
                                     "  mig-manager", "  validator", "  nfd-worker", "      ")) for line in section)
         driver = lines.index(next(line for line in section if line.startswith("  driver ")))
