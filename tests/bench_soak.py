@@ -484,7 +484,7 @@ def fresh_rows(app: Any, fresh: Any) -> tuple[list[tuple[str, tuple]], list[tupl
     # the app's column widths, where it has them (cells are cut to fit their column)
     node_widths = (getattr(app, "node_widths", None),) if getattr(app, "node_widths", None) is not None else ()
     pod_widths = (getattr(app, "pod_widths", None),) if getattr(app, "pod_widths", None) is not None else ()
-    nodes = [(s.name, app.with_mark(s.name, node_row(s, narrow, mark, *node_widths))) for s in summaries]
+    nodes = [(s.name, app.verify.with_mark(s.name, node_row(s, narrow, mark, *node_widths))) for s in summaries]
     entries = {key: entry for key, pod in fresh.pods.records.items()
                if (not app.namespaces or key[0] in app.namespaces) and (entry := fresh.gpu_pod(pod)) is not None}
     # the work held back first (pending, the longest waiting first, then failing), then by namespace and name

@@ -49,7 +49,7 @@ from .seam import ModelView, ViewContext
 from .session import TerminalWatch
 from .table import KeyedTable
 from .stack import StackViews
-from .verify import VerifyActions, VerifySettings
+from .verify import VerifyFlow, VerifySettings
 from .widgets import FilterBar, PluginLog
 
 W = TypeVar("W", bound=Widget)
@@ -91,7 +91,7 @@ class MainScreen(Screen[None]):
         self._ready()
 
 
-class GpuTuiApp(VerifyActions, CoalescedRefresh, App[None]):
+class GpuTuiApp(CoalescedRefresh, App[None]):
     CSS_PATH = str(stylesheet())
     TITLE = "gputui"
     COMMANDS = App.COMMANDS | {GpuCommands}
@@ -133,10 +133,9 @@ class GpuTuiApp(VerifyActions, CoalescedRefresh, App[None]):
         self.resources = resources
         self.clock = clock
         self.model_options = model_options or {}
-        self.verify_settings = verify
         self.idle_settings = idle or IdleSettings(prometheus=None)
         self.usage_feed = UsageFeed(self.idle_settings.prometheus, on_update=self._request)  # the Usage screen's figures
-        self.marked_nodes: set[str] = set()  # space in the Nodes pane: `v` verifies these
+        self.verify = VerifyFlow(self, verify)  # marks, `v`, `V`, leftovers, and the pods deleted on the way out (verify/actions.py)
         self.conn: Connection | None = None
         self.error: str | None = None  # why the app could not start, for the command line
         self.model: ClusterModel | None = None
@@ -153,7 +152,7 @@ class GpuTuiApp(VerifyActions, CoalescedRefresh, App[None]):
         self.idle = IdleFigures(self, self.idle_settings)  # the pods' GPU use, kept fresh (idle.py)
         self.bad_gpu_notes = BadGpuNotes(self)  # the GPU pods pane's note of a pod on a bad GPU (health.py)
         self.cluster_header = ClusterHeader(self._about, lambda: self.nodes_pane.summaries, lambda: self.pods_pane.pending_words)
-        self.nodes_pane = NodesPane(self.with_mark)  # its columns, rows and summaries; the refresh says when to show
+        self.nodes_pane = NodesPane(self.verify.with_mark)  # its columns, rows and summaries; the refresh says when to show
         self.pods_pane = PodsPane(self._request, self.pod_note, self.bad_gpu_notes.changed)  # its columns, rows and stale pods
         self.plugin_pane = PluginPane()  # the selected node's device plugin: its info line and log
         self._main_ready = False
@@ -232,6 +231,10 @@ class GpuTuiApp(VerifyActions, CoalescedRefresh, App[None]):
         """For the app's parts: these parts of the screen redrawn at the next coalesced refresh (refresh.py)."""
         self._request(*parts)
 
+    def refresh_now(self, *parts: str) -> None:
+        """For the app's parts: these parts of the screen redrawn now (refresh.py)."""
+        self._refresh_views(parts)
+
     def main_screen_ready(self) -> None:
         """The panes exist: start connecting."""
         self._main_ready = True
@@ -306,7 +309,7 @@ class GpuTuiApp(VerifyActions, CoalescedRefresh, App[None]):
         self._when_synced(self.model)
         self.idle.start()
         self.usage_feed.attach(self.conn.api)
-        self.check_leftovers()
+        self.verify.check_leftovers()
         self._refresh_views()
         self._ask_version(self.conn)
 
@@ -349,7 +352,7 @@ class GpuTuiApp(VerifyActions, CoalescedRefresh, App[None]):
 
     async def action_quit(self) -> None:
         self.stop_drawing()
-        await self.stop_verifications()  # their pods are deleted over the connection closed next
+        await self.verify.stop()  # their pods are deleted over the connection closed next
         await self._disconnect()
         if self.fleet is not None:
             await self.fleet.stop()
@@ -360,7 +363,7 @@ class GpuTuiApp(VerifyActions, CoalescedRefresh, App[None]):
         and the verification workers' pods are deleted before the connection closes."""
         self.stop_drawing()
         try:
-            await self.stop_verifications()
+            await self.verify.stop()
             await self._disconnect()
             if self.fleet is not None:
                 await self.fleet.stop()
@@ -500,8 +503,17 @@ class GpuTuiApp(VerifyActions, CoalescedRefresh, App[None]):
     async def action_interrupt(self) -> None:
         """ctrl+c: a running verification on top is cancelled (its pod deleted, the screen says so);
         anywhere else the app quits, as `q` does."""
-        if not self.interrupt_verification():
+        if not self.verify.interrupt():
             await self.action_quit()
+
+    def action_mark_node(self) -> None:
+        self.verify.mark()
+
+    def action_verify(self) -> None:
+        self.verify.verify_chosen()
+
+    def action_verify_all(self) -> None:
+        self.verify.verify_all()
 
     def action_stack(self) -> None:
         self.stack.open()
@@ -581,7 +593,7 @@ class GpuTuiApp(VerifyActions, CoalescedRefresh, App[None]):
         self._refresh_views(("header", "pods"))
 
     def switch_context(self, context: str) -> None:
-        if self.verifications_running():  # reconnecting closes the connection their pods' deletion needs
+        if self.verify.running():  # reconnecting closes the connection their pods' deletion needs
             self.notify("a verification is running: cancel it (esc) before switching context", severity="warning", markup=False)
             return
         self.context = context
@@ -614,7 +626,7 @@ class GpuTuiApp(VerifyActions, CoalescedRefresh, App[None]):
             self.switch_context(context)
 
     def back_to_fleet(self) -> None:
-        if not self._fleet_installed or self.verifications_running():
+        if not self._fleet_installed or self.verify.running():
             return  # a running verification keeps its cluster on screen: esc cancels it there
         self.push_screen(FLEET_SCREEN)
 

@@ -373,7 +373,7 @@ async def test_several_marked_nodes_in_a_results_table(cluster, created):
             await wait_for(pilot, lambda: app.nodes_table.get_row("gpu-ok")[0].plain == "● gpu-ok", what="the mark shown")
             await on_node(app, pilot, "gpu-mig")
             await pilot.press("space", "space")  # marked, then unmarked
-            assert app.marked_nodes == {"gpu-ok", "gpu-driver-broken"}
+            assert app.verify.marked == {"gpu-ok", "gpu-driver-broken"}
 
             await pilot.press("v")
             dialog = await confirm(app, pilot)
@@ -391,7 +391,7 @@ async def test_several_marked_nodes_in_a_results_table(cluster, created):
             assert rows["gpu-ok"][4].startswith("known: the node condition GpuXidError")  # first: the column cuts the rest
             assert rows["gpu-driver-broken"][3] == "FAIL" and rows["gpu-driver-broken"][4].startswith("nvidia-smi failed (exit 9)")
             assert "known" not in rows["gpu-driver-broken"][4]
-            assert app.marked_nodes == set()  # the marks were used up
+            assert app.verify.marked == set()  # the marks were used up
             assert verification_pods(cluster) == []
 
             screen.table.move_cursor(row=screen.table.row_index("gpu-ok"))

@@ -5,7 +5,7 @@ exact pod spec, then a live screen follows one node (phase, events, logs,
 elapsed time, verdict) or a table follows several. Each screen runs the
 verification in a worker of the VERIFY_GROUP group that drives
 `gputui.kube.verify`; cancelling that worker (esc, ctrl+c, leaving the
-screen, quitting) deletes the pod, and `VerifyActions.stop_verifications`
+screen, quitting) deletes the pod, and `VerifyFlow.stop`
 lets the app wait for those deletions before it closes its connection.
 
 The modules, each depending only on those listed before it:
@@ -15,9 +15,9 @@ The modules, each depending only on those listed before it:
   live       VerifyScreen: one node, live
   results    VerifyManyScreen: several nodes in a results table
   leftovers  LeftoversScreen: pods an earlier run left behind
-  actions    VerifyActions: the app's mix-in (keys, leftovers at connection, quitting and cleanup)
+  actions    VerifyFlow: the app's part (keys, leftovers at connection, quitting and cleanup)
 """
-from .actions import MARK, STOP_TIMEOUT, VerifyActions
+from .actions import MARK, STOP_TIMEOUT, VerifyFlow, VerifyHost
 from .confirm import ConfirmVerifyScreen
 from .leftovers import LeftoversScreen
 from .live import VerifyScreen
@@ -37,7 +37,8 @@ __all__ = [
     "VERIFY_GROUP",
     "ConfirmVerifyScreen",
     "LeftoversScreen",
-    "VerifyActions",
+    "VerifyFlow",
+    "VerifyHost",
     "VerifyManyScreen",
     "VerifyScreen",
     "VerifySettings",

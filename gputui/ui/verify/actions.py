@@ -1,13 +1,13 @@
-"""The app's side of verification: the mix-in VerifyActions (marks, `v`, `V`, leftovers at connection)
+"""The app's side of verification: VerifyFlow (marks, `v`, `V`, leftovers at connection)
 and quitting (the signals that quit, waiting for the pods' deletion)."""
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING, Callable, Iterable
+from functools import partial
+from typing import TYPE_CHECKING, Callable, Coroutine, Protocol, TypeVar
 
 from rich.text import Text
-from textual import work
 from textual.worker import Worker
 
 from gputui.kube import verify as v
@@ -23,7 +23,10 @@ from .settings import READ_ONLY_MESSAGE, VERIFY_GROUP
 from .words import _error_text
 
 if TYPE_CHECKING:
-    from textual.app import App
+    from textual.notifications import SeverityLevel
+    from textual.screen import Screen, ScreenResultCallbackType
+    from textual.widget import AwaitMount
+    from textual.worker_manager import WorkerManager
 
     from gputui.kube.config import Connection
     from gputui.kube.model import ClusterModel
@@ -31,44 +34,61 @@ if TYPE_CHECKING:
     from ..table import KeyedTable
     from .settings import VerifySettings
 
-    _AppBase = App[None]  # a part of GpuTuiApp: type-checked with Textual's App for a base
-else:
-    _AppBase = object
-
 # Quit (deleting running verification pods first) on these rather than die: the terminal
 # closing (an ssh session dropped) or a plain `kill`. Ctrl+C is a key inside the self.
 STOP_TIMEOUT = v.DELETE_CONFIRM_TIMEOUT + 5.0  # how long quitting waits for the pods' deletion
 MARK = "● "
+R = TypeVar("R")
 
 
-class VerifyActions(_AppBase):
-    """Mixed into GpuTuiApp: space marks nodes, `v` verifies the marked or selected ones, `V` every GPU
-    node; at connection, leftovers of earlier runs are offered for deletion. Uses the app's connection,
-    model, selected node and Nodes table; never creates anything in read-only mode."""
+class VerifyHost(Protocol):
+    """The app, as verification needs it."""
 
-    # the app's, read here
-    verify_settings: VerifySettings
-    marked_nodes: set[str]
-    model: ClusterModel | None
-    conn: Connection | None
-    context: str | None
-    clock: Callable[[], float]
-    if TYPE_CHECKING:
-        @property
-        def nodes_table(self) -> KeyedTable: ...  # self.py
-        def _refresh_views(self, parts: Iterable[str] = ..., gathered: bool = False) -> None: ...  # ui/refresh.py
+    @property
+    def model(self) -> ClusterModel | None: ...
+    @property
+    def conn(self) -> Connection | None: ...
+    @property
+    def context(self) -> str | None: ...
+    @property
+    def clock(self) -> Callable[[], float]: ...
+    @property
+    def nodes_table(self) -> KeyedTable: ...
+    @property
+    def screen(self) -> Screen[object]: ...
+    @property
+    def workers(self) -> WorkerManager: ...
+    def push_screen(self, screen: Screen[R], callback: ScreenResultCallbackType[R] | None = ...) -> AwaitMount: ...
+    def notify(self, message: str, *, title: str = ..., severity: SeverityLevel = ..., timeout: float | None = ...,
+               markup: bool = ...) -> None: ...
+    def run_worker(self, work: Callable[[], Coroutine[None, None, None]], name: str | None = ..., group: str = ...,
+                   description: str = ..., exit_on_error: bool = ..., start: bool = ..., exclusive: bool = ...) -> Worker[None]: ...
+    def refresh_now(self, *parts: str) -> None:
+        """These parts of the screen redrawn now."""
+
+
+class VerifyFlow:
+    """The app's: space marks nodes, `v` verifies the marked or selected ones, `V` every GPU node; at
+    connection, leftovers of earlier runs are offered for deletion. Uses the app's connection, model and
+    Nodes table; never creates anything in read-only mode."""
+
+    def __init__(self, app: VerifyHost, settings: VerifySettings) -> None:
+        self._app = app
+        self.settings = settings
+        self.marked: set[str] = set()  # space in the Nodes pane: `v` verifies these
 
     # marks
-    def action_mark_node(self) -> None:
-        node = self.nodes_table.cursor_key
+    def mark(self) -> None:
+        """Space: the Nodes pane's cursor row marked, or no longer."""
+        node = self._app.nodes_table.cursor_key
         if node is None:
             return
-        self.marked_nodes ^= {node}
-        self._refresh_views(("nodes",))
+        self.marked ^= {node}
+        self._app.refresh_now("nodes")
 
     def with_mark(self, name: str, cells: tuple[Text, ...]) -> tuple[Text, ...]:
         """A Nodes row as shown: marked nodes get a dot before their name."""
-        if name not in self.marked_nodes:
+        if name not in self.marked:
             return cells
         marked = Cell(MARK, style="bold", full=haystack(cells[0]))
         marked.append_text(cells[0])
@@ -76,38 +96,43 @@ class VerifyActions(_AppBase):
 
     # starting
     def _refused_read_only(self) -> bool:
-        if self.verify_settings.read_only:
-            self.notify(READ_ONLY_MESSAGE, title="verify", severity="warning", markup=False)
-        return self.verify_settings.read_only
+        if self.settings.read_only:
+            self._app.notify(READ_ONLY_MESSAGE, title="verify", severity="warning", markup=False)
+        return self.settings.read_only
 
-    def action_verify(self) -> None:
+    def verify_chosen(self) -> None:
+        """`v`: the marked nodes, else the Nodes pane's cursor row."""
         if self._refused_read_only():
             return
-        cursor = self.nodes_table.cursor_key  # the visible cursor row, never a row the filter hides
-        nodes = sorted(self.marked_nodes) or ([cursor] if cursor else [])
+        cursor = self._app.nodes_table.cursor_key  # the visible cursor row, never a row the filter hides
+        nodes = sorted(self.marked) or ([cursor] if cursor else [])
         if not nodes:
-            self.notify("no node selected: choose one in the Nodes pane", title="verify", markup=False)
+            self._app.notify("no node selected: choose one in the Nodes pane", title="verify", markup=False)
             return
-        self._plan_verification(nodes)
+        self._plan(nodes)
 
-    def action_verify_all(self) -> None:
+    def verify_all(self) -> None:
+        """`V`: every GPU node."""
         if self._refused_read_only():
             return
-        model = self.model
+        model = self._app.model
         nodes = [s.name for s in model.node_summaries() if s.gpu_node] if model is not None else []
         if not nodes:
-            self.notify("no GPU nodes to verify", title="verify", markup=False)
+            self._app.notify("no GPU nodes to verify", title="verify", markup=False)
             return
-        self._plan_verification(nodes)
+        self._plan(nodes)
 
-    @work(group="verify-plan", exclusive=True)
+    def _plan(self, nodes: list[str]) -> None:
+        self._app.run_worker(partial(self._plan_verification, nodes), "plan_verification", group="verify-plan", exclusive=True)
+
     async def _plan_verification(self, nodes: list[str]) -> None:
         """Read each node and plan its pod (API calls, off the widgets), then ask for confirmation."""
-        conn = self.conn
+        app = self._app
+        conn = app.conn
         if conn is None:
-            self.notify("not connected yet", title="verify", markup=False)
+            app.notify("not connected yet", title="verify", markup=False)
             return
-        settings = self.verify_settings
+        settings = self.settings
         namespace = settings.namespace or conn.namespace
         results = await asyncio.gather(
             *(v.plan_verification(conn.api, node, settings.options, namespace, settings.rng) for node in nodes), return_exceptions=True
@@ -117,68 +142,72 @@ class VerifyActions(_AppBase):
             if isinstance(result, v.Plan):
                 plans.append(result)
             elif isinstance(result, Exception):
-                self.notify(f"cannot verify {clean(node, 63)}: {clean(_error_text(result), 300)}", title="verify", severity="error", markup=False)
+                app.notify(f"cannot verify {clean(node, 63)}: {clean(_error_text(result), 300)}", title="verify", severity="error", markup=False)
             else:
                 raise result  # cancellation
         if plans:
-            self.push_screen(ConfirmVerifyScreen(plans, self.context), lambda confirmed: self._confirmed(plans, confirmed))
+            app.push_screen(ConfirmVerifyScreen(plans, app.context), lambda confirmed: self._confirmed(plans, confirmed))
 
     def _confirmed(self, plans: list[v.Plan], confirmed: bool | None) -> None:
+        app = self._app
         if not confirmed:
-            self.notify("nothing created", title="verify", markup=False)
+            app.notify("nothing created", title="verify", markup=False)
             return
-        conn = self.conn
+        conn = app.conn
         if conn is None:
-            self.notify("not connected: nothing created", title="verify", severity="error", markup=False)
+            app.notify("not connected: nothing created", title="verify", severity="error", markup=False)
             return
-        self.marked_nodes.clear()
-        self._refresh_views(("nodes",))
+        self.marked.clear()
+        app.refresh_now("nodes")
         if len(plans) == 1:
-            self.push_screen(VerifyScreen(conn.api, plans[0], self.verify_settings.options, self.clock))
+            app.push_screen(VerifyScreen(conn.api, plans[0], self.settings.options, app.clock))
         else:
-            self.push_screen(VerifyManyScreen(conn.api, plans, self.verify_settings))
+            app.push_screen(VerifyManyScreen(conn.api, plans, self.settings))
 
     # quitting (the signals and a lost terminal: ui/session.py)
-    def _verification_workers(self) -> list[Worker]:
-        return [w for w in self.workers if w.group == VERIFY_GROUP and not w.is_finished]
+    def _workers(self) -> list[Worker]:
+        return [w for w in self._app.workers if w.group == VERIFY_GROUP and not w.is_finished]
 
-    def verifications_running(self) -> bool:
-        return bool(self._verification_workers())
+    def running(self) -> bool:
+        return bool(self._workers())
 
-    def interrupt_verification(self) -> bool:
+    def interrupt(self) -> bool:
         """ctrl+c on a running verification's screen cancels it (its pods deleted); True when it did."""
-        screen = self.screen
+        screen = self._app.screen
         if isinstance(screen, (VerifyScreen, VerifyManyScreen)) and screen.running:
             screen.cancel()
             return True
         return False
 
-    async def stop_verifications(self, timeout: float = STOP_TIMEOUT) -> None:
+    async def stop(self, timeout: float = STOP_TIMEOUT) -> None:
         """Cancel every running verification and wait (at most timeout) until their pods are deleted."""
-        running = self._verification_workers()
+        running = self._workers()
         for worker in running:
             worker.cancel()
         if running:
             await asyncio.wait([asyncio.ensure_future(_finished(w)) for w in running], timeout=timeout)
 
     # leftovers of earlier runs
-    @work(group="verify-leftovers", exclusive=True)
-    async def check_leftovers(self) -> None:
+    def check_leftovers(self) -> None:
         """Verification pods an earlier run left behind (found by label), offered for deletion."""
-        conn = self.conn
+        self._app.run_worker(self._check_leftovers, "check_leftovers", group="verify-leftovers", exclusive=True)
+
+    async def _check_leftovers(self) -> None:
+        app = self._app
+        conn = app.conn
         if conn is None:
             return
         try:
-            found = await v.find_leftovers(conn.api, self.verify_settings.namespace or conn.namespace)
+            found = await v.find_leftovers(conn.api, self.settings.namespace or conn.namespace)
         except v.ApiError as error:
             if error.status != 403:  # not allowed to list pods: the panes already say so
-                self.notify(f"could not look for leftover verification pods: {clean(str(error), 300)}", severity="warning", markup=False)
+                app.notify(f"could not look for leftover verification pods: {clean(str(error), 300)}", severity="warning", markup=False)
             return
         except (OSError, HttpError) as error:
-            self.notify(f"could not look for leftover verification pods: {clean(_error_text(error), 300)}", severity="warning", markup=False)
+            app.notify(f"could not look for leftover verification pods: {clean(_error_text(error), 300)}", severity="warning", markup=False)
             return
         if found:
-            self.push_screen(LeftoversScreen(conn.api, found, self.clock(), read_only=self.verify_settings.read_only))
+            app.push_screen(LeftoversScreen(conn.api, found, app.clock(), read_only=self.settings.read_only))
 
 
 async def _finished(worker: Worker) -> None:
