@@ -281,7 +281,7 @@ async def measure(kubeconfig: str, sim_pid: int, width: int, height: int, args: 
             await pilot.pause(0.1)
         await pilot.press("a")  # every GPU pod: as many rows as the terminal shows
         deadline = time.monotonic() + 120
-        while not app.pods_all_nodes or app._pods_filling or app._freeze_when_filled or app.pods_table.row_count == 0:
+        while not app.pods_all_nodes or app.scheduler.pods_filling or app.scheduler.freeze_pending or app.pods_table.row_count == 0:
             if time.monotonic() > deadline:
                 raise SystemExit("bench: the tables did not fill within 120 s")
             await pilot.pause(0.1)

@@ -298,7 +298,7 @@ class Churn:
 # -- measuring ---------------------------------------------------------------------------------------------------
 def say(line: str) -> None:
     """A progress line while the app runs: Textual captures sys.stdout then (and a flush of its capture
-    reaches the app's `_flush`, which gputui's CoalescedRefresh overrides), so write to the real one."""
+    goes to the app), so write to the real one."""
     out = sys.__stdout__
     out.write(line + "\n")
     out.flush()
@@ -549,7 +549,7 @@ async def soak(args: argparse.Namespace, sim: Simulator) -> dict:
         figures["synced_s"] = time.monotonic() - t0
         await wait_until(lambda: app.selected_node is not None, 60)
         await pilot.press("a")  # every node's GPU pods (the pane starts on the cursor node's): the whole table is checked
-        await wait_until(lambda: not (app._pods_filling or app._freeze_when_filled), 60)
+        await wait_until(lambda: not (app.scheduler.pods_filling or app.scheduler.freeze_pending), 60)
         await pilot.pause(min(1.0, args.settle))
         model = app.model
         tracker = WatchTracker(model)

@@ -280,15 +280,15 @@ async def measure_lag(kubeconfig: str, seconds: float, sim: subprocess.Popen, se
             await pilot.pause(0.1)
         await pilot.pause(settle)
         filled_by = time.monotonic() + 30
-        while app._pods_filling or app._freeze_when_filled:  # the first full picture, then its one-off GC freeze
+        while app.scheduler.pods_filling or app.scheduler.freeze_pending:  # the first full picture, then its one-off GC freeze
             if time.monotonic() > filled_by:
-                print(f"bench: the first full picture took over 30 s (filling {app._pods_filling}, "
-                      f"freeze pending {app._freeze_when_filled}); measuring anyway")
+                print(f"bench: the first full picture took over 30 s (filling {app.scheduler.pods_filling}, "
+                      f"freeze pending {app.scheduler.freeze_pending}); measuring anyway")
                 break
             await pilot.pause(0.1)
         rss_before = rss_mb()
         pods = app.model.reflectors["pods"]
-        events_before, refreshes_before = pods.events, app.refreshes
+        events_before, refreshes_before = pods.events, app.scheduler.refreshes
         made_before, made_at = await asyncio.to_thread(churned, sim)
         started = time.perf_counter()
         end = time.monotonic() + seconds
@@ -303,7 +303,7 @@ async def measure_lag(kubeconfig: str, seconds: float, sim: subprocess.Popen, se
             "lags": lags, "rss_before": rss_before, "rss_after": rss_after, "seconds": elapsed,
             "made_per_s": (made - made_before) / (made_until - made_at),
             "applied_per_s": (pods.events - events_before) / elapsed,
-            "refreshes_per_s": (app.refreshes - refreshes_before) / elapsed,
+            "refreshes_per_s": (app.scheduler.refreshes - refreshes_before) / elapsed,
         }
 
 

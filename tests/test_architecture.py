@@ -368,3 +368,31 @@ def test_no_wait_for_that_loses_a_stop():
              for line in _calls_of_wait_for(ast.parse(path.read_text(encoding="utf-8")))]
     assert found == []
     assert _calls_of_wait_for(ast.parse("import asyncio\nasync def f(e):\n    await asyncio.wait_for(e.wait(), 1)\n")) == [3]
+
+
+def _mixed_into(cls: type) -> list[str]:
+    """The classes an app is made of besides itself and Textual's App (and what App is made of)."""
+    from textual.app import App
+
+    return [base.__qualname__ for base in cls.__mro__[1:] if base not in App.__mro__]
+
+
+def test_the_app_is_made_of_parts_it_holds_not_of_mix_ins():
+    """Issue 21: the App owns the connection, the model, key routing and the view context; the rest (the
+    coalesced refresh, verification, the idle figures, the bad GPUs' notes, the stack's screens, the terminal
+    watch) are parts it holds, each given the app through a typed host protocol, none mixed into its class."""
+    from gputui.ui.app import GpuTuiApp
+
+    assert _mixed_into(GpuTuiApp) == []
+
+
+def test_the_mix_in_check_sees_a_mix_in():
+    from textual.app import App
+
+    class Actions:
+        def action_x(self) -> None: ...
+
+    class Mixed(Actions, App[None]):
+        pass
+
+    assert _mixed_into(Mixed) == ["test_the_mix_in_check_sees_a_mix_in.<locals>.Actions"]

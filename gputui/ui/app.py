@@ -42,7 +42,7 @@ from .pods_pane import PodsPane
 from .plugin_pane import PluginPane
 from .queues import QueuesScreen
 from .usage import UsageScreen
-from .refresh import AGE_INTERVAL, CoalescedRefresh
+from .refresh import AGE_INTERVAL, RefreshScheduler
 from gputui.sanitize import clean
 from .screens import HelpScreen, NodeDetails, NodeDetailsScreen, TextScreen, node_details
 from .seam import ModelView, ViewContext
@@ -91,7 +91,7 @@ class MainScreen(Screen[None]):
         self._ready()
 
 
-class GpuTuiApp(CoalescedRefresh, App[None]):
+class GpuTuiApp(App[None]):
     CSS_PATH = str(stylesheet())
     TITLE = "gputui"
     COMMANDS = App.COMMANDS | {GpuCommands}
@@ -134,7 +134,8 @@ class GpuTuiApp(CoalescedRefresh, App[None]):
         self.clock = clock
         self.model_options = model_options or {}
         self.idle_settings = idle or IdleSettings(prometheus=None)
-        self.usage_feed = UsageFeed(self.idle_settings.prometheus, on_update=self._request)  # the Usage screen's figures
+        self.scheduler = RefreshScheduler(self)  # what is stale, and when it is drawn (refresh.py)
+        self.usage_feed = UsageFeed(self.idle_settings.prometheus, on_update=self.request_refresh)  # the Usage screen's figures
         self.verify = VerifyFlow(self, verify)  # marks, `v`, `V`, leftovers, and the pods deleted on the way out (verify/actions.py)
         self.conn: Connection | None = None
         self.error: str | None = None  # why the app could not start, for the command line
@@ -152,8 +153,8 @@ class GpuTuiApp(CoalescedRefresh, App[None]):
         self.idle = IdleFigures(self, self.idle_settings)  # the pods' GPU use, kept fresh (idle.py)
         self.bad_gpu_notes = BadGpuNotes(self)  # the GPU pods pane's note of a pod on a bad GPU (health.py)
         self.cluster_header = ClusterHeader(self._about, lambda: self.nodes_pane.summaries, lambda: self.pods_pane.pending_words)
-        self.nodes_pane = NodesPane(self.verify.with_mark)  # its columns, rows and summaries; the refresh says when to show
-        self.pods_pane = PodsPane(self._request, self.pod_note, self.bad_gpu_notes.changed)  # its columns, rows and stale pods
+        self.nodes_pane: NodesPane = NodesPane(self.verify.with_mark)  # its columns, rows and summaries; the refresh says when to show
+        self.pods_pane: PodsPane = PodsPane(self.request_refresh, self.pod_note, self.bad_gpu_notes.changed)  # its columns, rows and stale pods
         self.plugin_pane = PluginPane()  # the selected node's device plugin: its info line and log
         self._main_ready = False
         self._focus_before_logs: Widget | None = None
@@ -176,8 +177,8 @@ class GpuTuiApp(CoalescedRefresh, App[None]):
             colours = self.current_theme
             render.PALETTE.use_theme(colours.success, colours.warning, colours.error)
         if self._main_ready:
-            self.rebuild_rows()  # every row, header and screen drawn again in the new colours
-            self._refresh_views()
+            self.scheduler.rebuild_rows()  # every row, header and screen drawn again in the new colours
+            self.scheduler.draw()
 
     # -- layout ------------------------------------------------------------------
     def get_default_screen(self) -> Screen:
@@ -227,13 +228,22 @@ class GpuTuiApp(CoalescedRefresh, App[None]):
     def show_now(self, view: ModelView) -> None:
         view.show(self.model, self.view_context())
 
-    def request_refresh(self, *parts: str) -> None:
+    @property
+    def drawing(self) -> bool:
+        """The main screen is up and the app is not ending: a refresh may draw."""
+        return self._main_ready and self.is_running and bool(self.screen_stack)
+
+    def request_refresh(self, *parts: str, soon: bool = False) -> None:
         """For the app's parts: these parts of the screen redrawn at the next coalesced refresh (refresh.py)."""
-        self._request(*parts)
+        self.scheduler.request(*parts, soon=soon)
 
     def refresh_now(self, *parts: str) -> None:
         """For the app's parts: these parts of the screen redrawn now (refresh.py)."""
-        self._refresh_views(parts)
+        self.scheduler.draw(parts)
+
+    def redraw_pod_rows(self) -> None:
+        """For the app's parts: every GPU pod's row looked at again at the next coalesced refresh (refresh.py)."""
+        self.scheduler.redraw_pod_rows()
 
     def main_screen_ready(self) -> None:
         """The panes exist: start connecting."""
@@ -243,7 +253,7 @@ class GpuTuiApp(CoalescedRefresh, App[None]):
         self.nodes_table.focus()
         self._apply_layout(self.size.width)
         self.cluster_header.update(Text("connecting…", style="dim"))
-        self.set_interval(AGE_INTERVAL, self._age_tick)
+        self.set_interval(AGE_INTERVAL, self.scheduler.age_tick)
         if self.fleet is not None:
             self._start_fleet()
         else:
@@ -253,7 +263,7 @@ class GpuTuiApp(CoalescedRefresh, App[None]):
         if not self._main_ready or not self.screen_stack:
             return
         self._apply_layout(event.size.width)
-        self._refresh_views(("header",))
+        self.scheduler.draw(("header",))
 
     def _apply_layout(self, width: int) -> None:
         narrow = width < NARROW_WIDTH
@@ -265,8 +275,8 @@ class GpuTuiApp(CoalescedRefresh, App[None]):
         self.cluster_header.narrow = narrow
         self.nodes_pane.set_layout(narrow, width)
         self.pods_pane.set_layout(narrow, width)
-        self.rebuild_rows()
-        self._refresh_views()
+        self.scheduler.rebuild_rows()
+        self.scheduler.draw()
 
     # -- connecting ------------------------------------------------------------------------
     @work(exclusive=True, group="connect")
@@ -303,14 +313,14 @@ class GpuTuiApp(CoalescedRefresh, App[None]):
     def _attach_model(self) -> None:
         """Show the connected model: subscribe, read exporters in the background, look for leftovers."""
         assert self.model is not None and self.conn is not None
-        self._unsubscribe = self.model.subscribe(self._on_change)
+        self._unsubscribe = self.model.subscribe(self.scheduler.on_change)
         if self.model.metrics.background_interval > 0:
             self.model.metrics.start_background()  # XIDs in the Nodes pane and the header, not only in details
         self._when_synced(self.model)
         self.idle.start()
         self.usage_feed.attach(self.conn.api)
         self.verify.check_leftovers()
-        self._refresh_views()
+        self.scheduler.draw()
         self._ask_version(self.conn)
 
     @work(exclusive=True, group="synced")
@@ -318,8 +328,7 @@ class GpuTuiApp(CoalescedRefresh, App[None]):
         # Waiting for the first lists is what lets the model move its records out of the
         # cyclic GC's way (gc.freeze); the tables' rows follow once they are filled.
         await model.wait_synced()
-        self._freeze_when_filled = True
-        self._freeze_if_filled()  # the tables may be filled already: no refresh may follow on an idle cluster
+        self.scheduler.freeze_when_filled()
 
     @work(exclusive=True, group="version")
     async def _ask_version(self, conn: Connection) -> None:
@@ -328,7 +337,7 @@ class GpuTuiApp(CoalescedRefresh, App[None]):
         except ConnectError as error:
             self.server_version = ""
             self.notify(clean(str(error)), severity="warning", markup=False)
-        self._refresh_views()
+        self.scheduler.draw()
 
     async def _disconnect(self) -> None:
         await self.idle.stop()
@@ -407,7 +416,7 @@ class GpuTuiApp(CoalescedRefresh, App[None]):
         self._follow_plugin_of(name)
         # The cursor moves now; the narrowed pods and the plugin pane follow within
         # REFRESH_INTERVAL, once however fast the keys come.
-        self._request("pods", "plugin")
+        self.scheduler.request("pods", "plugin")
 
     def _follow_plugin_of(self, node: str | None) -> None:
         """The plugin pane follows the selected node's plugin log, on this connection."""
@@ -541,7 +550,7 @@ class GpuTuiApp(CoalescedRefresh, App[None]):
 
     def action_toggle_all_pods(self) -> None:
         self.pods_all_nodes = not self.pods_all_nodes
-        self._refresh_views(("pods",))
+        self.scheduler.draw(("pods",))
 
     def action_logs_full(self) -> None:
         if self.screen.maximized is not None:
@@ -579,7 +588,7 @@ class GpuTuiApp(CoalescedRefresh, App[None]):
         if isinstance(focused, KeyedTable) and focused.filter_text:
             focused.set_filter("")  # the cursor stays on its row
             self.follow_node_cursor()
-            self._refresh_views(("nodes", "pods"))
+            self.scheduler.draw(("nodes", "pods"))
             return
         if self.fleet is not None:
             self.back_to_fleet()
@@ -590,7 +599,7 @@ class GpuTuiApp(CoalescedRefresh, App[None]):
 
     def set_namespace(self, namespace: str | None) -> None:
         self.namespaces = (namespace,) if namespace else ()
-        self._refresh_views(("header", "pods"))
+        self.scheduler.draw(("header", "pods"))
 
     def switch_context(self, context: str) -> None:
         if self.verify.running():  # reconnecting closes the connection their pods' deletion needs
@@ -599,7 +608,7 @@ class GpuTuiApp(CoalescedRefresh, App[None]):
         self.context = context
         self.selected_node = None
         self.server_version = ""
-        self.forget_cluster()
+        self.scheduler.forget_cluster()
         self.plugin_log.clear()
         self._connect()
 
@@ -646,7 +655,7 @@ class GpuTuiApp(CoalescedRefresh, App[None]):
         if target is not None:
             target.set_filter(event.value)
             self.follow_node_cursor()
-            self._refresh_views(("nodes", "pods"))
+            self.scheduler.draw(("nodes", "pods"))
 
     @on(Input.Submitted, "#filter")
     def _filter_kept(self) -> None:

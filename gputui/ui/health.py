@@ -118,8 +118,8 @@ class BadGpuNotes:
     of the bad GPUs changed (a DCGM reading, a node, a DRA object, a pod: `input_changed`) and at most once a second;
     `changed` gives the pods whose note changed, the only rows redrawn."""
 
-    def __init__(self, app: HealthHost) -> None:
-        self._app = app
+    def __init__(self, host: HealthHost) -> None:
+        self._host = host
         self._notes: dict[tuple[str, str], Text] = {}
         self._notes_of: tuple[ClusterModel | None, float] = (None, float("-inf"))  # (model, monotonic time) the notes were computed for, at
         self._dirty = True
@@ -131,14 +131,14 @@ class BadGpuNotes:
     def changed(self) -> set[tuple[str, str]]:
         """Look at the bad GPUs again if an input changed: the pods whose note appeared, changed or went. Too soon
         after the last look: a refresh of the pods when it is due."""
-        model = self._app.model
+        model = self._host.model
         seen_model, at = self._notes_of
         if model is None or (not self._dirty and seen_model is model):
             return set()
         now = time.monotonic()
         if seen_model is model and now - at < NOTES_INTERVAL:
             if self._due is None:
-                self._due = self._app.set_timer(NOTES_INTERVAL - (now - at), self._due_now)
+                self._due = self._host.set_timer(NOTES_INTERVAL - (now - at), self._due_now)
             return set()
         self._dirty = False
         self._notes_of = (model, now)
@@ -148,7 +148,7 @@ class BadGpuNotes:
 
     def _due_now(self) -> None:
         self._due = None
-        self._app.request_refresh("pods")
+        self._host.request_refresh("pods")
 
     def note(self, entry: GpuPod) -> Text | None:
         if entry.pod.node is None:

@@ -173,8 +173,8 @@ class IdleHost(Protocol):
 class IdleFigures:
     """The app's: the tracker of the connected model and its latest figures (`view`, None before the first)."""
 
-    def __init__(self, app: IdleHost, settings: IdleSettings) -> None:
-        self._app = app
+    def __init__(self, host: IdleHost, settings: IdleSettings) -> None:
+        self._host = host
         self.settings = settings
         self.view: IdleView | None = None
         self._tracker: IdleTracker | None = None
@@ -182,18 +182,18 @@ class IdleFigures:
 
     def note(self, entry: GpuPod) -> Text | None:
         """What a GPU pod's row says of its use."""
-        model = self._app.model
+        model = self._host.model
         metrics = model.node_metrics(entry.pod.node) if model is not None and entry.pod.node else None
         return row_note(self.view, entry, metrics)
 
     def start(self) -> None:
         """Follow the connected model's exporter reads and keep the figures fresh, until stop()."""
-        model, conn = self._app.model, self._app.conn
+        model, conn = self._host.model, self._host.conn
         if model is None or conn is None:
             return
         self.view = None
         tracker = self._tracker = IdleTracker(conn.api, self.settings, scope=conn.server)
-        self._worker = self._app.run_worker(partial(self._follow, model, tracker), "follow_idle", group="idle", exclusive=True)
+        self._worker = self._host.run_worker(partial(self._follow, model, tracker), "follow_idle", group="idle", exclusive=True)
 
     async def stop(self) -> None:
         worker, self._worker = self._worker, None
@@ -208,7 +208,7 @@ class IdleFigures:
         try:
             await tracker.open()
         except HistoryError as error:
-            self._app.notify(f"{error}; the samples are kept in memory only", severity="warning", timeout=15, markup=False)
+            self._host.notify(f"{error}; the samples are kept in memory only", severity="warning", timeout=15, markup=False)
             tracker.store.history = None  # nothing to write
         unhook = tracker.follow(model.metrics)
         # An exporter's state changing (known once the DaemonSets are, not running, gone) changes its pods' words too:
@@ -222,7 +222,7 @@ class IdleFigures:
                 try:
                     self.view = await tracker.refresh(await self._holders(model))
                 except HistoryError as error:  # the store keeps the samples in memory from now on
-                    self._app.notify(f"{error}; the samples are kept in memory only", severity="warning", timeout=15, markup=False)
+                    self._host.notify(f"{error}; the samples are kept in memory only", severity="warning", timeout=15, markup=False)
                 self.changed()
                 if self.view is not None and self.view.source == PROMETHEUS:
                     await asyncio.sleep(IDLE_REFRESH)
@@ -245,4 +245,4 @@ class IdleFigures:
 
     def changed(self) -> None:
         """New figures: the pod rows and the top screen follow (the coalesced refresh)."""
-        self._app.redraw_pod_rows()
+        self._host.redraw_pod_rows()

@@ -79,8 +79,8 @@ class SessionHost(Protocol):
 class TerminalWatch:
     """The app's: when the terminal hangs up (SIGHUP, or seen gone), clean up and end."""
 
-    def __init__(self, app: SessionHost) -> None:
-        self._app = app
+    def __init__(self, host: SessionHost) -> None:
+        self._host = host
         self._hung_up = False
         self._terminal_fds: tuple[int, ...] = ()
 
@@ -91,14 +91,14 @@ class TerminalWatch:
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no signals here
                 loop.add_signal_handler(sig, self._quit_on_signal, sig)
         self._terminal_fds = _terminal_fds()
-        if self._terminal_fds and not self._app.is_headless:  # tests and pipes have no terminal to lose
-            self._app.set_interval(HANGUP_CHECK_INTERVAL, self._look_at_terminal, name="gputui-terminal-watch")
+        if self._terminal_fds and not self._host.is_headless:  # tests and pipes have no terminal to lose
+            self._host.set_interval(HANGUP_CHECK_INTERVAL, self._look_at_terminal, name="gputui-terminal-watch")
 
     def _quit_on_signal(self, sig: int) -> None:
         if sig == signal.SIGHUP:
             self.lost()
         else:
-            self._app.call_later(self._app.action_quit)  # as `q`: verification pods deleted first
+            self._host.call_later(self._host.action_quit)  # as `q`: verification pods deleted first
 
     def _look_at_terminal(self) -> None:
         if terminal_gone(self._terminal_fds):
@@ -109,8 +109,8 @@ class TerminalWatch:
         if self._hung_up:
             return
         self._hung_up = True
-        self._app.stop_drawing()
-        self._app.exit(return_code=HANGUP_EXIT_STATUS)
+        self._host.stop_drawing()
+        self._host.exit(return_code=HANGUP_EXIT_STATUS)
 
     def cleaned_up(self) -> None:
         """Called last by the app's unmount, on every way out, once its pods and connection are dealt with:

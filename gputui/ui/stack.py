@@ -329,17 +329,17 @@ class StackHost(Protocol):
 class StackViews:
     """The app's: `s` the Stack screen and a component's logs, `g` the Local screen."""
 
-    def __init__(self, app: StackHost) -> None:
-        self._app = app
+    def __init__(self, host: StackHost) -> None:
+        self._host = host
 
     def open(self) -> None:
-        if not isinstance(self._app.screen, StackScreen):
-            self._app.push_screen(StackScreen(self.open_component_logs))
+        if not isinstance(self._host.screen, StackScreen):
+            self._host.push_screen(StackScreen(self.open_component_logs))
 
     def open_component_logs(self, node: str, component: str) -> None:
-        conn = self._app.conn
-        self._app.push_screen(ComponentLogScreen(node, component, conn.api if conn is not None else None))
+        conn = self._host.conn
+        self._host.push_screen(ComponentLogScreen(node, component, conn.api if conn is not None else None))
 
     def open_local(self) -> None:
-        if not isinstance(self._app.screen, LocalScreen):
-            self._app.push_screen(LocalScreen())
+        if not isinstance(self._host.screen, LocalScreen):
+            self._host.push_screen(LocalScreen())

@@ -87,7 +87,7 @@ async def test_pod_created_changed_and_deleted_through_the_api(cluster):
             await core.delete_namespaced_pod("aaa-new-gpu-job", "default", grace_period_seconds=0)
             await wait_for(pilot, lambda: "default/aaa-new-gpu-job" not in pod_keys(app), what="the pod to go")
         assert app.pods_table.cursor_key == "research/notebook-alice-0"
-        assert app.refreshes < 200  # coalesced: not one refresh per event
+        assert app.scheduler.refreshes < 200  # coalesced: not one refresh per event
 
 
 async def test_at_start_the_panes_agree_and_selecting_a_node_switches_them(cluster):
@@ -213,8 +213,8 @@ async def test_printing_while_the_app_runs_reaches_textual_not_our_refresh(clust
     app = app_on(cluster)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: app.nodes_table.row_count > 0, what="nodes")
-        refreshes = app.refreshes
+        refreshes = app.scheduler.refreshes
         print("a line printed while the app runs", flush=True)
         print("and one on stderr", file=sys.stderr, flush=True)
         await pilot.pause()
-        assert app.refreshes >= refreshes  # nothing raised; the refresh machinery ran as before, untouched
+        assert app.scheduler.refreshes >= refreshes  # nothing raised; the refresh machinery ran as before, untouched

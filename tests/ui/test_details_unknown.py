@@ -94,6 +94,6 @@ async def test_a_refresh_between_pushing_details_and_its_mount_waits_for_the_mou
         await wait_for(pilot, lambda: app.model is not None and app.nodes_table.row_count == 1, what="the node row")
         app.show_node("full-1")
         assert isinstance(app.screen, NodeDetailsScreen) and not app.screen.is_mounted
-        app._refresh_views({"pods", "plugin"})  # as the coalesced refresh does, before the screen's mount
+        app.scheduler.draw({"pods", "plugin"})  # as the coalesced refresh does, before the screen's mount
         await wait_for(pilot, lambda: "nvidia.com/gpu" in app.screen.text, what="node details")
         assert app.is_running

@@ -59,12 +59,12 @@ async def test_the_collector_runs_while_a_tall_terminal_follows_churn(cluster):
         gpu_pods = cluster.call(running_gpu_pods, cluster.sim)
         assert len(gpu_pods) >= PODS_PER_ROUND
         await wait_for(pilot, lambda: app.pods_table.row_count >= PODS_PER_ROUND, what="the GPU pods")
-        refreshes = app.refreshes
+        refreshes = app.scheduler.refreshes
         for round_ in range(CHURN_ROUNDS):
             start = round_ * PODS_PER_ROUND % len(gpu_pods)
             cluster.call(bump_restarts, cluster.sim, (gpu_pods + gpu_pods)[start:start + PODS_PER_ROUND])
             await pilot.pause(0.05)
-        await wait_for(pilot, lambda: app.refreshes >= refreshes + 5, what="refreshes under churn")
+        await wait_for(pilot, lambda: app.scheduler.refreshes >= refreshes + 5, what="refreshes under churn")
         assert gc.isenabled(), "the cyclic GC is off while the watches stream: each frame's cycles pile up"
         threshold = gc.get_threshold()[0]
         # gen-0 collections keep this under about the threshold; paused, it reached hundreds of thousands
@@ -85,10 +85,10 @@ async def test_the_tables_are_frozen_once_filled_even_on_a_cluster_that_goes_qui
     app = app_on(cluster)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: app.model is not None and app.model.pods_known and app.pods_table.row_count
-                       and not app._freeze_when_filled, timeout=30, what="the tables filled and frozen")
-        app._freeze_when_filled = True  # the model's sync noticed again: its rows to freeze once filled
+                       and not app.scheduler.freeze_pending, timeout=30, what="the tables filled and frozen")
+        app.scheduler.freeze_pending = True  # the model's sync noticed again: its rows to freeze once filled
         app.model._forget_summary()  # the summaries move on, with no event to say so
-        app._request("pods")
-        await wait_for(pilot, lambda: not app._freeze_when_filled, what="frozen, with no cluster event")
+        app.scheduler.request("pods")
+        await wait_for(pilot, lambda: not app.scheduler.freeze_pending, what="frozen, with no cluster event")
         app._when_synced(app.model)  # a sync noticed after the last refresh: frozen all the same
-        await wait_for(pilot, lambda: not app._freeze_when_filled, what="frozen after a late sync")
+        await wait_for(pilot, lambda: not app.scheduler.freeze_pending, what="frozen after a late sync")

@@ -72,19 +72,19 @@ class VerifyFlow:
     connection, leftovers of earlier runs are offered for deletion. Uses the app's connection, model and
     Nodes table; never creates anything in read-only mode."""
 
-    def __init__(self, app: VerifyHost, settings: VerifySettings) -> None:
-        self._app = app
+    def __init__(self, host: VerifyHost, settings: VerifySettings) -> None:
+        self._host = host
         self.settings = settings
         self.marked: set[str] = set()  # space in the Nodes pane: `v` verifies these
 
     # marks
     def mark(self) -> None:
         """Space: the Nodes pane's cursor row marked, or no longer."""
-        node = self._app.nodes_table.cursor_key
+        node = self._host.nodes_table.cursor_key
         if node is None:
             return
         self.marked ^= {node}
-        self._app.refresh_now("nodes")
+        self._host.refresh_now("nodes")
 
     def with_mark(self, name: str, cells: tuple[Text, ...]) -> tuple[Text, ...]:
         """A Nodes row as shown: marked nodes get a dot before their name."""
@@ -97,17 +97,17 @@ class VerifyFlow:
     # starting
     def _refused_read_only(self) -> bool:
         if self.settings.read_only:
-            self._app.notify(READ_ONLY_MESSAGE, title="verify", severity="warning", markup=False)
+            self._host.notify(READ_ONLY_MESSAGE, title="verify", severity="warning", markup=False)
         return self.settings.read_only
 
     def verify_chosen(self) -> None:
         """`v`: the marked nodes, else the Nodes pane's cursor row."""
         if self._refused_read_only():
             return
-        cursor = self._app.nodes_table.cursor_key  # the visible cursor row, never a row the filter hides
+        cursor = self._host.nodes_table.cursor_key  # the visible cursor row, never a row the filter hides
         nodes = sorted(self.marked) or ([cursor] if cursor else [])
         if not nodes:
-            self._app.notify("no node selected: choose one in the Nodes pane", title="verify", markup=False)
+            self._host.notify("no node selected: choose one in the Nodes pane", title="verify", markup=False)
             return
         self._plan(nodes)
 
@@ -115,22 +115,22 @@ class VerifyFlow:
         """`V`: every GPU node."""
         if self._refused_read_only():
             return
-        model = self._app.model
+        model = self._host.model
         nodes = [s.name for s in model.node_summaries() if s.gpu_node] if model is not None else []
         if not nodes:
-            self._app.notify("no GPU nodes to verify", title="verify", markup=False)
+            self._host.notify("no GPU nodes to verify", title="verify", markup=False)
             return
         self._plan(nodes)
 
     def _plan(self, nodes: list[str]) -> None:
-        self._app.run_worker(partial(self._plan_verification, nodes), "plan_verification", group="verify-plan", exclusive=True)
+        self._host.run_worker(partial(self._plan_verification, nodes), "plan_verification", group="verify-plan", exclusive=True)
 
     async def _plan_verification(self, nodes: list[str]) -> None:
         """Read each node and plan its pod (API calls, off the widgets), then ask for confirmation."""
-        app = self._app
-        conn = app.conn
+        host = self._host
+        conn = host.conn
         if conn is None:
-            app.notify("not connected yet", title="verify", markup=False)
+            host.notify("not connected yet", title="verify", markup=False)
             return
         settings = self.settings
         namespace = settings.namespace or conn.namespace
@@ -142,38 +142,38 @@ class VerifyFlow:
             if isinstance(result, v.Plan):
                 plans.append(result)
             elif isinstance(result, Exception):
-                app.notify(f"cannot verify {clean(node, 63)}: {clean(_error_text(result), 300)}", title="verify", severity="error", markup=False)
+                host.notify(f"cannot verify {clean(node, 63)}: {clean(_error_text(result), 300)}", title="verify", severity="error", markup=False)
             else:
                 raise result  # cancellation
         if plans:
-            app.push_screen(ConfirmVerifyScreen(plans, app.context), lambda confirmed: self._confirmed(plans, confirmed))
+            host.push_screen(ConfirmVerifyScreen(plans, host.context), lambda confirmed: self._confirmed(plans, confirmed))
 
     def _confirmed(self, plans: list[v.Plan], confirmed: bool | None) -> None:
-        app = self._app
+        host = self._host
         if not confirmed:
-            app.notify("nothing created", title="verify", markup=False)
+            host.notify("nothing created", title="verify", markup=False)
             return
-        conn = app.conn
+        conn = host.conn
         if conn is None:
-            app.notify("not connected: nothing created", title="verify", severity="error", markup=False)
+            host.notify("not connected: nothing created", title="verify", severity="error", markup=False)
             return
         self.marked.clear()
-        app.refresh_now("nodes")
+        host.refresh_now("nodes")
         if len(plans) == 1:
-            app.push_screen(VerifyScreen(conn.api, plans[0], self.settings.options, app.clock))
+            host.push_screen(VerifyScreen(conn.api, plans[0], self.settings.options, host.clock))
         else:
-            app.push_screen(VerifyManyScreen(conn.api, plans, self.settings))
+            host.push_screen(VerifyManyScreen(conn.api, plans, self.settings))
 
     # quitting (the signals and a lost terminal: ui/session.py)
     def _workers(self) -> list[Worker]:
-        return [w for w in self._app.workers if w.group == VERIFY_GROUP and not w.is_finished]
+        return [w for w in self._host.workers if w.group == VERIFY_GROUP and not w.is_finished]
 
     def running(self) -> bool:
         return bool(self._workers())
 
     def interrupt(self) -> bool:
         """ctrl+c on a running verification's screen cancels it (its pods deleted); True when it did."""
-        screen = self._app.screen
+        screen = self._host.screen
         if isinstance(screen, (VerifyScreen, VerifyManyScreen)) and screen.running:
             screen.cancel()
             return True
@@ -190,24 +190,24 @@ class VerifyFlow:
     # leftovers of earlier runs
     def check_leftovers(self) -> None:
         """Verification pods an earlier run left behind (found by label), offered for deletion."""
-        self._app.run_worker(self._check_leftovers, "check_leftovers", group="verify-leftovers", exclusive=True)
+        self._host.run_worker(self._check_leftovers, "check_leftovers", group="verify-leftovers", exclusive=True)
 
     async def _check_leftovers(self) -> None:
-        app = self._app
-        conn = app.conn
+        host = self._host
+        conn = host.conn
         if conn is None:
             return
         try:
             found = await v.find_leftovers(conn.api, self.settings.namespace or conn.namespace)
         except v.ApiError as error:
             if error.status != 403:  # not allowed to list pods: the panes already say so
-                app.notify(f"could not look for leftover verification pods: {clean(str(error), 300)}", severity="warning", markup=False)
+                host.notify(f"could not look for leftover verification pods: {clean(str(error), 300)}", severity="warning", markup=False)
             return
         except (OSError, HttpError) as error:
-            app.notify(f"could not look for leftover verification pods: {clean(_error_text(error), 300)}", severity="warning", markup=False)
+            host.notify(f"could not look for leftover verification pods: {clean(_error_text(error), 300)}", severity="warning", markup=False)
             return
         if found:
-            app.push_screen(LeftoversScreen(conn.api, found, app.clock(), read_only=self.settings.read_only))
+            host.push_screen(LeftoversScreen(conn.api, found, host.clock(), read_only=self.settings.read_only))
 
 
 async def _finished(worker: Worker) -> None:
