@@ -23,8 +23,10 @@ if TYPE_CHECKING:
     from gputui.kube.model import ClusterModel
 
 
-def health_text(gpus: list[health.BadGpu], now: float, old_after: float, pods_known: bool) -> Text:
-    """The whole screen as one Text (pure)."""
+def health_text(gpus: list[health.BadGpu], now: float, old_after: float, pods_known: bool, width: int = 10_000) -> Text:
+    """The whole screen as one Text (pure); a signal's or pod's line longer than the page's `width` goes on under
+    its own words, not at the margin."""
+    room = width - render.PAGE_MARGIN
     out = Text(end="")
     out.append("Bad GPUs", style="bold")
     out.append(f", newest first (an XID unchanged for over {human_duration(old_after)} reads as old)\n\n", style=render.DIM_STYLE)
@@ -47,22 +49,26 @@ def health_text(gpus: list[health.BadGpu], now: float, old_after: float, pods_kn
         out.append("\n")
         for signal in bad.signals:
             out.append("    ")
-            out.append_text(render.text(health.signal_words(signal, now), style=render.DIM_STYLE if signal.old else render.WARN_STYLE,
-                                        limit=300))
-            out.append(f"  [{signal.source}]\n", style=render.DIM_STYLE)
+            line = render.text(health.signal_words(signal, now), style=render.DIM_STYLE if signal.old else render.WARN_STYLE, limit=300)
+            line.append(f"  [{signal.source}]", style=render.DIM_STYLE)
+            render.append_hanging(out, line, 4, room)
+            out.append("\n")
         if not bad.holders_known:
             out.append("    pods: cannot tell which (a node-level signal)\n", style=render.DIM_STYLE)
         elif not bad.holders:
             out.append("    no pod holds it\n", style=render.DIM_STYLE)
         for holder in bad.holders:
-            out.append("    pod ")
-            out.append_text(render.text(f"{holder.namespace}/{holder.name}", style="bold", limit=200))
+            out.append("    ")
+            line = Text("pod ", end="")
+            line.append_text(render.text(f"{holder.namespace}/{holder.name}", style="bold", limit=200))
             owned = ", ".join(x for x in (holder.owner, f"Workload {holder.workload}" if holder.workload else None) if x)
             if owned:
-                out.append(" (")
-                out.append_text(render.text(owned, limit=200))
-                out.append(")")
-            out.append(f"  by {', '.join(holder.how)}\n", style=render.DIM_STYLE)
+                line.append(" (")
+                line.append_text(render.text(owned, limit=200))
+                line.append(")")
+            line.append(f"  by {', '.join(holder.how)}", style=render.DIM_STYLE)
+            render.append_hanging(out, line, 4, room)
+            out.append("\n")
         out.append("\n")
     out.rstrip()
     return out
@@ -77,7 +83,7 @@ class HealthScreen(ModelPage):
     def body(self, model: ClusterModel | None, context: ViewContext) -> Text:
         if model is None:
             return Text("connecting…", style=render.DIM_STYLE)
-        return health_text(model.bad_gpus(), model.clock(), model.xid_old_after, model.pods_known)
+        return health_text(model.bad_gpus(), model.clock(), model.xid_old_after, model.pods_known, context.width)
 
 
 _SHORT = {health.POD_STATUS: "Unhealthy device", health.DRA_TAINT: "device taint"}  # an XID's text is short already

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, Mapping, Sequence
 
+from rich.cells import cell_len
 from rich.text import Text
 
 from gputui.kube import duration
@@ -455,3 +456,27 @@ def event_line(event: Event, now: float) -> Text:
 
 def joined(parts: Iterable[Text], sep: str = " · ") -> Text:
     return Text(sep, style=DIM_STYLE, end="").join(parts)
+
+
+PAGE_MARGIN = 4  # a page's padding (1 + 1) and its scrollbar (2): a line any longer wraps at the margin
+
+
+def append_hanging(out: Text, tail: Text, used: int, width: int, indent: int = 6) -> None:
+    """`tail` after `used` cells of the line, wrapped at spaces within `width`, the lines after the first
+    indented by `indent` (a screen's own wrap would start them at the margin)."""
+    plain, start, room = tail.plain, 0, width - used
+    while cell_len(plain[start:]) > room:
+        cut = plain.rfind(" ", start, start + room + 1)
+        if cut <= start:
+            word = plain.find(" ", start)
+            if room < width - indent and cell_len(plain[start:word if word >= 0 else None]) <= width - indent:
+                out.rstrip()
+                out.append("\n" + " " * indent)  # a long name (a pod's) goes whole to the next line
+                room = width - indent
+                continue
+            cut = start + max(1, room)  # longer than any line: cut it there
+        out.append_text(tail[start:cut])
+        out.append("\n" + " " * indent)
+        start = cut + 1 if plain[cut:cut + 1] == " " else cut
+        room = width - indent
+    out.append_text(tail[start:])

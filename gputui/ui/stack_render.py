@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from rich.cells import cell_len
 from rich.console import Console
 from rich.text import Text
 
@@ -231,7 +230,6 @@ def _section(out: Text, title: str) -> None:
     out.append("\n")
 
 
-PAGE_MARGIN = 4  # the details page's padding (1 + 1) and its scrollbar (2): a line any longer wraps at the margin
 
 
 def components_section(out: Text, summary: NodeSummary, width: int = 120) -> None:
@@ -253,7 +251,7 @@ def components_section(out: Text, summary: NodeSummary, width: int = 120) -> Non
         if state.pod and facts:
             tail.append("  ")
         tail.append_text(facts)
-        _append_hanging(out, tail, 2 + 18 + 16, width - PAGE_MARGIN)
+        render.append_hanging(out, tail, 2 + 18 + 16, width - render.PAGE_MARGIN)
         out.append("\n")
     for plugin in summary.plugins:
         if plugin.nvidia:
@@ -262,30 +260,9 @@ def components_section(out: Text, summary: NodeSummary, width: int = 120) -> Non
         word = state_word(plugin.state.state)
         word.pad_right(16 - word.cell_len)
         out.append_text(word)
-        _append_hanging(out, render.text(f"{plugin.daemonset.ref} ({plugin_words(plugin.daemonset)})", limit=200), 2 + 18 + 16, width - PAGE_MARGIN)
+        render.append_hanging(out, render.text(f"{plugin.daemonset.ref} ({plugin_words(plugin.daemonset)})", limit=200), 2 + 18 + 16, width - render.PAGE_MARGIN)
         out.append("\n")
     out.rstrip()
-
-
-def _append_hanging(out: Text, tail: Text, used: int, width: int, indent: int = 6) -> None:
-    """`tail` after `used` cells of the line, wrapped at spaces within `width`, the lines after the first
-    indented by `indent` (a screen's own wrap would start them at the margin)."""
-    plain, start, room = tail.plain, 0, width - used
-    while cell_len(plain[start:]) > room:
-        cut = plain.rfind(" ", start, start + room + 1)
-        if cut <= start:
-            word = plain.find(" ", start)
-            if room < width - indent and cell_len(plain[start:word if word >= 0 else None]) <= width - indent:
-                out.rstrip()
-                out.append("\n" + " " * indent)  # a long name (a pod's) goes whole to the next line
-                room = width - indent
-                continue
-            cut = start + max(1, room)  # longer than any line: cut it there
-        out.append_text(tail[start:cut])
-        out.append("\n" + " " * indent)
-        start = cut + 1 if plain[cut:cut + 1] == " " else cut
-        room = width - indent
-    out.append_text(tail[start:])
 
 
 def sparkline(values: Sequence[float], width: int = SPARK_SAMPLES, top: float = 100.0) -> str:
@@ -434,7 +411,7 @@ def health_section(out: Text, gpus: Sequence[health.GpuHealth], width: int = 120
             tail.append_text(render.text(", ".join(f"{h.namespace}/{h.name}" for h in bad.holders), style="bold", limit=300))
         out.append("  ")
         out.append_text(name)
-        _append_hanging(out, tail, 2 + name.cell_len, width - 4, indent=2 + name.cell_len)  # the page's padding and scrollbar
+        render.append_hanging(out, tail, 2 + name.cell_len, width - 4, indent=2 + name.cell_len)  # the page's padding and scrollbar
         out.append("\n")
     out.rstrip()
 

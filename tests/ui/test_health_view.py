@@ -91,3 +91,20 @@ async def test_node_details_list_each_gpus_health_and_the_pods_on_a_bad_one(clus
         cond_1 = await health_lines("cond-1")
         assert cond_1["GPU 0"].endswith("? the node's signal below names no GPU")
         assert "✗ condition GpuXidError is True" in cond_1["node"] and "(which GPU, and so which pods, cannot be" in cond_1["node"]
+
+
+async def test_at_80_columns_a_long_line_goes_on_under_its_own_words(cluster):
+    """At 80x24 a signal's source and a pod's `by …` went to the next line at the margin; they go on under
+    the line's own words, and nothing is left for the screen to wrap."""
+    app = app_on(cluster)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.model is not None and app.model.pods_known, what="the pods")
+        await app.model.metrics.poll_once()
+        await pilot.press("h")
+        await wait_for(pilot, lambda: isinstance(app.screen, HealthScreen) and "vllm-0" in app.screen.text, what="the Health view")
+        lines = app.screen.text.splitlines()
+        room = app.screen.query_one("VerticalScroll").content_region.width
+        assert max(len(line) for line in lines) <= room
+        assert all(line.startswith(("    ", " " * 6)) or not line.startswith(" ") for line in lines if line.strip())
+        continued = [line for line in lines if line.startswith(" " * 6)]
+        assert continued and all(not line.strip().startswith(("pod ", "pods:")) for line in continued)
