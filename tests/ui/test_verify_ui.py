@@ -387,8 +387,8 @@ async def test_several_marked_nodes_in_a_results_table(cluster, created):
             await wait_for(pilot, lambda: "every verification pod was deleted" in screen_text(app), what="the summary")
             rows = {key: [cell.plain for cell in screen.table.get_row(key)] for key in screen.table.shown_keys}
             assert rows["gpu-ok"][1:4:2] == ["pod deleted", "PASS"]
-            assert screen.known["gpu-ok"].plain == "known: the node condition GpuXidError is True (XidCriticalError: XID 119 on a GPU)"
-            assert rows["gpu-ok"][4].startswith("known: the node condition GpuXidError")  # first: the column cuts the rest
+            assert screen.known["gpu-ok"].plain == "known: condition GpuXidError is True (XidCriticalError: XID 119 on a GPU)"
+            assert rows["gpu-ok"][4].startswith("known: condition GpuXidError")  # first: the column cuts the rest
             assert rows["gpu-driver-broken"][3] == "FAIL" and rows["gpu-driver-broken"][4].startswith("nvidia-smi failed (exit 9)")
             assert "known" not in rows["gpu-driver-broken"][4]
             assert app.verify.marked == set()  # the marks were used up
@@ -398,7 +398,7 @@ async def test_several_marked_nodes_in_a_results_table(cluster, created):
             await pilot.press("enter")
             assert isinstance(app.screen, TextScreen)
             assert app.screen.text.startswith("PASS  1 x NVIDIA H100 80GB HBM3")
-            assert app.screen.text.splitlines()[1].startswith("known on this node: the node condition GpuXidError is True")
+            assert app.screen.text.splitlines()[1].startswith("known on this node: condition GpuXidError is True")
             await pilot.press("escape", "escape")
             assert not isinstance(app.screen, (TextScreen, VerifyManyScreen))
     finally:
@@ -489,7 +489,7 @@ def test_a_verdict_on_a_node_with_known_xids_or_conditions_says_so_under_its_ver
             health.BadGpu("h100-1", None, None, [health.Signal("CONDITION", "GpuHealthy=False [b]", None)])]
     known = known_problems(gpus, now=1180.0)
     passed = verdict_text(v.Verdict("h100-1", True, v.PASS, "ok", resource="nvidia.com/gpu", deleted=True), known=known).plain
-    assert passed.splitlines()[1] == "known on this node: GPU 1 XID 79 (GPU has fallen off the bus), 3m ago; the node GpuHealthy=False [b]"
+    assert passed.splitlines()[1] == "known on this node: GPU 1 XID 79 (GPU has fallen off the bus), 3m ago; GpuHealthy=False [b]"
     failed = verdict_text(v.Verdict("h100-1", False, v.NVIDIA_SMI, "nvidia-smi failed (exit 9)", deleted=True), known=known).plain
     assert failed.splitlines()[:3] == ["FAIL  nvidia-smi failed", known.plain, "nvidia-smi failed (exit 9)"]
     assert known_problems([], now=0.0) is None  # nothing known: nothing said

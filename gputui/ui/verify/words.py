@@ -48,7 +48,8 @@ def kubectl_delete(namespace: str, name: str) -> str:
 def known_problems(gpus: Iterable[health.BadGpu], now: float, lead: str = "known on this node: ") -> Text | None:
     """`known on this node: GPU 1 XID 79 (GPU has fallen off the bus), 3m ago`: what the Health screen
     holds against the node (kube/health.py's bad GPUs), said beside a verdict that nvidia-smi alone gives."""
-    parts = [f"{gpu.device or 'the node'} {health.signal_words(signal, now)}" for gpu in gpus for signal in gpu.signals]
+    # a node-level signal is said as it is: `known on this node: 1 nvidia.com/gpu device unhealthy (…)`
+    parts = [f"{gpu.device + ' ' if gpu.device else ''}{health.signal_words(signal, now)}" for gpu in gpus for signal in gpu.signals]
     if not parts:
         return None
     return Text(lead, style=render.WARN_STYLE, end="") + render.text("; ".join(parts), limit=800)
