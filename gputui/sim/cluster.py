@@ -234,6 +234,7 @@ class SimCluster:
         from .behaviour.controllers import Controllers  # noqa: PLC0415
 
         self.store.drop_watches()
+        self.logs.end_streams()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -307,6 +308,7 @@ class SimCluster:
         if self.controllers is not None and self._run_controllers:
             await self.controllers.stop()
         self.store.drop_watches()
+        self.logs.end_streams()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None

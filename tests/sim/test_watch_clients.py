@@ -353,6 +353,29 @@ async def test_log_endpoint_errors_and_follow(sim):
     assert (await no_previous.json())["message"] == 'previous terminated container "server" in pod "infer-0" not found'
 
 
+async def test_a_restart_cuts_a_followed_log_as_a_dropped_connection(sim):
+    """The server going away ends its log streams with it (the client reads a cut body, not a clean end), at
+    once: not after the server's shutdown grace, which would hold the restart up."""
+    pod, container = "train-0", "trainer"
+    sim.call(lambda: sim.sim.logs.append("ml", pod, container, "epoch 1"))  # a running instance to follow
+    back = asyncio.Event()
+    async with http_session(sim) as http:
+        follow = await http.get(f"/api/v1/namespaces/ml/pods/{pod}/log", params={"follow": "true", "tailLines": "1"})
+        first = await asyncio.wait_for(follow.content.readline(), 5)
+        restart = asyncio.run_coroutine_threadsafe(sim.sim.restart(back=back), sim._loop)
+        try:
+            with pytest.raises(aiohttp.ClientPayloadError):
+                await asyncio.wait_for(follow.content.read(), 30)
+            still_down = not restart.done()
+        finally:
+            sim.call(back.set)
+            await asyncio.wrap_future(restart)
+        after = await (await http.get(f"/api/v1/namespaces/ml/pods/{pod}/log", params={"tailLines": "1"})).read()
+    assert first == b"epoch 1\n"
+    assert still_down  # the stream was cut as the server went, not when it came back
+    assert after == b"epoch 1\n"  # the log itself stays
+
+
 async def test_faults_500_slow_and_restart(sim):
     async with http_session(sim) as http:
         sim.call(sim.sim.faults.fail, "daemonsets.apps", 500)

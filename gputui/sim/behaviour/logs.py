@@ -41,6 +41,10 @@ class LogOptions:
         return at.strftime("%Y-%m-%dT%H:%M:%S.%f").encode() + b"000Z " + text
 
 
+class StreamCut(Exception):
+    """A follow stream's connection went with the API server (end_streams)."""
+
+
 @dataclass
 class _Instance:
     lines: deque[Line] = field(default_factory=lambda: deque(maxlen=MAX_LINES))
@@ -53,6 +57,16 @@ class LogBook:
     def __init__(self) -> None:
         # (namespace, pod, container) -> instances, oldest first
         self._logs: dict[tuple[str, str, str], list[_Instance]] = {}
+        self._streams_cut = 0  # end_streams() so far: a follower from before one returns
+
+    def end_streams(self) -> None:
+        """The API server goes away: every follow stream is cut (StreamCut), as its connection would be; the
+        logs stay."""
+        self._streams_cut += 1
+        for instances in self._logs.values():
+            for inst in instances:
+                inst.changed.set()
+                inst.changed = asyncio.Event()
 
     def _current(self, ns: str, pod: str, container: str) -> _Instance:
         instances = self._logs.setdefault((ns, pod, container), [])
@@ -105,8 +119,10 @@ class LogBook:
         inst = self._current_or_none(ns, pod, container) or self._current(ns, pod, container)
         for line in options.shown(list(inst.lines)):
             yield line
-        seen = inst.total
+        seen, cut = inst.total, self._streams_cut
         while True:
+            if self._streams_cut != cut:
+                raise StreamCut
             if inst.total > seen:
                 fresh = min(inst.total - seen, len(inst.lines))
                 for written in list(inst.lines)[-fresh:]:

@@ -7,7 +7,7 @@ from typing import Any
 
 from aiohttp import web
 
-from ...behaviour.logs import LogOptions
+from ...behaviour.logs import LogOptions, StreamCut
 from ..proxy import ProxyError, split_name_port
 from ..store import now_rfc3339
 from .base import ApiBase
@@ -89,6 +89,9 @@ class Subresources(ApiBase):
                 if limit and sent >= limit:
                     break
             await response.write_eof()
+        except StreamCut:
+            if request.transport is not None:  # cut, not ended: no last chunk, as a dropped connection
+                request.transport.abort()
         except (ConnectionError, asyncio.CancelledError):
             pass
         return response
