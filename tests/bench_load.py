@@ -372,7 +372,7 @@ def main() -> int:
         asyncio.run(child_models(sys.argv[3], int(sys.argv[2]), float(sys.argv[4])))
         return 0
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--smoke", action="store_true", help="20 nodes / 300 pods, 3 of each client, 1 s steady, 40 changes/s; "
+    parser.add_argument("--smoke", action="store_true", help="20 nodes / 300 pods, 3 of each client, 0.5 s steady, 40 changes/s; "
                         "then the gputui models alone at 100 nodes / 3,000 pods, 80 changes/s")
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--pods", type=int, default=150_000)
@@ -392,7 +392,7 @@ def main() -> int:
         parser.error(f"--groups: one or more of {', '.join(GROUPS)}")
     plan = [(size, groups, args.churn) for size in args.sizes or [(args.nodes, args.pods)]]
     if args.smoke:  # every group at the small size; gputui again at one ten times bigger under twice the churn
-        args.instances, args.per_process, args.watchers, args.minutes, args.seed_every = 3, 3, 3, 1.0 / 60, 0.4
+        args.instances, args.per_process, args.watchers, args.minutes, args.seed_every = 3, 3, 3, 0.5 / 60, 0.2
         plan = [((20, 300), list(GROUPS), 40.0), ((100, 3000), ["gputui"], 80.0)]
     args.sync_timeout = args.sync_timeout or (60.0 if args.smoke else 1800.0)
     sizes = [size for size, _, _ in plan]

@@ -367,7 +367,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.smoke:
         args.nodes, args.pods, args.churn = 10, 100, 50
-        args.minutes, args.settle, args.rest, args.quiet = 1.5 / 60, 0.5, 0.5, 0.2
+        args.minutes, args.settle, args.rest, args.quiet = 1.0 / 60, 0.3, 0.3, 0.1
     if args.size:
         one_size(args)
         return 0

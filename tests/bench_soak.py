@@ -715,16 +715,16 @@ def main() -> int:
     parser.add_argument("--fault-every", type=float, default=60.0, help="seconds between faults (default 60)")
     parser.add_argument("--churn", type=float, default=50.0, help="changes a second through the API (default 50)")
     parser.add_argument("--burst", type=float, default=None, help="seconds a 500 burst lasts (default 5; smoke 0.3)")
-    parser.add_argument("--settle", type=float, default=None, help="seconds to settle after the churn (default 15; smoke 0.5)")
+    parser.add_argument("--settle", type=float, default=None, help="seconds to settle after the churn (default 15; smoke 0.25)")
     parser.add_argument("--steady", type=float, default=None,
-                        help=f"seconds every watch must stay back for a recovery to count (default {STEADY:g}; smoke 0.5)")
+                        help=f"seconds every watch must stay back for a recovery to count (default {STEADY:g}; smoke 0.25)")
     args = parser.parse_args()
     if args.smoke:
         # each fault once, back to back (the next once the last one's watches are back)
         args.nodes, args.pods, args.minutes, args.fault_every, args.churn = 20, 300, 0.0, 0.1, 20.0
     args.burst = args.burst if args.burst is not None else (0.3 if args.smoke else 5.0)
-    args.settle = args.settle if args.settle is not None else (0.5 if args.smoke else 15.0)
-    args.steady = args.steady if args.steady is not None else (0.5 if args.smoke else STEADY)
+    args.settle = args.settle if args.settle is not None else (0.25 if args.smoke else 15.0)
+    args.steady = args.steady if args.steady is not None else (0.25 if args.smoke else STEADY)
     print(f"soak: {args.nodes:,} nodes, {args.pods:,} pods, {args.minutes:g} min, a fault every {args.fault_every:g} s "
           f"({', '.join(FAULTS)}), {args.churn:g} changes/s asked", flush=True)
     with tempfile.TemporaryDirectory(prefix="gputui-soak-") as workdir:
