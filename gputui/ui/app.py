@@ -34,6 +34,7 @@ from . import keys, render
 from .capacity import CapacityScreen
 from .colour import ReadableMonochrome, few_colours, readable, use_sixteen_colours
 from .commands import GpuCommands
+from .fleet_navigation import FleetNavigation
 from .health import BadGpuNotes, HealthScreen
 from .idle import IdleFigures, IdleScreen
 from .header import About, ClusterHeader
@@ -55,7 +56,6 @@ from .widgets import FilterBar, PluginLog
 W = TypeVar("W", bound=Widget)
 
 NARROW_WIDTH = 100
-FLEET_SCREEN = "fleet"
 
 Connector = Callable[[str | None], Awaitable[Connection]]
 
@@ -120,9 +120,9 @@ class GpuTuiApp(App[None]):
         Prometheus, the samples in memory."""
         super().__init__()
         self.fleet = fleet  # several clusters: the Fleet screen first, `enter` opens one here, `esc` goes back
+        self.fleet_navigation = FleetNavigation(self)  # the Fleet screen, a cluster opened from it, `esc` back (fleet_navigation.py)
         self.dump_paths: tuple[str, ...] = ()  # --from: the dump's files (demo.dump_app); the header never says `live`
         self.dump_taken = ""  # --from: when it was taken, from its objects (quantities.dump_taken)
-        self._fleet_installed = False
         # Under NO_COLOR, problem words keep the contrast of normal text at least (get_line_filters).
         self._readable_monochrome = ReadableMonochrome(self.current_theme.foreground or "#e0e0e0")
         render.PALETTE.start(monochrome=self.no_color)  # NO_COLOR: warnings bold, as problems: weight stands for colour
@@ -255,7 +255,7 @@ class GpuTuiApp(App[None]):
         self.cluster_header.update(Text("connecting…", style="dim"))
         self.set_interval(AGE_INTERVAL, self.scheduler.age_tick)
         if self.fleet is not None:
-            self._start_fleet()
+            self.fleet_navigation.start()
         else:
             self._connect()
 
@@ -569,7 +569,7 @@ class GpuTuiApp(App[None]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "back_in_fleet":
-            return self.fleet is not None  # else esc's other binding, app.back, takes the key
+            return self.fleet_navigation.in_fleet  # else esc's other binding, app.back, takes the key
         return True
 
     def action_back_in_fleet(self) -> None:
@@ -590,8 +590,7 @@ class GpuTuiApp(App[None]):
             self.follow_node_cursor()
             self.scheduler.draw(("nodes", "pods"))
             return
-        if self.fleet is not None:
-            self.back_to_fleet()
+        self.fleet_navigation.back()  # in a fleet's cluster: the Fleet screen
 
     def toggle_pane(self, pane_id: str) -> None:
         pane = self._main(f"#{pane_id}", Widget)
@@ -600,6 +599,10 @@ class GpuTuiApp(App[None]):
     def set_namespace(self, namespace: str | None) -> None:
         self.namespaces = (namespace,) if namespace else ()
         self.scheduler.draw(("header", "pods"))
+
+    def verification_running(self) -> bool:
+        """For the app's parts: verification pods run on the cluster shown (verify/actions.py)."""
+        return self.verify.running()
 
     def switch_context(self, context: str) -> None:
         if self.verify.running():  # reconnecting closes the connection their pods' deletion needs
@@ -611,33 +614,6 @@ class GpuTuiApp(App[None]):
         self.scheduler.forget_cluster()
         self.plugin_log.clear()
         self._connect()
-
-    # -- the fleet ---------------------------------------------------------------------------
-    @work(group="fleet")
-    async def _start_fleet(self) -> None:
-        from .fleet import FleetScreen  # noqa: PLC0415
-
-        assert self.fleet is not None
-        await self.fleet.start()
-        self.cluster_header.update(Text("fleet: choose a cluster (enter)", style="dim"))
-        # Installed, so that leaving it for a cluster keeps it (its order, filter and cursor) for `esc`.
-        self.install_screen(FleetScreen(self.fleet, self.open_cluster), name=FLEET_SCREEN)
-        self._fleet_installed = True
-        await self.push_screen(FLEET_SCREEN)
-
-    def open_cluster(self, context: str) -> None:
-        """The Fleet screen's `enter`: this cluster's main screen, on the fleet's own watches."""
-        from .fleet import FleetScreen  # noqa: PLC0415
-
-        if isinstance(self.screen, FleetScreen):
-            self.pop_screen()
-        if context != self.context or self.model is None:
-            self.switch_context(context)
-
-    def back_to_fleet(self) -> None:
-        if not self._fleet_installed or self.verify.running():
-            return  # a running verification keeps its cluster on screen: esc cancels it there
-        self.push_screen(FLEET_SCREEN)
 
     # -- filtering --------------------------------------------------------------------------
     def action_filter(self) -> None:

@@ -52,7 +52,7 @@ class GpuCommands(Provider):
                 yield f"Jump to node: {clean(summary.name, 63)}", partial(app.jump_to_node, summary.name), "select the node"
         fleet = app.fleet.contexts if app.fleet is not None else []
         for context in fleet:
-            yield f"Open cluster: {clean(context, 80)}", partial(app.open_cluster, context), "this cluster of the fleet"
+            yield f"Open cluster: {clean(context, 80)}", partial(app.fleet_navigation.open_cluster, context), "this cluster of the fleet"
         for context in app.list_contexts():
             if context != app.context and context not in fleet:
                 yield f"Switch context: {clean(context, 80)}", partial(app.switch_context, context), "reconnect to this kubeconfig context"
