@@ -49,6 +49,7 @@ from .screens import HelpScreen, NodeDetails, NodeDetailsScreen, TextScreen, nod
 from .seam import ModelView, ViewContext
 from .session import TerminalWatch
 from .table import KeyedTable
+from .table_filter import TableFilter
 from .stack import StackViews
 from .verify import VerifyFlow, VerifySettings
 from .widgets import FilterBar, PluginLog
@@ -76,7 +77,7 @@ class MainScreen(Screen[None]):
 
     BINDINGS = keys.bindings(keys.MAIN_KEYS)
 
-    def __init__(self, ready: Callable[[], None], parts: tuple[ClusterHeader, NodesPane, PodsPane, PluginPane],
+    def __init__(self, ready: Callable[[], None], parts: tuple[ClusterHeader, NodesPane, PodsPane, PluginPane, FilterBar],
                  *, id: str | None = None) -> None:  # id: Textual's word
         super().__init__(id=id)
         self._ready = ready  # the app's: the panes exist, connect
@@ -84,7 +85,6 @@ class MainScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield from self._parts
-        yield FilterBar(placeholder="filter (enter keeps, esc clears)", id="filter")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -146,7 +146,6 @@ class GpuTuiApp(App[None]):
         self.selected_node: str | None = None
         self.pods_all_nodes = False  # the pods pane follows the Nodes cursor; `a` shows every node's
         self._unsubscribe: Callable[[], None] | None = None
-        self._filter_target: KeyedTable | None = None
         self._narrow: bool | None = None
         self._layout: tuple[bool, int] | None = None  # (narrow, width) the columns were laid out for
         self.stack = StackViews(self)  # the GPU stack's screens and this host's GPUs (stack.py)
@@ -156,6 +155,7 @@ class GpuTuiApp(App[None]):
         self.nodes_pane: NodesPane = NodesPane(self.verify.with_mark)  # its columns, rows and summaries; the refresh says when to show
         self.pods_pane: PodsPane = PodsPane(self.request_refresh, self.pod_note, self.bad_gpu_notes.changed)  # its columns, rows and stale pods
         self.plugin_pane = PluginPane()  # the selected node's device plugin: its info line and log
+        self.table_filter = TableFilter(self)  # `/`: the filter bar and the table it narrows (table_filter.py)
         self._main_ready = False
         self._focus_before_logs: Widget | None = None
         self.terminal = TerminalWatch(self)  # a hung-up terminal or a quit signal ends the app (session.py)
@@ -182,7 +182,8 @@ class GpuTuiApp(App[None]):
 
     # -- layout ------------------------------------------------------------------
     def get_default_screen(self) -> Screen:
-        return MainScreen(self.main_screen_ready, (self.cluster_header, self.nodes_pane, self.pods_pane, self.plugin_pane), id="main")
+        parts = (self.cluster_header, self.nodes_pane, self.pods_pane, self.plugin_pane, self.table_filter.bar)
+        return MainScreen(self.main_screen_ready, parts, id="main")
 
     @overload
     def _main(self, selector: str) -> Widget: ...
@@ -576,19 +577,12 @@ class GpuTuiApp(App[None]):
         self.action_back()
 
     def action_back(self) -> None:  # type: ignore[override]  # Textual's is async; a binding runs either kind
-        bar = self._main("#filter", FilterBar)
-        if bar.has_class("-active"):
-            bar.value = ""  # esc in the filter clears it
-            self._close_filter()
+        if self.table_filter.escape_bar():  # esc in the filter clears it
             return
         if self.screen.maximized is not None:
             self._minimize()
             return
-        focused = self.focused
-        if isinstance(focused, KeyedTable) and focused.filter_text:
-            focused.set_filter("")  # the cursor stays on its row
-            self.follow_node_cursor()
-            self.scheduler.draw(("nodes", "pods"))
+        if self.table_filter.escape_table():  # a filtered table's filter cleared
             return
         self.fleet_navigation.back()  # in a fleet's cluster: the Fleet screen
 
@@ -615,29 +609,14 @@ class GpuTuiApp(App[None]):
         self.plugin_log.clear()
         self._connect()
 
-    # -- filtering --------------------------------------------------------------------------
+    # -- filtering (table_filter.py) ------------------------------------------------------
     def action_filter(self) -> None:
-        focused = self.focused
-        table = focused if isinstance(focused, KeyedTable) else self.nodes_table
-        self._filter_target = table
-        bar = self._main("#filter", FilterBar)
-        bar.value = table.filter_text
-        bar.add_class("-active")
-        bar.focus()
+        self.table_filter.open()
 
     @on(Input.Changed, "#filter")
     def _filter_changed(self, event: Input.Changed) -> None:
-        target = self._filter_target
-        if target is not None:
-            target.set_filter(event.value)
-            self.follow_node_cursor()
-            self.scheduler.draw(("nodes", "pods"))
+        self.table_filter.changed(event.value)
 
     @on(Input.Submitted, "#filter")
     def _filter_kept(self) -> None:
-        self._close_filter()
-
-    def _close_filter(self) -> None:
-        bar = self._main("#filter", FilterBar)
-        bar.remove_class("-active")
-        (self._filter_target or self.nodes_table).focus()
+        self.table_filter.close()
