@@ -25,7 +25,7 @@ from gputui.kube.config import Connection, ConnectError, check
 from gputui.kube.fleet import Fleet
 from gputui.kube.idle import IdleSettings
 from gputui.kube.model import ClusterModel
-from gputui.kube.records import Event, Pod
+from gputui.kube.records import Pod
 from gputui.kube.usage import UsageFeed
 from gputui.kube.watches import namespaces_to_try
 from gputui.last_resort import last_resort_line
@@ -44,8 +44,9 @@ from .plugin_pane import PluginPane
 from .queues import QueuesScreen
 from .usage import UsageScreen
 from .refresh import AGE_INTERVAL, RefreshScheduler
+from .row_details import RowDetails
 from gputui.sanitize import clean
-from .screens import HelpScreen, NodeDetails, NodeDetailsScreen, TextScreen, node_details
+from .screens import HelpScreen
 from .seam import ModelView, ViewContext
 from .session import TerminalWatch
 from .table import KeyedTable
@@ -155,6 +156,7 @@ class GpuTuiApp(App[None]):
         self.nodes_pane: NodesPane = NodesPane(self.verify.with_mark)  # its columns, rows and summaries; the refresh says when to show
         self.pods_pane: PodsPane = PodsPane(self.request_refresh, self.pod_note, self.bad_gpu_notes.changed)  # its columns, rows and stale pods
         self.plugin_pane = PluginPane()  # the selected node's device plugin: its info line and log
+        self.row_details = RowDetails(self)  # `enter`: a node's details, a GPU pod's popup (row_details.py)
         self.table_filter = TableFilter(self)  # `/`: the filter bar and the table it narrows (table_filter.py)
         self._main_ready = False
         self._focus_before_logs: Widget | None = None
@@ -435,71 +437,15 @@ class GpuTuiApp(App[None]):
     @on(DataTable.RowSelected, "#nodes-table")
     def _node_chosen(self, event: DataTable.RowSelected) -> None:
         if event.row_key.value:
-            self.show_node(event.row_key.value)
+            self.row_details.show_node(event.row_key.value)
 
     @on(DataTable.RowSelected, "#pods-table")
     def _pod_chosen(self, event: DataTable.RowSelected) -> None:
-        key = event.row_key.value or ""
-        namespace, _, name = key.partition("/")
-        model = self.model
-        pod = model.pod(namespace, name) if model is not None else None
-        if model is None or pod is None:
-            return
-        screen = TextScreen("GPU pod", self._pod_text(pod, model.events_for("Pod", namespace, name), "listing its events…"))
-        self.push_screen(screen)
-        self._list_pod_events(screen, pod)
-
-    def _pod_text(self, pod: Pod, events: list[Event], note: str | None = None) -> Text:
-        shown = self.pods_pane.view.get(pod.key)
-        body = Text(end="")
-        body.append_text(render.pod_name(pod))
-        body.append("\n")
-        body.append_text(render.pod_status(pod))
-        if shown is not None:
-            body.append("\n")
-            body.append_text(render.gpu_hours_words(shown[0], self.clock()))
-        if shown is not None and shown[0].reason:
-            body.append("\n\n")
-            body.append_text(render.text(shown[0].reason, limit=10_000))
-        if not events and note is None:
-            body.append("\nno events", style="dim")
-        for event_record in events[:10]:
-            body.append("\n")
-            body.append_text(render.event_line(event_record, self.clock()))
-        if note:
-            body.append("\n")
-            body.append_text(render.text(note, style="dim", limit=300))
-        return body
-
-    @work(group="pod-events", exclusive=True)
-    async def _list_pod_events(self, screen: TextScreen, pod: Pod) -> None:
-        """The pod's every event, listed as its details open: the events watch keeps only why a pod waits."""
-        model = self.model
-        if model is None:
-            return
-        try:
-            events, note = await model.events_of(pod.namespace, pod.name, pod.uid or None), None
-        except Exception as error:  # noqa: BLE001  (a 403, a lost connection: said, the watched events stay)
-            events, note = model.events_for("Pod", pod.namespace, pod.name), f"events not listed: {str(error).splitlines()[0] if str(error) else type(error).__name__}"
-        screen.set_body(self._pod_text(pod, events, note))  # shown whether the popup is mounted yet or not
-
-    def show_node(self, name: str) -> None:
-        self.push_screen(NodeDetailsScreen(name, on_show=lambda: self.want_node_metrics(name)))
-
-    def want_node_metrics(self, node: str) -> Callable[[], None]:
-        """Poll the node's DCGM exporter until the returned release() is called (a details screen is shown)."""
-        model = self.model
-        if model is None:
-            return lambda: None
-        return model.metrics.want([node])
+        self.row_details.show_pod(event.row_key.value or "")
 
     def pod_note(self, entry: gpu.GpuPod) -> Text | None:
         """A GPU pod's row note: on a bad GPU (ui/health.py) first, else its GPU use (ui/idle.py)."""
         return self.bad_gpu_notes.note(entry) or self.idle.note(entry)
-
-    def node_details(self, name: str) -> NodeDetails | None:
-        """The node's details as its screen would show them now (tests)."""
-        return node_details(self.model, name, self.idle.view) if self.model is not None else None
 
     def jump_to_node(self, name: str) -> None:
         table = self.nodes_table

@@ -316,7 +316,7 @@ async def _wait(pilot, condition: Callable[[], object], what: str, timeout: floa
 
 
 async def _details(app, pilot, node: str) -> str:
-    app.show_node(node)
+    app.row_details.show_node(node)
     await _wait(pilot, lambda: isinstance(app.screen, NodeDetailsScreen) and app.screen.text, f"{node}'s details")
     return app.screen.text
 

@@ -76,7 +76,7 @@ async def test_details_on_a_cluster_whose_pods_are_forbidden(cluster):
         async with app.run_test(size=(120, 40)) as pilot:
             await wait_for(pilot, lambda: app.model is not None and app.nodes_table.row_count == 1, what="the node row")
             await wait_for(pilot, lambda: app.model.states["pods"].phase == "forbidden", what="pods forbidden")
-            app.show_node("full-1")
+            app.row_details.show_node("full-1")
             await wait_for(pilot, lambda: isinstance(app.screen, NodeDetailsScreen) and "nvidia.com/gpu" in app.screen.text,
                            what="node details")
             row = _resource_line(app.screen.text, "nvidia.com/gpu")
@@ -92,7 +92,7 @@ async def test_a_refresh_between_pushing_details_and_its_mount_waits_for_the_mou
     app = app_on(cluster)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: app.model is not None and app.nodes_table.row_count == 1, what="the node row")
-        app.show_node("full-1")
+        app.row_details.show_node("full-1")
         assert isinstance(app.screen, NodeDetailsScreen) and not app.screen.is_mounted
         app.scheduler.draw({"pods", "plugin"})  # as the coalesced refresh does, before the screen's mount
         await wait_for(pilot, lambda: "nvidia.com/gpu" in app.screen.text, what="node details")

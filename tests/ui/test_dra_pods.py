@@ -33,7 +33,7 @@ async def test_dra_holders_in_pods_pane_and_node_details(cluster):
     async with app.run_test(size=(160, 40)) as pilot:
         await wait_for(pilot, lambda: "default/serve-0" in app.pods_table.shown_keys, what="the DRA pod's row")
         await wait_for(pilot, lambda: "2 gpu.nvidia.com" in screen_text(app), what="its devices, counted by DeviceClass")
-        details = details_text(app.node_details(NODE), NOW_TS, 160).plain
+        details = details_text(app.row_details.node_details(NODE), NOW_TS, 160).plain
         pods_section = details.split("Pods on this node holding GPUs", 1)[1]
         line = next(ln for ln in pods_section.splitlines() if "default/serve-0" in ln)
         assert "2 gpu.nvidia.com" in line and "claim default/serve-0-gpus-" in line and "gpu-0,gpu-1" in line
@@ -51,7 +51,7 @@ async def test_dra_holders_in_pods_pane_and_node_details(cluster):
                 assert resp.status == 201, await resp.text()
                 resp.release()
             await wait_for(pilot, lambda: "1 gpu.nvidia.com" in screen_text(app), what="the new holder's device")
-            held = details_text(app.node_details(NODE), NOW_TS, 160).plain.split("Pods on this node holding GPUs", 1)[1]
+            held = details_text(app.row_details.node_details(NODE), NOW_TS, 160).plain.split("Pods on this node holding GPUs", 1)[1]
             assert "gpu-2" in next(ln for ln in held.splitlines() if "default/train-0" in ln)
         finally:
             await conn.close()

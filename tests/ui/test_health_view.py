@@ -72,7 +72,7 @@ async def test_node_details_list_each_gpus_health_and_the_pods_on_a_bad_one(clus
         await wait_for(pilot, lambda: app.model is not None and app.model.pods_known, what="the pods listed")
 
         async def health_lines(node: str) -> dict[str, str]:
-            app.show_node(node)
+            app.row_details.show_node(node)
             await wait_for(pilot, lambda: isinstance(app.screen, NodeDetailsScreen) and "GPU health" in app.screen.text
                            and "DCGM not read yet" not in app.screen.text and "exporter unknown" not in app.screen.text,
                            what=f"{node}'s GPU health")

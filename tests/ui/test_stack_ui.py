@@ -56,7 +56,7 @@ async def open_stack(app, pilot) -> StackScreen:
 
 
 async def show_details(app, pilot, node: str) -> NodeDetailsScreen:
-    app.show_node(node)
+    app.row_details.show_node(node)
     await wait_for(pilot, lambda: isinstance(app.screen, NodeDetailsScreen) and app.screen.text, what=f"{node}'s details")
     return app.screen
 
