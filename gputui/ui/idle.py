@@ -23,6 +23,7 @@ from gputui.kube.model import METRICS
 from gputui.kube.tasks import set_within
 
 from . import render
+from .names import DistinctNames, cut_name, safe_parts
 from .page import ModelPage
 from .seam import ViewContext
 
@@ -112,15 +113,23 @@ def idle_text(view: IdleView | None, settings: IdleSettings, width: int = 120) -
                style=render.DIM_STYLE)
     if not view.pods:
         out.append("no pod holds GPUs", style=render.DIM_STYLE)
-    for pod in view.pods[:SHOWN]:
-        for (_, w), value in zip(names, (pod.name, pod.namespace, pod.node or "-"), strict=True):
+    shown = view.pods[:SHOWN]
+    pod_width = names[0][1]
+    alike = DistinctNames(pod_width + 1)  # two replicas cut alike read apart, as in the GPU pods pane
+    alike.update((("", pod.name) for pod in shown), ())
+    for pod in shown:
+        name = cut_name("", safe_parts("", pod.name)[1], pod_width + 1, alike.differ_at.get(("", pod.name)))[1][1:]
+        out.append(name.ljust(pod_width) + " ")
+        for (_, w), value in zip(names[1:], (pod.namespace, pod.node or "-"), strict=True):
             cell = render.text(value, limit=253)
             cell.truncate(w, overflow="ellipsis", pad=True)
             out.append_text(cell)
             out.append(" ")
         if not pod.known:
             out.append(f"{pod.gpus:>4} ")
-            out.append_text(render.text(SHARED_WORDS if pod.shared else pod.why or "no samples yet", style=render.DIM_STYLE, limit=100))
+            why = render.text(SHARED_WORDS if pod.shared else pod.why or "no samples yet", style=render.DIM_STYLE, limit=100)
+            under = sum(w + 1 for _, w in names) + 5  # the IDLE FOR column: a long why goes on under itself
+            render.append_hanging(out, why, used=under, width=width - 4, indent=under)
             out.append("\n")
             continue
         values = [f"{pod.gpus}", pod.idle_for, _percent(pod.mean_util), *([_percent(pod.peak_util)] if wide else []), memory(pod.fb_used_mib)]

@@ -117,9 +117,39 @@ async def test_the_key_is_in_the_help_and_the_palette(cluster):
 def test_a_pod_on_a_shared_gpu_says_its_use_is_not_split():
     shared = PodIdle("shared", "pair-a", "ts-1", 1, None, False, None, None, None, 0.0, shared=True)
     view = IdleView(EXPORTERS, 3600.0, 600.0, (shared,), NOW_TS)
-    rows = [line for line in idle_text(view, IdleSettings(), width=120).plain.splitlines() if "pair-a" in line]
-    assert len(rows) == 1 and rows[0].endswith("shared GPU: use not split among its pods") and "%" not in rows[0]
+    lines = idle_text(view, IdleSettings(), width=120).plain.splitlines()
+    row = next(i for i, line in enumerate(lines) if "pair-a" in line)
+    said = " ".join(line.strip() for line in lines[row:])
+    assert said.endswith(" 1 shared GPU: use not split among its pods") and "%" not in said
     assert (idle_words(shared).plain, idle_words(shared, compact=True).plain) == ("shared GPU: use not split among its pods", "shared GPU")
+
+
+def test_why_a_pod_has_no_figures_goes_on_under_itself_at_80_columns():
+    """At 80 columns the words for a shared GPU, or a long why, do not fit the row: they go on under the
+    IDLE FOR column, not at the margin under POD (the screen's own wrap)."""
+    shared = PodIdle("shared", "pair-a", "ts-1", 1, None, False, None, None, None, 0.0, shared=True)
+    why = PodIdle("ml", "train-0", "gpu-1", 1, None, False, None, None, None, 0.0,
+                  why="exporter answered 503 Service Unavailable from 10.0.0.7:9400 after 3 tries")
+    view = IdleView(EXPORTERS, 3600.0, 600.0, (shared, why), NOW_TS)
+    width = 78  # the screen's text at 80 columns
+    lines = idle_text(view, IdleSettings(), width=width).plain.splitlines()
+    table = lines[lines.index(next(line for line in lines if line.startswith("POD"))):]
+    column = table[0].index("IDLE FOR") - 1  # where the why starts: after GPUS, the right-aligned IDLE FOR's cell
+    assert all(len(line) <= width - 4 for line in table), table
+    shared_at = next(i for i, line in enumerate(table) if "pair-a" in line)
+    assert table[shared_at][column:] + " " + table[shared_at + 1].strip() == "shared GPU: use not split among its pods", table
+    assert table[shared_at + 1][:column].strip() == ""  # under itself
+    said = " ".join(line[column:].strip() for line in table[shared_at + 2:])
+    assert said == why.why and "train-0" in table[shared_at + 2], table
+
+
+def test_replicas_cut_alike_read_apart_at_80_columns():
+    replicas = tuple(PodIdle("inference", f"whisper-asr-6b9c4d7f8-{tail}", "mig-1", 1, 0.0, False, 50.0, 60.0, 512.0, 600.0)
+                     for tail in ("x2kfp", "x2kqz"))
+    view = IdleView(EXPORTERS, 3600.0, 600.0, replicas, NOW_TS)
+    rows = [line.split()[0] for line in idle_text(view, IdleSettings(), width=78).plain.splitlines() if "mig-1" in line]
+    assert len(rows) == 2 and rows[0] != rows[1] and all("…" in row for row in rows), rows
+    assert rows[0].endswith("x2kfp") and rows[1].endswith("x2kqz")
 
 
 # -- snapshots: fixed figures for the cluster's pods (nothing here depends on when it runs) --------------
