@@ -25,7 +25,6 @@ from gputui.kube.config import Connection, ConnectError, check
 from gputui.kube.fleet import Fleet
 from gputui.kube.idle import IdleSettings
 from gputui.kube.model import ClusterModel
-from gputui.kube.records import Pod
 from gputui.kube.usage import UsageFeed
 from gputui.kube.watches import namespaces_to_try
 from gputui.last_resort import last_resort_line
@@ -38,6 +37,7 @@ from .fleet_navigation import FleetNavigation
 from .health import BadGpuNotes, HealthScreen
 from .idle import IdleFigures, IdleScreen
 from .header import About, ClusterHeader
+from .node_selection import NodeSelection
 from .nodes_pane import NodesPane
 from .pods_pane import PodsPane
 from .plugin_pane import PluginPane
@@ -144,8 +144,7 @@ class GpuTuiApp(App[None]):
         self.server_version = ""
         self.namespaces: tuple[str, ...] = tuple(namespaces)  # the GPU pods shown; (): all namespaces
         self._namespaces_given = (tuple(namespaces), tuple(fallback_namespaces))
-        self.selected_node: str | None = None
-        self.pods_all_nodes = False  # the pods pane follows the Nodes cursor; `a` shows every node's
+        self.selection = NodeSelection(self)  # the selected node, and the GPU pods pane's scope (node_selection.py)
         self._unsubscribe: Callable[[], None] | None = None
         self._narrow: bool | None = None
         self._layout: tuple[bool, int] | None = None  # (narrow, width) the columns were laid out for
@@ -394,45 +393,24 @@ class GpuTuiApp(App[None]):
         self.error = last_resort_line(self._exception)
         self._close_messages_no_wait()
 
-    # -- selection and keys -------------------------------------------------------------------
+    # -- selection (node_selection.py) and keys -------------------------------------------------
+    @property
+    def selected_node(self) -> str | None:
+        """The Nodes pane's cursor row, as the panes follow it."""
+        return self.selection.node
+
+    @property
+    def pods_all_nodes(self) -> bool:
+        """The GPU pods pane shows every node's pods (`a`), not the selected node's."""
+        return self.selection.all_nodes
+
     @on(DataTable.RowHighlighted, "#nodes-table")
     def _node_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        name = event.row_key.value
-        if name is None or name == self.selected_node or name != self.nodes_table.cursor_key:
-            return  # a stale highlight: the cursor has moved on (a filter, a re-order)
-        self._select_node(name)  # the pods' scope (`a`: all nodes) stays as the user put it
+        self.selection.highlighted(event.row_key.value)
 
     def follow_node_cursor(self) -> None:
-        """The selected node is the Nodes pane's visible cursor row: after a filter hides the
-        row it was on, or the rows change, the other panes (and `v`, `enter`) follow the cursor."""
-        if not self._main_ready:
-            return
-        table = self.nodes_table
-        key = table.cursor_key
-        if key is None and not table.filter_text:
-            return  # no rows yet (connecting, a context switch): nothing to follow
-        if key != self.selected_node:
-            self._select_node(key)
-
-    def _select_node(self, name: str | None) -> None:
-        self.selected_node = name
-        self._follow_plugin_of(name)
-        # The cursor moves now; the narrowed pods and the plugin pane follow within
-        # REFRESH_INTERVAL, once however fast the keys come.
-        self.scheduler.request("pods", "plugin")
-
-    def _follow_plugin_of(self, node: str | None) -> None:
-        """The plugin pane follows the selected node's plugin log, on this connection."""
-        conn = self.conn
-        if node is None or conn is None or not self._main_ready or not self.is_running:
-            self.plugin_pane.follow(node, None, lambda: None)  # not connected, or quitting: no log followed
-            return
-
-        def pod_of() -> Pod | None:
-            model = self.model
-            return model.plugin_pod(node) if model is not None and self.conn is conn else None
-
-        self.plugin_pane.follow(node, conn.api, pod_of)
+        """For the app's parts: the other panes follow the Nodes pane's visible cursor."""
+        self.selection.follow_cursor()
 
     @on(DataTable.RowSelected, "#nodes-table")
     def _node_chosen(self, event: DataTable.RowSelected) -> None:
@@ -448,10 +426,7 @@ class GpuTuiApp(App[None]):
         return self.bad_gpu_notes.note(entry) or self.idle.note(entry)
 
     def jump_to_node(self, name: str) -> None:
-        table = self.nodes_table
-        if name in table.shown_keys:
-            table.move_cursor(row=table.row_index(name))
-            table.focus()
+        self.selection.jump_to(name)
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(keys.help_lines(self, [*self.BINDINGS, *self.screen_stack[0].BINDINGS, *keys.bindings(keys.LOG_KEYS)])))
@@ -496,8 +471,7 @@ class GpuTuiApp(App[None]):
             self.push_screen(QueuesScreen())
 
     def action_toggle_all_pods(self) -> None:
-        self.pods_all_nodes = not self.pods_all_nodes
-        self.scheduler.draw(("pods",))
+        self.selection.toggle_all_pods()
 
     def action_logs_full(self) -> None:
         if self.screen.maximized is not None:
@@ -549,7 +523,7 @@ class GpuTuiApp(App[None]):
             self.notify("a verification is running: cancel it (esc) before switching context", severity="warning", markup=False)
             return
         self.context = context
-        self.selected_node = None
+        self.selection.forget()
         self.server_version = ""
         self.scheduler.forget_cluster()
         self.plugin_log.clear()
