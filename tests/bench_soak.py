@@ -476,7 +476,7 @@ def fresh_rows(app: Any, fresh: Any) -> tuple[list[tuple[str, tuple]], list[tupl
     from gputui.ui.panes import node_row, pod_row
     from gputui.ui.refresh import waiting
 
-    narrow = bool(app._narrow)
+    narrow = bool(app.main_layout.narrow)
     now = app.clock()
     mark, _ = render.allocation_basis(fresh.states, time.monotonic())
     summaries = [s for s in (fresh.summary(name) for name in list(fresh.nodes.records)) if s is not None]

@@ -380,8 +380,8 @@ def _mixed_into(cls: type) -> list[str]:
 def test_the_app_is_made_of_parts_it_holds_not_of_mix_ins():
     """Issue 21: the App owns the connection, the model, key routing and the view context; the rest (the
     coalesced refresh, verification, the idle figures, the bad GPUs' notes, the stack's screens, the terminal
-    watch, the way around a fleet, the filter, a row's details, the selected node) are parts it holds, each given the app through a typed host protocol, none
-    mixed into its class."""
+    watch, the way around a fleet, the filter, a row's details, the selected node, the main screen's layout) are
+    parts it holds, each given the app through a typed host protocol, none mixed into its class."""
     from gputui.ui.app import GpuTuiApp
 
     assert _mixed_into(GpuTuiApp) == []

@@ -38,6 +38,7 @@ from .health import BadGpuNotes, HealthScreen
 from .idle import IdleFigures, IdleScreen
 from .header import About, ClusterHeader
 from .node_selection import NodeSelection
+from .main_layout import MainLayout
 from .nodes_pane import NodesPane
 from .pods_pane import PodsPane
 from .plugin_pane import PluginPane
@@ -57,7 +58,6 @@ from .widgets import FilterBar, PluginLog
 
 W = TypeVar("W", bound=Widget)
 
-NARROW_WIDTH = 100
 
 Connector = Callable[[str | None], Awaitable[Connection]]
 
@@ -146,8 +146,6 @@ class GpuTuiApp(App[None]):
         self._namespaces_given = (tuple(namespaces), tuple(fallback_namespaces))
         self.selection = NodeSelection(self)  # the selected node, and the GPU pods pane's scope (node_selection.py)
         self._unsubscribe: Callable[[], None] | None = None
-        self._narrow: bool | None = None
-        self._layout: tuple[bool, int] | None = None  # (narrow, width) the columns were laid out for
         self.stack = StackViews(self)  # the GPU stack's screens and this host's GPUs (stack.py)
         self.idle = IdleFigures(self, self.idle_settings)  # the pods' GPU use, kept fresh (idle.py)
         self.bad_gpu_notes = BadGpuNotes(self)  # the GPU pods pane's note of a pod on a bad GPU (health.py)
@@ -157,8 +155,8 @@ class GpuTuiApp(App[None]):
         self.plugin_pane = PluginPane()  # the selected node's device plugin: its info line and log
         self.row_details = RowDetails(self)  # `enter`: a node's details, a GPU pod's popup (row_details.py)
         self.table_filter = TableFilter(self)  # `/`: the filter bar and the table it narrows (table_filter.py)
+        self.main_layout = MainLayout(self)  # the width laid out for, panes hidden, the log full screen (main_layout.py)
         self._main_ready = False
-        self._focus_before_logs: Widget | None = None
         self.terminal = TerminalWatch(self)  # a hung-up terminal or a quit signal ends the app (session.py)
 
     def on_mount(self) -> None:
@@ -178,8 +176,7 @@ class GpuTuiApp(App[None]):
             colours = self.current_theme
             render.PALETTE.use_theme(colours.success, colours.warning, colours.error)
         if self._main_ready:
-            self.scheduler.rebuild_rows()  # every row, header and screen drawn again in the new colours
-            self.scheduler.draw()
+            self.redraw_all()  # every row, header and screen drawn again in the new colours
 
     # -- layout ------------------------------------------------------------------
     def get_default_screen(self) -> Screen:
@@ -192,7 +189,12 @@ class GpuTuiApp(App[None]):
     def _main(self, selector: str, expect_type: type[W]) -> W: ...
     def _main(self, selector: str, expect_type: type[Widget] = Widget) -> Widget:
         """A widget of the main screen, whichever screen is on top."""
-        return self.screen_stack[0].query_one(selector, expect_type)
+        return self.main_screen.query_one(selector, expect_type)
+
+    @property
+    def main_screen(self) -> Screen[object]:
+        """The main screen, whichever screen is on top."""
+        return self.screen_stack[0]
 
     @property
     def nodes_table(self) -> KeyedTable:
@@ -243,6 +245,11 @@ class GpuTuiApp(App[None]):
         """For the app's parts: these parts of the screen redrawn now (refresh.py)."""
         self.scheduler.draw(parts)
 
+    def redraw_all(self) -> None:
+        """For the app's parts: every row built again, and every part drawn now (a new layout or theme)."""
+        self.scheduler.rebuild_rows()
+        self.scheduler.draw()
+
     def redraw_pod_rows(self) -> None:
         """For the app's parts: every GPU pod's row looked at again at the next coalesced refresh (refresh.py)."""
         self.scheduler.redraw_pod_rows()
@@ -253,7 +260,7 @@ class GpuTuiApp(App[None]):
         if few_colours(self):
             use_sixteen_colours(self)  # red stays red, focus in a calm colour (the accent would be bright red)
         self.nodes_table.focus()
-        self._apply_layout(self.size.width)
+        self.main_layout.apply(self.size.width)
         self.cluster_header.update(Text("connecting…", style="dim"))
         self.set_interval(AGE_INTERVAL, self.scheduler.age_tick)
         if self.fleet is not None:
@@ -262,23 +269,7 @@ class GpuTuiApp(App[None]):
             self._connect()
 
     def on_resize(self, event) -> None:  # noqa: ANN001
-        if not self._main_ready or not self.screen_stack:
-            return
-        self._apply_layout(event.size.width)
-        self.scheduler.draw(("header",))
-
-    def _apply_layout(self, width: int) -> None:
-        narrow = width < NARROW_WIDTH
-        if (narrow, width) == self._layout:
-            return
-        self._layout = (narrow, width)
-        self._narrow = narrow
-        self.screen_stack[0].set_class(narrow, "-narrow")
-        self.cluster_header.narrow = narrow
-        self.nodes_pane.set_layout(narrow, width)
-        self.pods_pane.set_layout(narrow, width)
-        self.scheduler.rebuild_rows()
-        self.scheduler.draw()
+        self.main_layout.resized(event.size.width)
 
     # -- connecting ------------------------------------------------------------------------
     @work(exclusive=True, group="connect")
@@ -474,19 +465,7 @@ class GpuTuiApp(App[None]):
         self.selection.toggle_all_pods()
 
     def action_logs_full(self) -> None:
-        if self.screen.maximized is not None:
-            self._minimize()
-        else:
-            self._focus_before_logs = self.focused
-            self.screen.maximize(self.plugin_log)
-            self.plugin_log.focus()
-
-    def _minimize(self) -> None:
-        """Back from the full-screen log: focus returns to the pane it left."""
-        self.screen.minimize()
-        before, self._focus_before_logs = self._focus_before_logs, None
-        if before is not None and before.is_attached and before.focusable:
-            before.focus()
+        self.main_layout.toggle_logs()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "back_in_fleet":
@@ -499,16 +478,11 @@ class GpuTuiApp(App[None]):
     def action_back(self) -> None:  # type: ignore[override]  # Textual's is async; a binding runs either kind
         if self.table_filter.escape_bar():  # esc in the filter clears it
             return
-        if self.screen.maximized is not None:
-            self._minimize()
+        if self.main_layout.escape_logs():  # the full-screen log back among the panes
             return
         if self.table_filter.escape_table():  # a filtered table's filter cleared
             return
         self.fleet_navigation.back()  # in a fleet's cluster: the Fleet screen
-
-    def toggle_pane(self, pane_id: str) -> None:
-        pane = self._main(f"#{pane_id}", Widget)
-        pane.set_class(not pane.has_class("-hidden"), "-hidden")
 
     def set_namespace(self, namespace: str | None) -> None:
         self.namespaces = (namespace,) if namespace else ()

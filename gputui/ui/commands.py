@@ -38,7 +38,7 @@ class GpuCommands(Provider):
     def _commands(self) -> Iterator[tuple[str, Callable[[], object], str]]:
         app = self.gputui
         for pane_id, title in PANES:
-            yield f"Toggle pane: {title}", partial(app.toggle_pane, pane_id), "show or hide the pane"
+            yield f"Toggle pane: {title}", partial(app.main_layout.toggle_pane, pane_id), "show or hide the pane"
         host(app).show_now(self)
         model = self._model
         for key in keys.MAIN_KEYS:  # the screens, as their keys declare them

@@ -218,3 +218,24 @@ async def test_printing_while_the_app_runs_reaches_textual_not_our_refresh(clust
         print("and one on stderr", file=sys.stderr, flush=True)
         await pilot.pause()
         assert app.scheduler.refreshes >= refreshes  # nothing raised; the refresh machinery ran as before, untouched
+
+
+async def test_the_palette_hides_a_pane_and_shows_it_again(cluster):
+    """The palette's "Toggle pane: Device plugin" (ui/main_layout.py): the pane hidden, then shown again."""
+    from textual.command import CommandList, CommandPalette
+
+    app = app_on(cluster)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.nodes_table.row_count == len(NODES), what="the nodes")
+        plugin = app._main("#plugin")
+        for hidden in (True, False):
+            await pilot.press("ctrl+p")
+            await wait_for(pilot, lambda: isinstance(app.screen, CommandPalette), what="the palette")
+            await pilot.press(*"toggle pane: device plugin")
+            results = app.screen.query_one(CommandList)
+            await wait_for(pilot, lambda: results.option_count == 1 and results.highlighted == 0
+                           and str(results.get_option_at_index(0).prompt).startswith("Toggle pane: Device plugin"), what="the command")
+            await pilot.press("enter")
+            await wait_for(pilot, lambda hidden=hidden: app.screen.id == "main" and plugin.display is not hidden, what="the pane toggled")
+            assert ("Device plugin" in screen_text(app)) is not hidden
+            assert app._main("#nodes").display and app._main("#pods").display

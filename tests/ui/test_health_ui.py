@@ -45,7 +45,7 @@ async def test_the_alarms_lead_the_header_whole_at_every_width(cluster):
         await wait_for(pilot, lambda: "✗ XID: 2 nodes" in screen_text(app), what="the header's XID count", timeout=15)
         for width, height in ((80, 24), (120, 40), (80, 24)):  # packed again after each resize
             await pilot.resize_terminal(width, height)
-            await wait_for(pilot, lambda width=width: app.size.width == width and app._layout == (width < 100, width), what="the new layout")
+            await wait_for(pilot, lambda width=width: app.size.width == width and app.main_layout.laid_out == (width < 100, width), what="the new layout")
             await pilot.pause(0.2)
             first_line = screen_text(app).splitlines()[0]
             assert first_line.lstrip().startswith("✗ XID: 2 nodes"), first_line
