@@ -233,7 +233,7 @@ async def test_the_palette_hides_a_pane_and_shows_it_again(cluster):
             await wait_for(pilot, lambda: isinstance(app.screen, CommandPalette), what="the palette")
             await pilot.press(*"toggle pane: device plugin")
             results = app.screen.query_one(CommandList)
-            await wait_for(pilot, lambda: results.option_count == 1 and results.highlighted == 0
+            await wait_for(pilot, lambda results=results: results.option_count == 1 and results.highlighted == 0
                            and str(results.get_option_at_index(0).prompt).startswith("Toggle pane: Device plugin"), what="the command")
             await pilot.press("enter")
             await wait_for(pilot, lambda hidden=hidden: app.screen.id == "main" and plugin.display is not hidden, what="the pane toggled")
