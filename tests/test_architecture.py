@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -385,6 +386,54 @@ def test_the_app_is_made_of_parts_it_holds_not_of_mix_ins():
     from gputui.ui.app import GpuTuiApp
 
     assert _mixed_into(GpuTuiApp) == []
+
+
+def _parts_built_with_the_app(source: str) -> dict[str, str]:
+    """`self.NAME = Class(self, ...)` in GpuTuiApp.__init__: the parts given the app itself as their host."""
+    tree = ast.parse(source)
+    app = next(node for node in ast.walk(tree) if isinstance(node, ast.ClassDef) and node.name == "GpuTuiApp")
+    init = next(node for node in app.body if isinstance(node, ast.FunctionDef) and node.name == "__init__")
+    found = {}
+    for node in ast.walk(init):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            value = node.value
+            if (len(targets) == 1 and isinstance(target := targets[0], ast.Attribute) and isinstance(target.value, ast.Name)
+                    and target.value.id == "self" and isinstance(value, ast.Call) and isinstance(value.func, ast.Name)
+                    and value.args and isinstance(value.args[0], ast.Name) and value.args[0].id == "self"):
+                found[target.attr] = value.func.id
+    return found
+
+
+def _parts_in_the_architecture(text: str) -> dict[str, tuple[str, str, str]]:
+    """ARCHITECTURE.md's table of the app's parts: attribute -> (class, module path, host protocol)."""
+    row = re.compile(r"^\| `(\w+)` \| `(\w+)`, `(ui/[\w/]+\.py)` \| .+ \| `(\w+)` \|$")
+    return {m[1]: (m[2], m[3], m[4]) for line in text.splitlines() if (m := row.match(line))}
+
+
+def test_every_part_of_the_app_is_listed_with_its_host():
+    """Each part the app builds with itself as host is a row of ARCHITECTURE.md's table (its class, module and
+    host protocol, as they are), and takes `host` typed as that Protocol, defined next to it."""
+    import importlib
+    import inspect
+
+    built = _parts_built_with_the_app((PACKAGE / "ui" / "app.py").read_text(encoding="utf-8"))
+    listed = _parts_in_the_architecture((ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8"))
+    assert len(built) >= 11
+    assert built == {attr: cls for attr, (cls, _, _) in listed.items()}
+    for cls_name, path, host_name in listed.values():
+        module = importlib.import_module("gputui." + path.removesuffix(".py").replace("/", "."))
+        cls, host = getattr(module, cls_name), getattr(module, host_name)
+        assert getattr(host, "_is_protocol", False), f"{host_name} is no Protocol"
+        assert inspect.signature(cls.__init__).parameters["host"].annotation == host_name, cls_name
+
+
+def test_the_parts_check_sees_a_part_built_with_the_app():
+    source = ("class GpuTuiApp:\n    def __init__(self):\n        self.bar = Bar(self, 1)\n        self.baz: Baz = Baz(self)\n"
+              "        self.other = Other(self.bar)\n")
+    assert _parts_built_with_the_app(source) == {"bar": "Bar", "baz": "Baz"}
+    table = "| `bar` | `Bar`, `ui/bar.py` | what it owns | `BarHost` |\n| `x` | not a part | | |\n"
+    assert _parts_in_the_architecture(table) == {"bar": ("Bar", "ui/bar.py", "BarHost")}
 
 
 def test_the_mix_in_check_sees_a_mix_in():

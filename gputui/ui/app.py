@@ -1,10 +1,13 @@
-"""GpuTuiApp: the live screen. It owns the cluster model and the plugin-log stream.
+"""GpuTuiApp: the live screen. It owns the connection, the cluster model, key routing and the
+ViewContext (seam.py) that every pane and screen is given with the model.
 
-Here: the main screen's layout, connecting (and switching context), and the app's actions
-and keys: selection, details, filter, panes, palette. How the screen follows the model
-(the coalesced refresh) is in refresh.py, the device-plugin pane and its log stream in
-plugin_pane.py; Stack/Local screens in stack.py, verification in verify.
-Widgets never call the API.
+Here: MainScreen (the header and panes the app builds), connecting (and switching context), the
+colours, and the app's actions and message handlers, each a one-line route to a part the app holds
+(ARCHITECTURE.md lists them): the coalesced refresh (refresh.py), verification (verify/), the idle
+figures (idle.py), the bad GPUs' notes (health.py), the stack's screens (stack.py), the terminal
+watch (session.py), the way around a fleet (fleet_navigation.py), the filter (table_filter.py), a
+row's details (row_details.py), the selected node (node_selection.py) and the main screen's layout
+(main_layout.py). Widgets never call the API.
 """
 from __future__ import annotations
 
@@ -178,7 +181,7 @@ class GpuTuiApp(App[None]):
         if self._main_ready:
             self.redraw_all()  # every row, header and screen drawn again in the new colours
 
-    # -- layout ------------------------------------------------------------------
+    # -- the main screen -------------------------------------------------------------
     def get_default_screen(self) -> Screen:
         parts = (self.cluster_header, self.nodes_pane, self.pods_pane, self.plugin_pane, self.table_filter.bar)
         return MainScreen(self.main_screen_ready, parts, id="main")
@@ -420,7 +423,7 @@ class GpuTuiApp(App[None]):
         self.selection.jump_to(name)
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen(keys.help_lines(self, [*self.BINDINGS, *self.screen_stack[0].BINDINGS, *keys.bindings(keys.LOG_KEYS)])))
+        self.push_screen(HelpScreen(keys.help_lines(self, [*self.BINDINGS, *self.main_screen.BINDINGS, *keys.bindings(keys.LOG_KEYS)])))
 
     async def action_interrupt(self) -> None:
         """ctrl+c: a running verification on top is cancelled (its pod deleted, the screen says so);
