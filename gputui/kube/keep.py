@@ -7,8 +7,9 @@ from __future__ import annotations
 from typing import Callable
 
 from . import gpu
-from .decoding import filled
-from .records import Event, Obj, Pod, PodKey, effective_requests, event_from, mounts_device_plugin_dir, pod_from
+from .decoding import PodShape, PodSpec, plain
+from .records import (Event, Obj, Pod, PodKey, effective_requests, effective_requests_typed, event_from, mounts_device_plugin_dir,
+                      mounts_device_plugin_dir_typed, pod_from, pod_from_typed)
 
 FINISHED_PHASES = ("Succeeded", "Failed")
 
@@ -49,10 +50,52 @@ class Keep:
                                     return True
         return False
 
-    def pod(self, obj: Obj) -> Pod | None:
-        """The pod's record when it matters, else None."""
-        matters, requests = self._matters(obj)
-        return pod_from(filled(obj), requests) if matters else None
+    def pod(self, obj: Obj | PodShape) -> Pod | None:
+        """The pod's record when it matters, else None. A typed pod (decoding.py) is judged and built as it is; one
+        that does not fit its Lazy fields' shapes, or is odd anywhere, from plain dicts (which word what is wrong)."""
+        if obj.__class__ is PodShape:
+            try:
+                matters, requests = self._matters_typed(obj)
+                return pod_from_typed(obj, requests) if matters else None
+            except Exception:  # noqa: BLE001  (the plain dicts' builders raise it again, in their words)
+                obj = plain(obj)
+        matters, requests = self._matters(obj)  # type: ignore[arg-type]
+        return pod_from(plain(obj), requests) if matters else None
+
+    def _matters_typed(self, pod: PodShape) -> tuple[bool, dict[str, int] | None]:
+        """`_matters` of a typed pod."""
+        spec, status, meta = pod.spec, pod.status, pod.metadata
+        phase = status.phase if status else None
+        if spec and self._mentions_gpu_typed(spec):
+            requests = effective_requests_typed(spec)
+            if any(self._is_gpu_name(name) for name in requests):
+                if phase in FINISHED_PHASES:  # kept only as the GPU stack's (validation pods)
+                    labels = meta.labels if meta else None
+                    return bool(labels) and _labels_matter(labels), requests  # type: ignore[arg-type]
+                return True, requests
+        if spec and spec.resourceClaims and phase not in FINISHED_PHASES:
+            return True, None  # may hold GPUs through Dynamic Resource Allocation (the claims say)
+        labels = meta.labels if meta else None
+        if labels and _labels_matter(labels):
+            return True, None
+        if spec and mounts_device_plugin_dir_typed(spec) and phase not in FINISHED_PHASES:
+            return True, None  # a device plugin's, whoever made it
+        return False, None
+
+    def _mentions_gpu_typed(self, spec: PodSpec) -> bool:
+        """`_mentions_gpu` of a typed spec."""
+        gpu_names = self._gpu_names
+        for containers in (spec.containers, spec.initContainers):
+            for c in containers or ():
+                resources = c.resources
+                if resources:
+                    for table in (resources.limits, resources.requests):
+                        if table:
+                            for name in table:
+                                known = gpu_names.get(name)
+                                if known or (known is None and self._is_gpu_name(name)):
+                                    return True
+        return False
 
     def _matters(self, obj: Obj) -> tuple[bool, dict[str, int] | None]:
         """Whether the pod is kept, and its effective requests where they were worked out to tell."""
