@@ -19,6 +19,26 @@ def _labels_matter(labels: dict[str, str]) -> bool:
     return bool(gpu.stack_component(labels)) or labels.get(gpu.MANAGED_BY_GPUTUI[0]) == gpu.MANAGED_BY_GPUTUI[1]
 
 
+# The labels _labels_matter reads (tests/model/test_decoding.py checks that it reads no other): pods of one workload
+# share their values, so a typed pod's answer is looked up by them. Bounded: an odd cluster only empties it now and then.
+LABELS_READ = tuple(dict.fromkeys([*(key for key, _, _ in gpu.PLUGIN_LABELS), "app", "app.kubernetes.io/component",
+                                    "app.kubernetes.io/name", "app.kubernetes.io/managed-by", "app.kubernetes.io/part-of",
+                                    gpu.MANAGED_BY_GPUTUI[0]]))
+_LABELS_MATTER: dict[tuple[str | None, ...], bool] = {}
+_LABELS_REMEMBERED = 4096
+
+
+def _str_labels_matter(labels: dict[str, str]) -> bool:
+    """_labels_matter of labels whose values are strings (a typed pod's), remembered by the values it reads."""
+    values = tuple(map(labels.get, LABELS_READ))
+    known = _LABELS_MATTER.get(values)
+    if known is None:
+        if len(_LABELS_MATTER) >= _LABELS_REMEMBERED:
+            _LABELS_MATTER.clear()
+        known = _LABELS_MATTER[values] = _labels_matter(labels)
+    return known
+
+
 class Keep:
     """Which pods and events the model keeps. pod_kept(key): the pod is in the model's pod table;
     pods_listed(): the pods have been listed (until then every pod's events are kept)."""
@@ -71,12 +91,12 @@ class Keep:
             if any(self._is_gpu_name(name) for name in requests):
                 if phase in FINISHED_PHASES:  # kept only as the GPU stack's (validation pods)
                     labels = meta.labels if meta else None
-                    return bool(labels) and _labels_matter(labels), requests  # type: ignore[arg-type]
+                    return bool(labels) and _str_labels_matter(labels), requests  # type: ignore[arg-type]
                 return True, requests
         if spec and spec.resourceClaims and phase not in FINISHED_PHASES:
             return True, None  # may hold GPUs through Dynamic Resource Allocation (the claims say)
         labels = meta.labels if meta else None
-        if labels and _labels_matter(labels):
+        if labels and _str_labels_matter(labels):
             return True, None
         if spec and mounts_device_plugin_dir_typed(spec) and phase not in FINISHED_PHASES:
             return True, None  # a device plugin's, whoever made it

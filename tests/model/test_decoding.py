@@ -10,7 +10,7 @@ import msgspec
 import orjson
 import pytest
 
-from gputui.kube import gpu
+from gputui.kube import gpu, keep
 from gputui.kube.client import Client
 from gputui.kube.config import connect
 from gputui.kube.decoding import Decoding, EventShape, NodeShape, PodShape, plain
@@ -187,6 +187,31 @@ def test_a_typed_pod_is_judged_and_built_as_its_plain_dicts_even_when_odd():
         assert answer == _judged(model.keep.pod, orjson.loads(raw)), obj
         differs += answer is not None
     assert typed > 2000 and differs > 1000, (typed, differs)  # most still fit the shape; many are kept or unreadable
+
+
+def test_whether_labels_matter_is_remembered_by_every_label_it_reads():
+    """A typed pod's labels are judged once per the values of LABELS_READ: _labels_matter must read no other label."""
+    class Reading(dict):  # type: ignore[type-arg]
+        read: set[str] = set()
+
+        def get(self, key: Any, default: Any = None) -> Any:
+            Reading.read.add(key)
+            return super().get(key, default)
+
+        def __getitem__(self, key: Any) -> Any:
+            Reading.read.add(key)
+            return super().__getitem__(key)
+
+        def __contains__(self, key: Any) -> bool:
+            Reading.read.add(key)
+            return super().__contains__(key)
+
+    every = [*GPU_STACK_LABELS, {}, {"app": "nvidia-driver-daemonset-rhcos4.14"}, {"app": "web", "team": "a"}]
+    every += [(obj.get("metadata") or {}).get("labels") or {} for obj in scenario_objects() if obj.get("kind") == "Pod"]
+    for labels in every:
+        keep._labels_matter(Reading(labels))
+        assert keep._str_labels_matter(labels) == keep._labels_matter(labels)
+    assert Reading.read and Reading.read <= set(keep.LABELS_READ), Reading.read - set(keep.LABELS_READ)
 
 
 @pytest.mark.parametrize("mode", [WATCHLIST, CACHE, PAGED])
