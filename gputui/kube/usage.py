@@ -16,12 +16,14 @@ MIG profile, shared GPUs), over a window ending now:
 
 Sums over time are subqueries at a step fit to the window (`step_for`: 720 points, a minute's step up to
 12 hours, an hour's at 30 days; a tenth of a window under 10 minutes), over the raw series or, when present,
-the recording rules `gputui prometheus-rules` prints (`rules_file`): at 1-minute resolution per cluster,
-namespace, node and resource, and at 1-hour resolution per cluster, namespace and model (read whole for
-windows of a day and more). Every group is also split by the cluster label (`cluster` by default), absent on a Prometheus of one
-cluster. Each figure is its own query, all asked at once (Prometheus evaluates each on a core of its own). The raw
-series' cost grows with the GPUs times the steps (tests/bench_usage_prometheus.py): over a few hundred GPUs and
-days, only the rules answer in seconds.
+the recording rules `gputui prometheus-rules` prints (`rules_file`): at 1-minute resolution per pod and per
+cluster, namespace, node and resource, and at 1-hour resolution per cluster, namespace and model, and per pod
+with each GPU pod's labels (read whole for windows of a day and more). A `label:KEY` grouping reads the per-pod
+rules, joined to the pods' labels when asked: any key, no rule of its own. Every group is also split by the
+cluster label (`cluster` by default), absent on a Prometheus of one cluster. Each figure is its own query, all
+asked at once (Prometheus evaluates each on a core of its own). The raw series' cost grows with the series the
+window holds (every GPU's per pod that held it) times the steps (tests/bench_usage_prometheus.py): over a few
+hundred GPUs and days, only the rules answer in seconds.
 
     view = await usage(source, UsageSettings(window=7 * 86400, by="namespace"))
 
@@ -66,6 +68,12 @@ RULES, RAW = "rules", "raw"
 R_ALLOCATED = "gputui:gpus_allocated:1m"
 R_HOURS = {name: f"gputui:gpu_hours_{name}:1m" for name in ("allocated", "used", "measured", "idle", "shared")}
 R_HOURS_1H = {name: f"gputui:gpu_hours_{name}:1h" for name in R_HOURS}
+# Per pod (cluster, namespace, pod, uid, node, resource), for `label:KEY`: the figures are joined to the pod's labels
+# when asked, whatever the key; the 1-hour ones to gputui:pod_labels:1h, each GPU pod's kube_pod_labels of the hour.
+R_POD_ALLOCATED = "gputui:pod_gpus_allocated:1m"
+R_POD_HOURS = {name: f"gputui:pod_gpu_hours_{name}:1m" for name in R_HOURS}
+R_POD_HOURS_1H = {name: f"gputui:pod_gpu_hours_{name}:1h" for name in R_HOURS}
+R_POD_LABELS_1H = "gputui:pod_labels:1h"
 UsageError = PrometheusError  # Prometheus cannot give the figures; the message is one line saying why
 
 
@@ -243,28 +251,44 @@ def figures_raw(s: UsageSettings) -> dict[str, str]:
 
 def rule_groups(c: str = "cluster", fine: float = FINE_INTERVAL, coarse: float = COARSE_INTERVAL,
                 threshold: float = DEFAULT_THRESHOLD) -> list[dict[str, Any]]:
-    """The recording rules: at `fine` per cluster, namespace, node and resource; at `coarse` per cluster,
-    namespace, model and resource (each sample the GPU-hours of the interval before it)."""
+    """The recording rules: at `fine` per pod (cluster, namespace, pod, uid, node and resource), and their sums
+    per cluster, namespace, node and resource; at `coarse` per cluster, namespace, model and resource, and per pod
+    with each GPU pod's labels of the interval (gputui:pod_labels, for `label:KEY`). Each hours sample is the
+    GPU-hours of the interval before it."""
+    pod_keys = f"{c}, namespace, pod, uid, node, resource"
     keys = f"{c}, namespace, node, resource"
-    on_devices = attributed(c, ("node",), measurable_pods(c))
+    on_devices = attributed(c, ("uid", "node"), measurable_pods(c))
     shared = _shared_devices(c, on_devices)
-    shared_on_device = f"count by ({keys}) ({on_devices} and on ({c}, {', '.join(DEVICE)}) {shared})"
+    shared_on_device = f"count by ({pod_keys}) ({on_devices} and on ({c}, {', '.join(DEVICE)}) {shared})"
     single = f"({on_devices} unless on ({c}, {', '.join(DEVICE)}) {shared})"
     hours = f"{fine:g} / 3600"
-    fine_rules = [
-        {"record": R_ALLOCATED, "expr": f"sum by ({keys}) ({allocated_pods(c)})"},
-        {"record": R_HOURS["allocated"], "expr": f"{R_ALLOCATED} * {hours}"},
-        {"record": R_HOURS["used"], "expr": f"sum by ({keys}) ({single}) * {hours}"},
-        {"record": R_HOURS["measured"], "expr": f"count by ({keys}) ({single}) * {hours}"},
-        {"record": R_HOURS["idle"], "expr": f"count by ({keys}) ({single} < {threshold / 100:g}) * {hours}"},
-        {"record": R_HOURS["shared"], "expr": f"{_plus(shared_on_device, f'sum by ({keys}) ({unsplit_pods(c)})', keys)} * {hours}"},
+    pod_rules = [
+        {"record": R_POD_ALLOCATED, "expr": allocated_pods(c)},
+        {"record": R_POD_HOURS["allocated"], "expr": f"{R_POD_ALLOCATED} * {hours}"},
+        {"record": R_POD_HOURS["used"], "expr": f"sum by ({pod_keys}) ({single}) * {hours}"},
+        {"record": R_POD_HOURS["measured"], "expr": f"count by ({pod_keys}) ({single}) * {hours}"},
+        {"record": R_POD_HOURS["idle"], "expr": f"count by ({pod_keys}) ({single} < {threshold / 100:g}) * {hours}"},
+        {"record": R_POD_HOURS["shared"],
+         "expr": f"{_plus(shared_on_device, f'sum by ({pod_keys}) ({unsplit_pods(c)})', pod_keys)} * {hours}"},
     ]
+    # The node's figures are the sums of its pods' (rules read those of the group before them, at the same time).
+    fine_rules = [*pod_rules,
+                  {"record": R_ALLOCATED, "expr": f"sum by ({keys}) ({R_POD_ALLOCATED})"},
+                  *({"record": R_HOURS[name], "expr": f"sum by ({keys}) ({R_POD_HOURS[name]})"} for name in R_HOURS)]
     model_keys = f"{c}, namespace, {MODEL_LABEL}, resource"
+    window = _dur(coarse)
     coarse_rules = [
         {"record": R_HOURS_1H[name],
-         "expr": f"sum by ({model_keys}) ({grouped(f'sum_over_time({R_HOURS[name]}[{_dur(coarse)}])', c, 'model', MODEL_LABEL, 'node, namespace, resource')})"}
+         "expr": f"sum by ({model_keys}) ({grouped(f'sum_over_time({R_HOURS[name]}[{window}])', c, 'model', MODEL_LABEL, 'node, namespace, resource')})"}
         for name in R_HOURS
     ]
+    coarse_rules += [{"record": R_POD_HOURS_1H[name], "expr": f"sum by ({c}, namespace, pod, uid, resource) (sum_over_time({R_POD_HOURS[name]}[{window}]))"}
+                     for name in R_HOURS]
+    # Every label of each pod that held a GPU in the interval, the value the time it was recorded: the latest of a
+    # pod whose labels changed wins (pod_labels_at).
+    coarse_rules.append({"record": R_POD_LABELS_1H,
+                         "expr": f"time() + 0 * group without (instance, job) (last_over_time(kube_pod_labels[{window}])"
+                                 f" and on ({c}, uid) last_over_time({R_POD_ALLOCATED}[{window}]))"})
     from .fleet_prometheus import FleetQueries  # noqa: PLC0415  (the fleet's rows: the same file to load)
 
     return [{"name": "gputui-gpu-usage-1m", "interval": _dur(fine), "rules": fine_rules},
@@ -286,47 +310,77 @@ def rules_file(c: str = "cluster", fine: float = FINE_INTERVAL, coarse: float = 
     return "\n".join(lines) + "\n"
 
 
+def pod_labels_at(c: str, label: str, window: str) -> str:
+    """Per GPU pod of the window (cluster, uid), its `label`'s value (absent: the pod lacks it), from the hourly
+    gputui:pod_labels and, for pods newer than its last sample, kube_pod_labels of the last hour: the latest
+    value of a pod whose labels changed. Asked at the window's end (`@ end()`), it is worked out once for every
+    step of a subquery, not at each."""
+    recorded = f"max by ({c}, uid, {label}) (max_over_time({R_POD_LABELS_1H}[{window}] @ end()))"
+    newest = f"max by ({c}, uid, {label}) (last_over_time(kube_pod_labels[{_dur(COARSE_INTERVAL)}] @ end()))"
+    return f"group by ({c}, uid, {label}) (topk by ({c}, uid) (1, {recorded} or on ({c}, uid) {newest}))"
+
+
 def figures_rules(s: UsageSettings, coarse: bool) -> dict[str, str]:
-    """The same figures from the recording rules (1-hour ones when `coarse`)."""
+    """The same figures from the recording rules (1-hour ones when `coarse`). A `label:` grouping reads the
+    per-pod rules, joined to kube_pod_labels at each step (1-minute rules) or, from the 1-hour rules, to each
+    pod's labels once (pod_labels_at): every label key without a rule of its own."""
     c = s.cluster_label
     kind, label = parse_by(s.by)
     keys = f"{c}, {label}, resource"
     w, step = _dur(s.window), _dur(s.step)
+    per_pod = kind == "label"
+    labels = pod_labels_at(c, label, w) if per_pod and coarse else ""
 
-    def summed(record: str) -> str:
+    def joined(expr: str) -> str:  # per pod, with its label from `labels`; a pod without any stays, without it
+        return f"(({expr}) * on ({c}, uid) group_left ({label}) {labels} or on ({c}, uid) ({expr}))"
+
+    def summed(name: str) -> str:
+        if coarse and per_pod:
+            return f"sum by ({keys}) ({joined(f'sum_over_time({R_POD_HOURS_1H[name]}[{w}])')})"
         if coarse:  # per cluster, namespace and model already, a sample an hour
-            return f"sum by ({keys}) (sum_over_time({record}[{w}]))"
+            return f"sum by ({keys}) (sum_over_time({R_HOURS_1H[name]}[{w}]))"
         # The 1-minute samples at the window's step: 720 points per group, not a sample a minute.
-        inner = grouped(record, c, kind, label, "node, namespace, resource")
+        inner = grouped(R_POD_HOURS[name], c, kind, label) if per_pod else grouped(R_HOURS[name], c, kind, label, "node, namespace, resource")
         return f"sum_over_time((sum by ({keys}) ({inner}))[{w}:{step}]) * {s.step:g} / {s.fine_interval:g}"
 
-    table = R_HOURS_1H if coarse else R_HOURS
-    peak_inner = grouped(R_ALLOCATED, c, kind, label, "node, namespace, resource")
-    stats = {name: summed(table[name]) for name in table}
+    stats = {name: summed(name) for name in R_HOURS}
+    if per_pod:
+        peak_inner = joined(R_POD_ALLOCATED) if coarse else grouped(R_POD_ALLOCATED, c, kind, label)
+    else:
+        peak_inner = grouped(R_ALLOCATED, c, kind, label, "node, namespace, resource")
     stats["peak"] = f"max_over_time((sum by ({keys}) ({peak_inner}))[{w}:{step}])"
     return stats
 
 
 def coverage(s: UsageSettings) -> str:
-    """When each cluster's series begin within the window (kube-state-metrics', the exporters'), and how
-    many of each there are now: what the figures rest on."""
-    c, w, step = s.cluster_label, _dur(s.window), _dur(s.step)
-    _, label = parse_by(s.by)
+    """Which series there are now, per cluster (kube-state-metrics', the exporters', the recording rules'), and,
+    for a grouping by label or model, whether kube-state-metrics exports that label: what the figures can rest
+    on. Instant counts only: when each series begins within the window is `covered_from`'s, asked beside the figures."""
+    c = s.cluster_label
+    kind, label = parse_by(s.by)
+    look_back = _dur(2 * COARSE_INTERVAL)  # an hourly sample is up to an hour old: past Prometheus' 5-minute look-back most of the time
     stats = {
-        "ksm_from": f"min_over_time(timestamp(count by ({c}) (kube_pod_status_phase))[{w}:{step}])",
-        "dcgm_from": f"min_over_time(timestamp(count by ({c}) (DCGM_FI_DEV_GPU_UTIL))[{w}:{step}])",
         "requests": f"count by ({c}) (kube_pod_container_resource_requests)",
         "phases": f"count by ({c}) (kube_pod_status_phase)",
         "dcgm": f"count by ({c}) (DCGM_FI_DEV_GPU_UTIL)",
         "rules_1m": f"count by ({c}) ({R_HOURS['allocated']})",
-        # an hourly sample is up to an hour old: past Prometheus' 5-minute look-back most of the time
-        "rules_1h": f"count by ({c}) (last_over_time({R_HOURS_1H['allocated']}[{_dur(2 * COARSE_INTERVAL)}]))",
-        "rules_from": f"min_over_time(timestamp(count by ({c}) ({R_ALLOCATED}))[{w}:{step}])",
+        "rules_1h": f"count by ({c}) (last_over_time({R_HOURS_1H['allocated']}[{look_back}]))",
     }
+    if kind == "label":  # the per-pod rules (a rules file older than them has none)
+        stats["pod_rules_1m"] = f"count by ({c}) ({R_POD_HOURS['allocated']})"
+        stats["pod_rules_1h"] = (f"count by ({c}) (last_over_time({R_POD_HOURS_1H['allocated']}[{look_back}])"
+                                 f" and on ({c}) last_over_time({R_POD_LABELS_1H}[{look_back}]))")
     if label not in ("namespace", "node"):
         source = "kube_node_labels" if label == MODEL_LABEL else "kube_pod_labels"
         stats["group_label"] = f'count by ({c}) ({source}{{{label}!=""}})'
     return tagged(stats)
+
+
+def covered_from(s: UsageSettings, series: str) -> str:
+    """Per cluster, when `series` (kube-state-metrics' phases, or the rules read) begins within the window, at the
+    figures' step."""
+    c = s.cluster_label
+    return f"min_over_time(timestamp(count by ({c}) ({series}))[{_dur(s.window)}:{_dur(s.step)}])"
 
 
 def hours_text(hours: float) -> str:
@@ -411,16 +465,22 @@ async def usage(prometheus: Prometheus, settings: UsageSettings, now: float | No
             found.setdefault(labels.get(STAT, ""), {})[labels.get(c, "")] = value
 
     method, words = RAW, f"raw series, subqueries every {settings.step:g} s"
-    expr = figures_raw(settings)
-    if settings.use_rules and kind != "label":
-        coarse = settings.window >= settings.coarse_after and kind in ("namespace", "model") and found.get("rules_1h")
+    expr, first = figures_raw(settings), "kube_pod_status_phase"
+    if settings.use_rules:
+        fine, hourly = ("pod_rules_1m", "pod_rules_1h") if kind == "label" else ("rules_1m", "rules_1h")
+        coarse = settings.window >= settings.coarse_after and kind in ("namespace", "model", "label") and found.get(hourly)
         if coarse:
             method, words, expr = RULES, "recording rules gputui:*:1h", figures_rules(settings, coarse=True)
-        elif found.get("rules_1m"):
+        elif found.get(fine):
             method, words, expr = RULES, "recording rules gputui:*:1m", figures_rules(settings, coarse=False)
+        if method == RULES:
+            first = R_POD_ALLOCATED if kind == "label" else R_ALLOCATED
 
-    answers = await asyncio.gather(*(prometheus.query(tagged({name: one}), now) for name, one in expr.items()))
-    items = [item for answer in answers for item in answer]
+    # Each figure its own query, and when the series they read begin, all asked at once.
+    queries = {**{name: tagged({name: one}) for name, one in expr.items()}, "from": covered_from(settings, first)}
+    answers = dict(zip(queries, await asyncio.gather(*(prometheus.query(q, now) for q in queries.values())), strict=True))
+    froms = {(item.get("metric") or {}).get(c, ""): value for item in answers.pop("from") if (value := value_of(item)) is not None}
+    items = [item for answer in answers.values() for item in answer]
     table: dict[tuple[str, str, str], dict[str, float]] = {}
     for item in items:
         labels = item.get("metric") or {}
@@ -439,9 +499,8 @@ async def usage(prometheus: Prometheus, settings: UsageSettings, now: float | No
                              stats.get("idle", 0.0) if measured > 0 else None, stats.get("shared", 0.0), stats.get("peak", 0.0)))
 
     start = now - settings.window
-    froms = found.get("rules_from", {}) if method == RULES else found.get("ksm_from", {})
     # Each subquery point stands for the step before it, as in the sums.
-    covered = {cluster: min(settings.window, max(0.0, now - max(first, start) + settings.step)) for cluster, first in froms.items()}
+    covered = {cluster: min(settings.window, max(0.0, now - max(first_at, start) + settings.step)) for cluster, first_at in froms.items()}
     missing = []
     for stat, words_missing in (("requests", "kube_pod_container_resource_requests (kube-state-metrics)"),
                                 ("phases", "kube_pod_status_phase (kube-state-metrics)"),

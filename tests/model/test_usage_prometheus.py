@@ -20,7 +20,7 @@ import time
 import pytest
 import pytest_asyncio
 
-from gputui.kube.usage import RAW, RULES, Prometheus, UsageError, UsageFeed, UsageSettings, rules_file, usage
+from gputui.kube.usage import RAW, RULES, Prometheus, UsageError, UsageFeed, UsageSettings, figures_raw, figures_rules, rules_file, usage
 from gputui.sim import SimCluster
 from gputui.sim.exporters import dcgm
 from gputui.sim.scenarios import idle_gpus
@@ -44,15 +44,16 @@ class Timeline:
         self.pods: dict[str, list] = {}
         self.ended_at = 0.0
 
-    def seconds(self, window_end: float, window: float, pick) -> dict[tuple[str, str], float]:
-        """GPU-seconds per (group, resource) over the window, for pods that `pick` returns a weight for."""
+    def seconds(self, window_end: float, window: float, pick, by_app: bool = False) -> dict[tuple[str, str], float]:
+        """GPU-seconds per (group, resource) over the window, for pods that `pick` returns a weight for; the group
+        the namespace, or the pod's app label."""
         out: dict[tuple[str, str], float] = {}
         start = window_end - window
         for name, (namespace, app, resource, count, use, began, ended) in self.pods.items():
             alive = max(0.0, min(ended or window_end, window_end) - max(began, start))
             weight = pick(name, namespace, app, use)
             if weight and alive:
-                key = (namespace, resource)
+                key = (app if by_app else namespace, resource)
                 out[key] = out.get(key, 0.0) + weight * count * alive
         return out
 
@@ -156,26 +157,27 @@ async def figures(setup: Setup, s: UsageSettings):
         await source.close()
 
 
-def expected(setup: Setup, at: float, window: float):
+def expected(setup: Setup, at: float, window: float, by_app: bool = False):
     t = setup.timeline
-    allocated = t.seconds(at, window, lambda *_: 1.0)
-    used = t.seconds(at, window, lambda name, ns, app, use: use)
-    idle = t.seconds(at, window, lambda name, ns, app, use: 1.0 if use * 100 < 5 else 0.0)
+    allocated = t.seconds(at, window, lambda *_: 1.0, by_app)
+    used = t.seconds(at, window, lambda name, ns, app, use: use, by_app)
+    idle = t.seconds(at, window, lambda name, ns, app, use: 1.0 if use * 100 < 5 else 0.0, by_app)
     return allocated, used, idle
 
 
 def check(view, setup: Setup, tolerance: float) -> None:
     """Each group's figures (GPU-seconds) against the timeline's; each pod's start and end may be off by
-    `tolerance` seconds (a scrape, a step)."""
+    `tolerance` seconds (a scrape, a step). Grouped by namespace or by the pods' `app` label."""
     window = view.at - setup.timeline.t0
-    allocated, used, idle = expected(setup, view.at, window)
+    by_app = view.by == "label:app"
+    allocated, used, idle = expected(setup, view.at, window, by_app)
     rows = {(r.group, r.resource): r for r in view.rows}
     assert set(rows) == set(allocated), (rows.keys(), allocated.keys())
-    counts = {key: sum(p[3] for p in setup.timeline.pods.values() if (p[0], p[2]) == key) for key in allocated}
+    counts = {key: sum(p[3] for p in setup.timeline.pods.values() if (p[1] if by_app else p[0], p[2]) == key) for key in allocated}
     for key, row in rows.items():
         slack = tolerance * counts[key] * 3
         assert row.allocated_h * 3600 == pytest.approx(allocated[key], abs=slack), key
-        if key[0] == "shared":  # two pods on one device: its use is theirs together, not either's
+        if key[0] == ("pair" if by_app else "shared"):  # two pods on one device: its use is theirs together, not either's
             assert (row.used_h, row.measured_h, row.idle_h, row.ratio) == (None, 0, None, None)
             assert row.shared_h == pytest.approx(row.allocated_h, abs=slack / 3600)
             assert row.notes[0].endswith("GPU-h on shared GPUs: their use cannot be split between pods")
@@ -189,8 +191,9 @@ def check(view, setup: Setup, tolerance: float) -> None:
 async def test_figures_from_the_raw_series_follow_the_pods_lifetimes(setup):
     window = round(time.time() - setup.timeline.t0)
     view, requests = await figures(setup, settings(window, use_rules=False))
-    # what it rests on, then each of the six figures (allocated, peak, used, measured, idle, shared), asked at once
-    assert (view.method, view.missing, requests) == (RAW, (), 7)
+    # which series there are, then each of the six figures (allocated, peak, used, measured, idle, shared) and
+    # when the series begin, asked at once
+    assert (view.method, view.missing, requests) == (RAW, (), 8)
     setup.timeline.t0 = view.at - window
     check(view, setup, TICK * 2)
     rows = {(r.group, r.resource): r for r in view.rows}
@@ -216,6 +219,88 @@ async def test_the_recording_rules_give_the_same(setup):
     fine_rows = {(r.group, r.resource): r.allocated_h for r in view.rows}
     for row in coarse.rows:  # each 1-hour sample covers the interval before it: the window, shifted by up to one
         assert row.allocated_h == pytest.approx(fine_rows[(row.group, row.resource)], abs=COARSE * 8 / 3600)
+
+
+async def test_a_label_grouping_reads_the_per_pod_rules_and_gives_the_raw_series_figures(setup):
+    """`--by label:app` with the rules loaded: the per-pod 1-minute rules joined to kube_pod_labels at each step, or
+    the 1-hour ones joined once to each pod's gputui:pod_labels; the timeline's figures, and the raw series' own."""
+    window = round(time.time() - setup.timeline.t0)
+    raw, _ = await figures(setup, settings(window, by="label:app", use_rules=False))
+    fine, requests = await figures(setup, settings(window, by="label:app"))
+    assert (raw.method, fine.method, fine.method_words, fine.missing, requests) == (RAW, RULES, "recording rules gputui:*:1m", (), 8)
+    t0 = setup.timeline.t0
+    for view in (raw, fine):
+        setup.timeline.t0 = view.at - window
+        check(view, setup, TICK * 2)
+    setup.timeline.t0 = t0
+    raw_rows = {(r.group, r.resource): r for r in raw.rows}
+    assert {(r.group, r.resource) for r in fine.rows} == set(raw_rows)
+    for row in fine.rows:  # the same figures from either, to a scrape of each pod's start and end
+        twin = raw_rows[(row.group, row.resource)]
+        slack = 3 * TICK * 2 * row.peak / 3600
+        for name in ("allocated_h", "used_h", "measured_h", "idle_h", "shared_h"):
+            assert getattr(row, name) == pytest.approx(getattr(twin, name), abs=slack), (row.group, name)
+        assert row.peak == twin.peak
+    assert fine.covered_s == {"": pytest.approx(window, abs=TICK * 2)}  # from the per-pod rules' first sample
+
+    coarse, _ = await figures(setup, settings(window, by="label:app", coarse_after=window))
+    assert coarse.method_words == "recording rules gputui:*:1h"
+    fine_rows = {(r.group, r.resource): r for r in fine.rows}
+    assert {(r.group, r.resource) for r in coarse.rows} == set(fine_rows)
+    for row in coarse.rows:  # each 1-hour sample covers the interval before it: the window, shifted by up to one
+        twin = fine_rows[(row.group, row.resource)]
+        assert row.allocated_h == pytest.approx(twin.allocated_h, abs=COARSE * 8 / 3600)
+        assert row.shared_h == pytest.approx(twin.shared_h, abs=COARSE * 8 / 3600)
+        assert (row.used_h is None) == (twin.used_h is None)
+        assert row.peak == twin.peak  # at the window's step, from the 1-minute rules
+    by_namespace, _ = await figures(setup, settings(window, coarse_after=window))  # the same 1-hour samples, summed otherwise
+    assert sum(r.allocated_h for r in coarse.rows) == pytest.approx(sum(r.allocated_h for r in by_namespace.rows), abs=1e-9)
+
+
+@pytest.mark.parametrize("days", [1 / 24, 0.5, 1, 7, 30, 90])
+async def test_the_subqueries_step_is_fit_to_the_window(days):
+    """However long the window, at most 720 steps, each at least a minute: the work is bounded by the steps."""
+    window = days * 86400
+    s = UsageSettings(window=window, by="label:team")
+    assert window / s.step <= 720 and s.step >= 60 and s.step.is_integer()
+    subqueries = re.findall(r"\[(\d+)s:(\d+)s\]", " ".join(figures_raw(s).values()) + figures_rules(s, coarse=False)["peak"])
+    assert subqueries and set(subqueries) == {(str(int(window)), str(int(s.step)))}
+
+
+class Canned:
+    """A Prometheus that has the series `present` (the presence query's names) and answers every other query with
+    nothing; it keeps what it was asked."""
+
+    where = "canned"
+
+    def __init__(self, present: set[str]) -> None:
+        self.present, self.asked = present, []
+
+    async def query(self, expr: str, at: float, timeout: float = 60.0) -> list[dict]:
+        self.asked.append(expr)
+        if '"gputui_stat", "requests"' not in expr:
+            return []
+        return [{"metric": {"gputui_stat": name}, "value": [at, "1"]} for name in self.present]
+
+
+@pytest.mark.parametrize(("present", "method", "reads"), [
+    ({"requests", "phases", "dcgm", "rules_1m", "rules_1h", "group_label"}, RAW, ()),  # a rules file older than the per-pod rules
+    ({"requests", "phases", "dcgm", "rules_1m", "rules_1h", "pod_rules_1m", "group_label"}, "recording rules gputui:*:1m",
+     ("gputui:pod_gpu_hours_allocated:1m", "gputui:pod_gpus_allocated:1m")),
+    ({"requests", "phases", "dcgm", "rules_1m", "rules_1h", "pod_rules_1m", "pod_rules_1h", "group_label"}, "recording rules gputui:*:1h",
+     ("gputui:pod_gpu_hours_allocated:1h", "gputui:pod_labels:1h", "gputui:pod_gpus_allocated:1m")),
+], ids=["old rules: raw series", "1-minute per-pod rules", "1-hour per-pod rules"])
+async def test_a_label_grouping_reads_the_rules_only_where_they_are(present, method, reads):
+    source = Canned(present)
+    view = await usage(source, settings(30 * 86400, by="label:team", coarse_after=86400), now=2e9)
+    assert (view.method_words if view.method == RULES else view.method) == method
+    figures_asked = source.asked[1:]
+    assert len(figures_asked) == 7
+    if view.method == RAW:
+        assert not [q for q in figures_asked if "gputui:" in q]
+    else:
+        assert all(any(name in q for q in figures_asked) for name in reads)
+        assert not [q for q in figures_asked if "DCGM_FI_DEV_GPU_UTIL" in q or "kube_pod_container_resource_requests" in q]
 
 
 async def test_by_label_node_and_model(setup):
@@ -287,7 +372,8 @@ async def test_promtool_accepts_the_rules(tmp_path):
     done = await asyncio.to_thread(subprocess.run, [prom.PROMTOOL, "check", "rules", str(tmp_path / "rules.yml")],
                                    capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "SUCCESS: 13 rules found" in done.stdout  # six at 1 minute, five at 1 hour, the fleet's two
+    # at 1 minute six per pod and six per node; at 1 hour five per model, five per pod and the pods' labels; the fleet's two
+    assert "SUCCESS: 25 rules found" in done.stdout
 
 
 async def test_the_report_through_a_url_and_the_api_servers_service_proxy(setup):
