@@ -1,31 +1,27 @@
-"""API bodies decoded typed: list pages, WatchList streams and watch events become objects that hold only what the
+"""API bodies decoded typed: list pages, WatchList streams and watch events become dicts that hold only what the
 record builders read (records.py, keep.py), the shapes below. A pod as kube-apiserver writes it is some 5 KB of JSON
 (managedFields, env, probes, volume mounts...) of which gputui reads a few hundred bytes: msgspec skips the rest
-without building it, whatever the order of the fields. Nodes and events become plain dicts (TypedDicts); pods, by
-far the most, Structs (`Typed`: cheaper to build, read and free), judged and built by keep.py and records.py's
-typed twins (`pod_from_typed`); `plain(obj)` gives the dicts a typed object stands for.
+without building it, whatever the order of the fields.
 
     decoding = Decoding.of(POD)
     metadata, items = decoding.page(body)        # items still raw: decode each with decoding.object(item)
     event_type, obj = decoding.event(line)        # a watch event; BOOKMARK and ERROR objects whole
     for event_type, obj in decoding.events(buf):  # many whole lines at once (a WatchList's initial state)
-    record = build(plain(obj))                    # Lazy fields decoded: only for an object the model keeps
+    record = build(filled(obj))                   # Lazy fields decoded: only for an object the model keeps
 
 Most pods of a big cluster do not matter to gputui (no GPU, not the GPU stack's): the fields read only to build
-a kept pod's record (its conditions, container statuses, owners) are Lazy, left as their bytes until a kept pod's
-record is built (to their own slim shapes, or whole by `plain`).
+a kept pod's record (its conditions, container statuses, owners) are Lazy, left as their bytes until `filled`.
 
 A field the builders read must be in its kind's shape (tests/model/test_decoding.py builds every scenario's objects
-both ways, and typed pods with odd values against their plain dicts). A kind without a shape is decoded whole. An
-object that does not fit its shape (a field of another type: no server writes one, but the simulator keeps objects
-as given) is decoded whole instead, and its builder judges it as before (it may count it unreadable).
+both ways). A kind without a shape is decoded whole. An object that does not fit its shape (a field of another type:
+no server writes one, but the simulator keeps objects as given) is decoded whole instead, and its builder judges it
+as before (it may count it unreadable).
 """
 from __future__ import annotations
 
 from typing import Any, Generic, TypedDict, TypeVar
 
 import msgspec
-from msgspec import UNSET, UnsetType
 
 Obj = dict[str, Any]
 
@@ -69,106 +65,48 @@ class NodeShape(TypedDict, total=False):
     status: NodeStatus
 
 
-# A pod is typed to Structs rather than TypedDicts: most pods of a big cluster are read only to be dropped, and a
-# Struct is cheaper to build, to read and to free than a dict. A field absent from the JSON is UNSET (falsy, as an
-# absent key's `.get` is None); the types are those a TypedDict would check, so the same objects fit (or do not).
-class Typed(msgspec.Struct, gc=False):
-    """A shape decoded to a Struct: `plain(obj)` gives the dicts its TypedDict twin would have been."""
+class Resources(TypedDict, total=False):
+    limits: Any
+    requests: Any
 
 
-class PodMeta(Typed):
-    name: str | UnsetType = UNSET
-    namespace: str | UnsetType = UNSET
-    uid: str | UnsetType = UNSET
-    resourceVersion: str | UnsetType = UNSET
-    labels: dict[str, str] | UnsetType = UNSET
-    creationTimestamp: Any = UNSET
-    deletionTimestamp: Any = UNSET
-    ownerReferences: Lazy | UnsetType = UNSET
+class Container(TypedDict, total=False):  # not image, command, env, ports, probes, mounts
+    name: str
+    resources: Resources
+    restartPolicy: Any  # an init container's "Always": a sidecar
 
 
-class Resources(Typed):
-    limits: Any = UNSET
-    requests: Any = UNSET
+class HostPath(TypedDict, total=False):
+    path: Any
 
 
-class Container(Typed):  # not image, command, env, ports, probes, mounts
-    name: str | UnsetType = UNSET
-    resources: Resources | UnsetType = UNSET
-    restartPolicy: Any = UNSET  # an init container's "Always": a sidecar
+class Volume(TypedDict, total=False):  # only a hostPath is read (the kubelet's device-plugin directory)
+    hostPath: HostPath
 
 
-class HostPath(Typed):
-    path: Any = UNSET
+class PodSpec(TypedDict, total=False):
+    nodeName: str
+    containers: list[Container]
+    initContainers: list[Container]
+    schedulingGates: Any
+    volumes: list[Volume]
+    resourceClaims: Any
 
 
-class Volume(Typed):  # only a hostPath is read (the kubelet's device-plugin directory)
-    hostPath: HostPath | UnsetType = UNSET
+class PodStatus(TypedDict, total=False):  # not hostIP(s), podIP(s), qosClass
+    phase: str
+    startTime: Any
+    reason: str
+    conditions: Lazy
+    containerStatuses: Lazy
+    initContainerStatuses: Lazy
+    resourceClaimStatuses: Any
 
 
-class PodSpec(Typed):
-    nodeName: str | UnsetType = UNSET
-    containers: list[Container] | UnsetType = UNSET
-    initContainers: list[Container] | UnsetType = UNSET
-    schedulingGates: Any = UNSET
-    volumes: list[Volume] | UnsetType = UNSET
-    resourceClaims: Any = UNSET
-
-
-class PodStatus(Typed):  # not hostIP(s), podIP(s), qosClass
-    phase: str | UnsetType = UNSET
-    startTime: Any = UNSET
-    reason: str | UnsetType = UNSET
-    conditions: Lazy | UnsetType = UNSET
-    containerStatuses: Lazy | UnsetType = UNSET
-    initContainerStatuses: Lazy | UnsetType = UNSET
-    resourceClaimStatuses: Any = UNSET
-
-
-# A kept pod's Lazy fields, typed to what pod_from reads (records.pod_from_typed). A field it reads with `.get(k) or {}`
-# may be null; one it reads whole is Any. A value of another type fails its shape: the pod is built from plain dicts.
-class OwnerReference(Typed):
-    kind: Any = UNSET
-    name: Any = UNSET
-    controller: Any = UNSET
-
-
-class PodCondition(Typed):
-    type: Any = UNSET
-    status: Any = UNSET
-    reason: Any = UNSET
-    message: Any = UNSET
-
-
-class ContainerState(Typed):  # each state whole (its reason, message, exitCode, signal)
-    waiting: Any = UNSET
-    running: Any = UNSET
-    terminated: Any = UNSET
-
-
-class LastState(Typed):
-    terminated: Any = UNSET
-
-
-class ContainerStatus(Typed):  # not image(ID), containerID, resources, volumeMounts
-    name: str | UnsetType = UNSET
-    ready: Any = UNSET
-    started: Any = UNSET
-    restartCount: Any = UNSET
-    state: ContainerState | None | UnsetType = UNSET
-    lastState: LastState | None | UnsetType = UNSET
-    allocatedResourcesStatus: Any = UNSET
-
-
-OWNERS = msgspec.json.Decoder(list[OwnerReference] | None)
-CONDITIONS = msgspec.json.Decoder(list[PodCondition] | None)
-CONTAINER_STATUSES = msgspec.json.Decoder(list[ContainerStatus] | None)
-
-
-class PodShape(Typed):
-    metadata: PodMeta | UnsetType = UNSET
-    spec: PodSpec | UnsetType = UNSET
-    status: PodStatus | UnsetType = UNSET
+class PodShape(TypedDict, total=False):
+    metadata: ObjectMeta
+    spec: PodSpec
+    status: PodStatus
 
 
 class EventShape(TypedDict, total=False):  # core v1 and events.k8s.io/v1 alike; not managedFields, annotations
@@ -200,7 +138,7 @@ class _Page(msgspec.Struct):
 Shape = TypeVar("Shape")
 
 
-class _Event(msgspec.Struct, Generic[Shape], gc=False):
+class _Event(msgspec.Struct, Generic[Shape]):
     type: str
     object: Shape | None = None
 
@@ -226,29 +164,6 @@ def filled(obj: Obj) -> Obj:
             if value.__class__ is msgspec.Raw:
                 part[field] = _WHOLE.decode(value)
     return obj
-
-
-def plain(obj: Any) -> Any:
-    """What a record builder reads: a typed object as the plain dicts its TypedDict twin would have decoded to (an
-    absent field left out), and any object with its Lazy fields decoded."""
-    if not isinstance(obj, Typed):
-        return filled(obj)
-    for outer, field in LAZY_FIELDS:
-        part = getattr(obj, outer, UNSET)
-        if part:
-            value = getattr(part, field, UNSET)
-            if value.__class__ is msgspec.Raw:
-                setattr(part, field, _WHOLE.decode(value))
-    return msgspec.to_builtins(obj)
-
-
-def resource_version(obj: Any) -> Any:
-    """metadata.resourceVersion of a decoded object, typed or not (None where it has none)."""
-    if isinstance(obj, Typed):
-        meta = obj.metadata  # type: ignore[attr-defined]  # every shape has its metadata
-        version = meta.resourceVersion if meta else UNSET
-        return None if version is UNSET else version
-    return (obj.get("metadata") or {}).get("resourceVersion")
 
 
 class Decoding:

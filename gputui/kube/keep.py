@@ -7,9 +7,8 @@ from __future__ import annotations
 from typing import Callable
 
 from . import gpu
-from .decoding import PodShape, PodSpec, plain
-from .records import (Event, Obj, Pod, PodKey, effective_requests, effective_requests_typed, event_from, mounts_device_plugin_dir,
-                      mounts_device_plugin_dir_typed, pod_from, pod_from_typed)
+from .decoding import filled
+from .records import Event, Obj, Pod, PodKey, effective_requests, event_from, mounts_device_plugin_dir, pod_from
 
 FINISHED_PHASES = ("Succeeded", "Failed")
 
@@ -17,26 +16,6 @@ FINISHED_PHASES = ("Succeeded", "Failed")
 def _labels_matter(labels: dict[str, str]) -> bool:
     """A pod is kept for its labels when it is part of the GPU stack or gputui's own."""
     return bool(gpu.stack_component(labels)) or labels.get(gpu.MANAGED_BY_GPUTUI[0]) == gpu.MANAGED_BY_GPUTUI[1]
-
-
-# The labels _labels_matter reads (tests/model/test_decoding.py checks that it reads no other): pods of one workload
-# share their values, so a typed pod's answer is looked up by them. Bounded: an odd cluster only empties it now and then.
-LABELS_READ = tuple(dict.fromkeys([*(key for key, _, _ in gpu.PLUGIN_LABELS), "app", "app.kubernetes.io/component",
-                                    "app.kubernetes.io/name", "app.kubernetes.io/managed-by", "app.kubernetes.io/part-of",
-                                    gpu.MANAGED_BY_GPUTUI[0]]))
-_LABELS_MATTER: dict[tuple[str | None, ...], bool] = {}
-_LABELS_REMEMBERED = 4096
-
-
-def _str_labels_matter(labels: dict[str, str]) -> bool:
-    """_labels_matter of labels whose values are strings (a typed pod's), remembered by the values it reads."""
-    values = tuple(map(labels.get, LABELS_READ))
-    known = _LABELS_MATTER.get(values)
-    if known is None:
-        if len(_LABELS_MATTER) >= _LABELS_REMEMBERED:
-            _LABELS_MATTER.clear()
-        known = _LABELS_MATTER[values] = _labels_matter(labels)
-    return known
 
 
 class Keep:
@@ -70,52 +49,10 @@ class Keep:
                                     return True
         return False
 
-    def pod(self, obj: Obj | PodShape) -> Pod | None:
-        """The pod's record when it matters, else None. A typed pod (decoding.py) is judged and built as it is; one
-        that does not fit its Lazy fields' shapes, or is odd anywhere, from plain dicts (which word what is wrong)."""
-        if obj.__class__ is PodShape:
-            try:
-                matters, requests = self._matters_typed(obj)
-                return pod_from_typed(obj, requests) if matters else None
-            except Exception:  # noqa: BLE001  (the plain dicts' builders raise it again, in their words)
-                obj = plain(obj)
-        matters, requests = self._matters(obj)  # type: ignore[arg-type]
-        return pod_from(plain(obj), requests) if matters else None
-
-    def _matters_typed(self, pod: PodShape) -> tuple[bool, dict[str, int] | None]:
-        """`_matters` of a typed pod."""
-        spec, status, meta = pod.spec, pod.status, pod.metadata
-        phase = status.phase if status else None
-        if spec and self._mentions_gpu_typed(spec):
-            requests = effective_requests_typed(spec)
-            if any(self._is_gpu_name(name) for name in requests):
-                if phase in FINISHED_PHASES:  # kept only as the GPU stack's (validation pods)
-                    labels = meta.labels if meta else None
-                    return bool(labels) and _str_labels_matter(labels), requests  # type: ignore[arg-type]
-                return True, requests
-        if spec and spec.resourceClaims and phase not in FINISHED_PHASES:
-            return True, None  # may hold GPUs through Dynamic Resource Allocation (the claims say)
-        labels = meta.labels if meta else None
-        if labels and _str_labels_matter(labels):
-            return True, None
-        if spec and mounts_device_plugin_dir_typed(spec) and phase not in FINISHED_PHASES:
-            return True, None  # a device plugin's, whoever made it
-        return False, None
-
-    def _mentions_gpu_typed(self, spec: PodSpec) -> bool:
-        """`_mentions_gpu` of a typed spec."""
-        gpu_names = self._gpu_names
-        for containers in (spec.containers, spec.initContainers):
-            for c in containers or ():
-                resources = c.resources
-                if resources:
-                    for table in (resources.limits, resources.requests):
-                        if table:
-                            for name in table:
-                                known = gpu_names.get(name)
-                                if known or (known is None and self._is_gpu_name(name)):
-                                    return True
-        return False
+    def pod(self, obj: Obj) -> Pod | None:
+        """The pod's record when it matters, else None."""
+        matters, requests = self._matters(obj)
+        return pod_from(filled(obj), requests) if matters else None
 
     def _matters(self, obj: Obj) -> tuple[bool, dict[str, int] | None]:
         """Whether the pod is kept, and its effective requests where they were worked out to tell."""

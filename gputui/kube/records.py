@@ -13,12 +13,6 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-import msgspec
-
-from .decoding import CONDITIONS, CONTAINER_STATUSES, OWNERS, UNSET, PodMeta, PodShape, PodSpec, PodStatus, Typed
-from .decoding import ContainerState as TypedContainerState
-from .decoding import Container as TypedContainer
-from .decoding import ContainerStatus as TypedContainerStatus
 from .quantities import parse_time, whole_count
 
 
@@ -51,11 +45,8 @@ def _meta(obj: Obj) -> Obj:
     return obj.get("metadata") or {}
 
 
-def object_key(obj: Obj | Typed) -> PodKey:
-    """(namespace, name) of any raw object, typed or not; namespace is "" for cluster-scoped ones."""
-    if isinstance(obj, Typed):
-        meta = obj.metadata  # type: ignore[attr-defined]  # every shape has its metadata
-        return (meta.namespace or "", meta.name or "") if meta else ("", "")
+def object_key(obj: Obj) -> PodKey:
+    """(namespace, name) of any raw object; namespace is "" for cluster-scoped ones."""
     meta = _meta(obj)
     return meta.get("namespace") or "", meta.get("name") or ""
 
@@ -216,13 +207,9 @@ def _container_requests(container: Obj, where: str) -> dict[str, int]:
     kube-apiserver refuses (negative, fractional, not one) is InvalidQuantity naming it (`where`: the
     container's field path): the pod is unreadable, in no figure."""
     resources = container.get("resources") or {}
-    return _requests(resources.get("limits"), resources.get("requests"), where)
-
-
-def _requests(limits: Any, requests: Any, where: str) -> dict[str, int]:
     out: dict[str, int] = {}
-    for key, table in (("limits", limits), ("requests", requests)):  # requests win where both are given
-        for name, quantity in (table or {}).items():
+    for key in ("limits", "requests"):  # requests win where both are given
+        for name, quantity in (resources.get(key) or {}).items():
             if _is_extended(name):
                 out[name] = whole_count(quantity, f"{where}.resources.{key}[{name}]")
     return out
@@ -235,33 +222,15 @@ def effective_requests(spec: Obj) -> dict[str, int]:
     container; restartable (sidecar) init containers keep running, so they add
     to everything that starts after them.
     """
-    return _effective([_container_requests(c, f"spec.containers[{i}]") for i, c in enumerate(spec.get("containers") or ())],
-                      [(_container_requests(c, f"spec.initContainers[{i}]"), c.get("restartPolicy") == "Always")
-                       for i, c in enumerate(spec.get("initContainers") or ())])
-
-
-def effective_requests_typed(spec: PodSpec) -> dict[str, int]:
-    """effective_requests of a typed spec."""
-    return _effective([_typed_requests(c, f"spec.containers[{i}]") for i, c in enumerate(spec.containers or ())],
-                      [(_typed_requests(c, f"spec.initContainers[{i}]"), c.restartPolicy == "Always")
-                       for i, c in enumerate(spec.initContainers or ())])
-
-
-def _typed_requests(container: TypedContainer, where: str) -> dict[str, int]:
-    resources = container.resources
-    return _requests(resources.limits, resources.requests, where) if resources else {}
-
-
-def _effective(containers: list[dict[str, int]], inits: list[tuple[dict[str, int], bool]]) -> dict[str, int]:
-    """The effective requests from each app container's, and each init container's with whether it is a sidecar."""
     total: dict[str, int] = {}
-    for own in containers:
-        for name, n in own.items():
+    for i, c in enumerate(spec.get("containers") or ()):
+        for name, n in _container_requests(c, f"spec.containers[{i}]").items():
             total[name] = total.get(name, 0) + n
     sidecars: dict[str, int] = {}
     init_peak: dict[str, int] = {}
-    for own, sidecar in inits:
-        if sidecar:
+    for i, c in enumerate(spec.get("initContainers") or ()):
+        own = _container_requests(c, f"spec.initContainers[{i}]")
+        if c.get("restartPolicy") == "Always":
             for name, n in own.items():
                 sidecars[name] = sidecars.get(name, 0) + n
                 total[name] = total.get(name, 0) + n
@@ -425,180 +394,11 @@ def pod_from(obj: Obj, requests: dict[str, int] | None = None) -> Pod:
     )
 
 
-# -- pods decoded typed (decoding.PodShape) ----------------------------------
-# The twins of pod_from and its helpers for a typed pod: the same record, read from Structs (an absent field is
-# UNSET: falsy, and not None). Its Lazy fields are decoded to their slim shapes here; one that does not fit (of
-# another type) raises msgspec.ValidationError, and so may anything odd: the caller then builds it from plain dicts
-# (keep.Keep.pod), which words what is wrong as before. tests/model/test_decoding.py builds both ways.
-_NO_META = PodMeta()
-_NO_SPEC = PodSpec()
-_NO_STATUS = PodStatus()
-_NO_STATE = TypedContainerState()
-
-
-def _lazy(decoder: msgspec.json.Decoder[Any], value: Any) -> Any:
-    return decoder.decode(value) if value.__class__ is msgspec.Raw else None
-
-
-def pod_from_typed(pod: PodShape, requests: dict[str, int] | None = None) -> Pod:
-    """pod_from of a typed pod."""
-    meta = pod.metadata or _NO_META
-    spec = pod.spec or _NO_SPEC
-    status = pod.status or _NO_STATUS
-    conditions = _lazy(CONDITIONS, status.conditions) or ()
-    statuses = _lazy(CONTAINER_STATUSES, status.containerStatuses) or ()
-    init_statuses = _lazy(CONTAINER_STATUSES, status.initContainerStatuses) or ()
-    label, restarts, ready = _display_status_typed(meta, spec, status, conditions, statuses, init_statuses)
-    scheduled_reason = scheduled_message = ""
-    for c in conditions:
-        if c.type == "PodScheduled" and c.status == "False":
-            scheduled_reason = ("" if c.reason is UNSET else c.reason) or ""
-            scheduled_message = ("" if c.message is UNSET else c.message) or ""
-    containers = tuple(c.name or "" for c in spec.containers or ())
-    return Pod(
-        namespace=meta.namespace or "",
-        name=meta.name or "",
-        uid=meta.uid or "",
-        node=spec.nodeName or None,
-        phase=status.phase or "Pending",
-        status=label,
-        requests=effective_requests_typed(spec) if requests is None else requests,
-        restarts=restarts,
-        ready=ready,
-        total=len(containers),
-        containers=containers,
-        init_containers=tuple(c.name or "" for c in spec.initContainers or ()),
-        container_statuses=tuple(_container_status_typed(c) for c in statuses),
-        init_container_statuses=tuple(_container_status_typed(c) for c in init_statuses),
-        owner=_controller_typed(_lazy(OWNERS, meta.ownerReferences)),
-        labels=dict(meta.labels or {}),
-        created=parse_time(meta.creationTimestamp or None),
-        deleted=parse_time(meta.deletionTimestamp or None),
-        scheduled_reason=scheduled_reason,
-        scheduled_message=scheduled_message,
-        gates=tuple(g.get("name", "") for g in spec.schedulingGates or ()),
-        devices=_device_health_typed(statuses),
-        started=parse_time(status.startTime or None),
-        claims=_claim_names_of(spec.resourceClaims, status.resourceClaimStatuses or None) if spec.resourceClaims else (),
-    )
-
-
-def _display_status_typed(meta: PodMeta, spec: PodSpec, status: PodStatus, conditions: Any, statuses: Any,
-                          init_statuses: Any) -> tuple[str, int, int]:
-    """display_status of a typed pod (its Lazy fields decoded)."""
-    phase = status.phase or "Pending"
-    label = status.reason or phase
-    if any(c.type == "PodScheduled" and c.reason == "SchedulingGated" for c in conditions):
-        label = "SchedulingGated"
-    restarts = 0
-    ready = 0
-
-    init_specs = spec.initContainers or []
-    initializing = False
-    for i, cs in enumerate(init_statuses):
-        restarts += int(cs.restartCount or 0)
-        state = cs.state or _NO_STATE
-        terminated = None if state.terminated is UNSET else state.terminated
-        waiting = None if state.waiting is UNSET else state.waiting
-        sidecar = i < len(init_specs) and init_specs[i].restartPolicy == "Always"
-        if terminated is not None and terminated.get("exitCode", 0) == 0:
-            continue
-        if sidecar and cs.started:
-            if cs.ready:
-                ready += 1
-            continue
-        if terminated is not None:
-            label = _terminated_label(terminated, "Init:")
-        elif waiting is not None and waiting.get("reason") and waiting["reason"] != "PodInitializing":
-            label = "Init:" + waiting["reason"]
-        else:
-            label = f"Init:{i}/{len(init_specs)}"
-        initializing = True
-        break
-
-    if not initializing or any(c.type == "Initialized" and c.status == "True" for c in conditions):
-        restarts = 0
-        running = False
-        for cs in reversed(statuses):
-            restarts += int(cs.restartCount or 0)
-            state = cs.state or _NO_STATE
-            waiting = None if state.waiting is UNSET else state.waiting
-            terminated = None if state.terminated is UNSET else state.terminated
-            if waiting is not None and waiting.get("reason"):
-                label = waiting["reason"]
-            elif terminated is not None:
-                label = _terminated_label(terminated, "")
-            elif cs.ready and state.running is not UNSET:
-                running = True
-                ready += 1
-        if label == "Completed" and running:
-            label = "Running" if any(c.type == "Ready" and c.status == "True" for c in conditions) else "NotReady"
-
-    if meta.deletionTimestamp:
-        if status.reason == "NodeLost":
-            label = "Unknown"
-        elif phase not in ("Succeeded", "Failed"):
-            label = "Terminating"
-    return label, restarts, ready
-
-
-def _container_status_typed(raw: TypedContainerStatus) -> ContainerStatus:
-    """_container_status of a typed container status."""
-    state = raw.state or _NO_STATE
-    kind = ""
-    detail: Any = {}
-    if state.waiting is not UNSET:
-        kind, detail = "waiting", state.waiting or {}
-    elif state.running is not UNSET:
-        kind, detail = "running", state.running or {}
-    elif state.terminated is not UNSET:
-        kind, detail = "terminated", state.terminated or {}
-    last_state = raw.lastState
-    last = (last_state.terminated if last_state else None) or {}
-    return ContainerStatus(
-        name=raw.name or "",
-        ready=bool(raw.ready),
-        started=bool(raw.started),
-        restarts=int(raw.restartCount or 0),
-        state=kind,
-        reason=detail.get("reason", "") or "",
-        message=detail.get("message", "") or "",
-        exit_code=detail.get("exitCode") if kind == "terminated" else None,
-        last_reason=last.get("reason", "") or "",
-        last_exit_code=last.get("exitCode"),
-    )
-
-
-def _controller_typed(refs: Any) -> tuple[str, str] | None:
-    """_controller of a typed pod's owner references."""
-    refs = refs or ()
-    for ref in refs:
-        if ref.controller:
-            return ("" if ref.kind is UNSET else ref.kind), ("" if ref.name is UNSET else ref.name)
-    if refs:
-        return ("" if refs[0].kind is UNSET else refs[0].kind), ("" if refs[0].name is UNSET else refs[0].name)
-    return None
-
-
-def _device_health_typed(statuses: Any) -> tuple[DeviceHealth, ...]:
-    out = []
-    for cs in statuses:
-        for resource in cs.allocatedResourcesStatus or ():
-            for device in resource.get("resources") or ():
-                out.append(DeviceHealth(cs.name or "", resource.get("name", ""), str(device.get("resourceID", "")),
-                                        device.get("health") or "Unknown"))
-    return tuple(out)
-
-
 def _claim_names(spec: Obj, status: Obj) -> tuple[str, ...]:
     """The names of the pod's ResourceClaims: given, or made from a template and named in status.resourceClaimStatuses."""
-    return _claim_names_of(spec.get("resourceClaims"), status.get("resourceClaimStatuses"))
-
-
-def _claim_names_of(claims: Any, claim_statuses: Any) -> tuple[str, ...]:
-    made = {s.get("name"): s.get("resourceClaimName") for s in claim_statuses or () if isinstance(s, dict)}
+    made = {s.get("name"): s.get("resourceClaimName") for s in status.get("resourceClaimStatuses") or () if isinstance(s, dict)}
     names = []
-    for entry in claims or ():
+    for entry in spec.get("resourceClaims") or ():
         if isinstance(entry, dict):
             name = entry.get("resourceClaimName") or made.get(entry.get("name"))
             if isinstance(name, str) and name:
@@ -707,24 +507,11 @@ def mounts_device_plugin_dir(pod_spec: Obj) -> bool:
     """A hostPath volume at the kubelet's device-plugin directory, or below it."""
     for volume in pod_spec.get("volumes") or ():
         host = volume.get("hostPath")  # most pods have none: this stays cheap for them
-        if _device_plugin_path(host.get("path") if host else None):
-            return True
-    return False
-
-
-def mounts_device_plugin_dir_typed(pod_spec: PodSpec) -> bool:
-    """mounts_device_plugin_dir of a typed spec."""
-    for volume in pod_spec.volumes or ():
-        host = volume.hostPath
-        if host and _device_plugin_path(host.path):
-            return True
-    return False
-
-
-def _device_plugin_path(path: Any) -> bool:
-    if isinstance(path, str) and "device-plugins" in path:
-        path = "/" + posixpath.normpath(path).lstrip("/")
-        return path == DEVICE_PLUGIN_DIR or path.startswith(DEVICE_PLUGIN_DIR + "/")
+        path = host.get("path") if host else None
+        if isinstance(path, str) and "device-plugins" in path:
+            path = "/" + posixpath.normpath(path).lstrip("/")
+            if path == DEVICE_PLUGIN_DIR or path.startswith(DEVICE_PLUGIN_DIR + "/"):
+                return True
     return False
 
 

@@ -42,7 +42,7 @@ import orjson
 
 from .config import describe_network_error, status_message
 from .client import HttpError, Timeout
-from .decoding import Decoding, resource_version
+from .decoding import Decoding
 from .turns import Turns
 
 if TYPE_CHECKING:
@@ -610,7 +610,7 @@ class Reflector:
             if code == 410 or _too_large(obj):
                 raise Gone()
             raise ApiFailure(code, obj.get("message", ""))
-        rv = resource_version(obj)
+        rv = (obj.get("metadata") or {}).get("resourceVersion")
         if rv and _older(rv, self.resource_version):
             # The server went back in time (restored, rebuilt): what we hold may name objects it
             # never had. List again and reconcile, or they would stay as ghosts.

@@ -35,7 +35,6 @@ from urllib.parse import quote
 
 from .config import describe_network_error
 from .client import HttpError, Timeout
-from .records import object_key
 from .tables import BaseTable, Share
 from .tasks import cancel_and_wait
 from .watch import ABSENT, FORBIDDEN, LIVE, RETRYING, SYNCING, Reflector, ResourceState
@@ -73,8 +72,8 @@ def namespaces_to_try(explicit: Iterable[str], context_namespace: str | None, co
     return tuple(dict.fromkeys(n for n in chosen if n))
 
 
-def _namespace_of(obj: Any) -> str:
-    return object_key(obj)[0]  # a pod decoded typed too
+def _namespace_of(obj: dict[str, Any]) -> str:
+    return (obj.get("metadata") or {}).get("namespace") or ""
 
 
 @dataclass(frozen=True)
