@@ -2,6 +2,7 @@
 
     python tests/bench_usage_prometheus.py --nodes 200 --days 30          # 1,600 GPUs, a month
     python tests/bench_usage_prometheus.py --nodes 1000 --days 7 --no-rules
+    python tests/bench_usage_prometheus.py --nodes 50 --days 30 --replicate 20   # then the rules as 1,000 nodes hold them
     python tests/bench_usage_prometheus.py --smoke                       # 4 nodes, 1 day (the test suite runs this)
 
 A synthetic history is backfilled into Debian's `prometheus` with `promtool tsdb create-blocks-from openmetrics`:
@@ -20,9 +21,19 @@ Then gputui's usage queries (kube/usage.py, as `report --usage --since Nd --by n
 asks them) run against the history's end, on the raw series, then (unless --no-rules) with `gputui
 prometheus-rules`' usage groups backfilled by `promtool tsdb create-blocks-from rules` (the fine group evaluated
 every `--rule-interval` seconds, default the scrape interval: the queries read the same number of samples as
-from 1-minute rules; the rules that read other rules in later passes, as promtool asks). Per grouping: the seconds
-until every figure is known, the samples Prometheus read (`stats=all`: totalQueryableSamples, and peakSamples,
-the most held at once), the bytes of the answers, and the rows.
+from 1-minute rules; the rules that read other rules in later passes, as promtool asks; the hourly group from
+range queries, 17 s past each hour). Per grouping: the seconds until every figure is known, the samples Prometheus
+read (`stats=all`: totalQueryableSamples, and peakSamples, the most held at once), the bytes of the answers, the
+rows, and each query's seconds (the presence query first). `--timeout` lets a query run past gputui's 60 s.
+
+`--replicate K`: the rules' series that the long window's queries by namespace, model and label read (the hourly
+rules, the per-pod and per-node GPUs allocated, the nodes' labels; the raw series and the 1-minute GPU-hours only
+for the history's last two hours, for the presence query) are dumped (`promtool tsdb dump`) and written K times
+into a Prometheus of their own, nodes, pods, uids and GPUs named apart in each copy, the per-namespace and
+per-model hourly rules K times their value: what the rules would hold for K times the nodes, each running the
+same jobs. The same queries are asked of it, and each figure checked to be K times the one cluster's. (Backfilling
+K times the raw history and evaluating the rules over it is what this spares: at 1,000 nodes and 30 days, some
+200 million raw samples.)
 """
 from __future__ import annotations
 
@@ -31,6 +42,7 @@ import asyncio
 import json
 import math
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -42,6 +54,7 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from collections.abc import Iterator
 from typing import IO, Any
 
 import orjson
@@ -63,6 +76,7 @@ ALLOWLIST = {"pods": ["team"], "nodes": ["nvidia.com/gpu.product"]}
 KSM_KEPT = {"kube_pod_container_resource_requests": 'resource="nvidia_com_gpu"', "kube_pod_status_phase": 'phase="Running"',
             "kube_pod_labels": "", "kube_node_labels": "", "kube_node_status_capacity": ""}
 GROUPINGS = ("namespace", "label:team", "node", "model")
+COARSE_OFFSET = 17  # seconds past the hour that the hourly rules are evaluated at
 
 
 @dataclass
@@ -237,21 +251,22 @@ class Server:
 class Counting(Prometheus):
     """gputui's client, keeping each answer's seconds, samples read, peak samples and bytes."""
 
-    def __init__(self, where: str) -> None:
+    def __init__(self, where: str, timeout: float = TIMEOUT) -> None:
         super().__init__(where)
+        self.timeout = timeout
         self.answers: list[tuple[float, int, int, int]] = []
 
     async def answer(self, expr: str, at: float, timeout: float = TIMEOUT, *, stats: bool = False) -> bytes:
         started = time.perf_counter()
-        body = await super().answer(expr, at, timeout, stats=stats)
+        body = await super().answer(expr, at, self.timeout, stats=stats)
         samples = ((orjson.loads(body).get("data") or {}).get("stats") or {}).get("samples") or {}
         self.answers.append((time.perf_counter() - started, int(samples.get("totalQueryableSamples") or 0),
                              int(samples.get("peakSamples") or 0), len(body)))
         return body
 
 
-async def ask(url: str, settings: u.UsageSettings, at: float) -> dict[str, Any]:
-    source = Counting(url)
+async def ask(url: str, settings: u.UsageSettings, at: float, timeout: float = TIMEOUT) -> dict[str, Any]:
+    source = Counting(url, timeout)
     started = time.perf_counter()
     try:
         view = await u.usage(source, settings, now=at)
@@ -279,7 +294,9 @@ def coarse_history(url: str, group: dict[str, Any], begin: int, end: int) -> str
     """The hourly rules' samples over the history as OpenMetrics, from range queries at their interval (promtool
     2.42's `create-blocks-from rules` writes no block for a group evaluated every 30 minutes or more)."""
     step = int(u.COARSE_INTERVAL)
-    first = (begin // step + 1) * step  # on the hour, as a Prometheus evaluating the group at an offset of 0
+    # Past the hour by COARSE_OFFSET, as a Prometheus evaluates a group at an offset of its own: on the hour, each
+    # evaluation's hour would hold a fine sample of the hour before too (Prometheus 2's ranges include their start).
+    first = (begin // step + 1) * step + COARSE_OFFSET
     out = []
     for rule in group["rules"]:
         out.append(f"# TYPE {rule['record'].replace(':', '_')} gauge")  # the type line names no colon; the samples do
@@ -291,15 +308,23 @@ def coarse_history(url: str, group: dict[str, Any], begin: int, end: int) -> str
     return "\n".join(out) + "\n# EOF\n"
 
 
+def passes(rules: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """The rules in the passes promtool asks for: a rule that reads another goes in a pass after that one's."""
+    depth: dict[str, int] = {}
+    for rule in rules:  # a rule reads only those before it in its group
+        reads = [d for name, d in depth.items() if re.search(rf"(?<![\w:]){re.escape(name)}(?![\w:])", rule["expr"])]
+        depth[rule["record"]] = 1 + max(reads, default=-1)
+    return [[r for r in rules if depth[r["record"]] == n] for n in range(max(depth.values()) + 1)]
+
+
 def backfill_rules(server: Server, workdir: Path, begin: int, end: int, rule_interval: int) -> float:
     """The usage groups of `gputui prometheus-rules`, evaluated over the history: the fine group by promtool, in
     passes (a rule that reads another after it, as promtool asks), the hourly group from range queries. Returns
     the seconds it took."""
     assert prom.PROMTOOL is not None
     fine, coarse = u.rule_groups(fine=float(rule_interval))[:2]
-    reads_rules = [r for r in fine["rules"] if "gputui:" in r["expr"]]
     started = time.perf_counter()
-    for n, group in enumerate(({**fine, "rules": [r for r in fine["rules"] if r not in reads_rules]}, {**fine, "rules": reads_rules}, coarse)):
+    for n, group in enumerate([*({**fine, "rules": rules} for rules in passes(fine["rules"])), coarse]):
         out = workdir / f"rules-{n}"
         if group is coarse:
             (workdir / "coarse.om").write_text(coarse_history(server.url, coarse, begin, end))
@@ -317,6 +342,75 @@ def backfill_rules(server: Server, workdir: Path, begin: int, end: int, rule_int
     return time.perf_counter() - started
 
 
+# What the rules' queries over a long window read (kube/usage.py: the hourly rules by namespace, model and label, the
+# per-pod and per-node GPUs allocated at the window's step, the nodes' models) and, over the last hours, what
+# `coverage` and `pod_labels_at` read.
+WHOLE = (u.R_ALLOCATED, u.R_POD_ALLOCATED, *u.R_POD_HOURS_1H.values(), u.R_POD_LABELS_1H, "kube_node_labels")
+SUMMED = tuple(u.R_HOURS_1H.values())  # per namespace and model: K copies are K times the value
+LAST_HOURS = ("kube_pod_container_resource_requests", "kube_pod_status_phase", "DCGM_FI_DEV_GPU_UTIL", "kube_pod_labels",
+              *u.R_HOURS.values(), *u.R_POD_HOURS.values())
+DUMPED = re.compile(r'^\{(.*)\} (\S+) (\d+)$')
+LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def dump(data: Path, names: tuple[str, ...], begin: int, end: int) -> Iterator[tuple[dict[str, str], list[tuple[str, int]]]]:
+    """Each series of `names` in [begin, end] (seconds) as promtool tsdb dump writes them: labels, (value, ms) samples."""
+    assert prom.PROMTOOL is not None
+    match = "{__name__=~\"" + "|".join(re.escape(n) for n in names) + "\"}"
+    with subprocess.Popen([prom.PROMTOOL, "tsdb", "dump", f"--match={match}", f"--min-time={begin * 1000}", f"--max-time={end * 1000}",
+                           str(data)], stdout=subprocess.PIPE, text=True) as proc:
+        assert proc.stdout is not None
+        current: tuple[str, dict[str, str], list[tuple[str, int]]] | None = None
+        for line in proc.stdout:
+            m = DUMPED.match(line.rstrip("\n"))
+            if m is None:
+                continue
+            if current is None or current[0] != m[1]:
+                if current is not None:
+                    yield current[1], current[2]
+                current = (m[1], dict(LABEL.findall(m[1])), [])
+            current[2].append((m[2], int(m[3])))
+        if current is not None:
+            yield current[1], current[2]
+    if proc.returncode:
+        raise SystemExit(f"promtool tsdb dump failed ({proc.returncode})")
+
+
+def copy_of(labels: dict[str, str], i: int, nodes: int) -> dict[str, str]:
+    """The labels of the i-th copy of the cluster: its nodes (and their GPUs), pods and uids named apart."""
+    if i == 0:
+        return labels
+    out = dict(labels)
+    for key in ("node", "Hostname", "hostname", "kubernetes_io_hostname", "label_kubernetes_io_hostname"):
+        if key in out and out[key].startswith("gpu-"):
+            out[key] = f"gpu-{i * nodes + int(out[key][4:]):04d}"
+    for key in ("pod", "uid", "UUID"):
+        if out.get(key):
+            out[key] = f"{out[key]}-c{i:02d}"
+    return out
+
+
+def write_copies(data: Path, out: IO[str], k: int, nodes: int, begin: int, end: int) -> int:
+    """K copies of the rule-path series (WHOLE, SUMMED over the history, LAST_HOURS over its last two hours) as
+    OpenMetrics; the samples written."""
+    samples = 0
+    for names, since in ((WHOLE, begin), (SUMMED, begin), (LAST_HOURS, end - 7200)):
+        by_name: dict[str, list[tuple[dict[str, str], list[tuple[str, int]]]]] = {}
+        for labels, values in dump(data, names, since, end):
+            by_name.setdefault(labels["__name__"], []).append((labels, values))
+        for name, series in by_name.items():
+            out.write(f"# TYPE {name.replace(':', '_')} gauge\n")  # the type line names no colon; the samples do
+            copies = [0] if name in SUMMED else range(k)
+            scale = k if name in SUMMED else 1
+            for labels, values in series:
+                for i in copies:
+                    text = ",".join(f'{key}="{value}"' for key, value in copy_of(labels, i, nodes).items() if key != "__name__")
+                    out.write("".join(f"{name}{{{text}}} {float(v) * scale if scale != 1 else v} {ms / 1000:.3f}\n" for v, ms in values))
+                    samples += len(values)
+    out.write("# EOF\n")
+    return samples
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=200)
@@ -327,6 +421,10 @@ def main() -> None:
     parser.add_argument("--by", action="append", choices=GROUPINGS, help="the groupings asked (default: all four)")
     parser.add_argument("--workdir", help="keep the data here (default: a temporary directory)")
     parser.add_argument("--smoke", action="store_true", help="4 nodes, 1 day")
+    parser.add_argument("--timeout", type=float, default=TIMEOUT, help=f"each query's (default gputui's, {TIMEOUT:g} s)")
+    parser.add_argument("--no-raw", action="store_true", help="ask the rules only")
+    parser.add_argument("--replicate", type=int, default=0, metavar="K",
+                        help="then K copies of what the rules' queries read (K times --nodes), asked again (namespace, model, label)")
     args = parser.parse_args()
     if args.smoke:
         args.nodes, args.days = 4, 1
@@ -359,19 +457,63 @@ def main() -> None:
         try:
             print(f"Prometheus: {server.series_at(end):,} series at the history's end", flush=True)
             groupings = args.by or list(GROUPINGS)
-            print(f"report --usage --since {args.days:g}d, at the history's end (gputui's {TIMEOUT:g} s query timeout):", flush=True)
-            for by in groupings:
-                report(by, "raw", asyncio.run(ask(server.url, u.UsageSettings(window=window, by=by, use_rules=False), end)))
+            print(f"report --usage --since {args.days:g}d, at the history's end ({args.timeout:g} s query timeout):", flush=True)
+            for by in [] if args.no_raw else groupings:
+                report(by, "raw", asyncio.run(ask(server.url, u.UsageSettings(window=window, by=by, use_rules=False), end, args.timeout)))
             if not args.no_rules:
                 took = backfill_rules(server, workdir, begin, end, rule_interval)
                 print(f"rules backfilled (promtool tsdb create-blocks-from rules, fine every {rule_interval} s): {took:.0f} s, "
                       f"{len(list(server.data.iterdir()))} entries in the data directory", flush=True)
+                views = {}
                 for by in groupings:
-                    if by.startswith("label:"):
-                        continue  # no rule holds a pod label: the raw series above
-                    report(by, "rules", asyncio.run(ask(server.url, u.UsageSettings(window=window, by=by, fine_interval=float(rule_interval)), end)))
+                    r = asyncio.run(ask(server.url, u.UsageSettings(window=window, by=by, fine_interval=float(rule_interval)), end, args.timeout))
+                    report(by, "rules", r)
+                    views[by] = r["view"]
         finally:
             server.stop()
+        if args.replicate and not args.no_rules:
+            replicated(server, workdir, args, views, begin, end, window, rule_interval)
+
+
+def replicated(server: Server, workdir: Path, args: argparse.Namespace, views: dict[str, Any], begin: int, end: int,
+               window: int, rule_interval: int) -> None:
+    """The rules' series the long window's queries read, K times over (nodes, pods and GPUs named apart; the
+    per-namespace and per-model hourly rules K times their value) in a Prometheus of their own, asked again: each
+    figure K times the one cluster's."""
+    k = args.replicate
+    started = time.perf_counter()
+    copies = workdir / "copies.om"
+    with copies.open("w") as out:
+        samples = write_copies(server.data, out, k, args.nodes, begin, end)
+    written = time.perf_counter() - started
+    twin = Server(workdir / "copies")
+    subprocess.run([prom.PROMTOOL, "tsdb", "create-blocks-from", "openmetrics", "-q", "--max-block-duration=162h",
+                    str(copies), str(twin.data)], check=True, stdout=subprocess.DEVNULL)
+    size = copies.stat().st_size
+    copies.unlink()
+    print(f"{k} copies of the rules' series the queries read ({k * args.nodes} nodes, {k * args.nodes * GPUS} GPUs; the raw series "
+          f"only for their last two hours): {samples:,} samples, {size / 1e9:.2f} GB of OpenMetrics in {written:.0f} s, "
+          f"backfilled in {time.perf_counter() - started - written:.0f} s", flush=True)
+    twin.start()
+    try:
+        print(f"Prometheus: {twin.series_at(end):,} series at the history's end", flush=True)
+        for by, view in views.items():
+            if by == "node" or view is None:
+                continue  # the 1-minute rules per node, whole, were not copied
+            r = asyncio.run(ask(twin.url, u.UsageSettings(window=window, by=by, fine_interval=float(rule_interval)), end, args.timeout))
+            report(by, "rules", r)
+            if r["view"] is None:
+                continue
+            one = {(row.group, row.resource): row for row in view.rows}
+            many = {(row.group, row.resource): row for row in r["view"].rows}
+            assert set(one) == set(many), (by, set(one) ^ set(many))
+            for key, row in many.items():
+                for name in ("allocated_h", "used_h", "measured_h", "idle_h", "shared_h", "peak"):
+                    a, b = getattr(row, name), getattr(one[key], name)
+                    assert (a is None) == (b is None) and (a is None or math.isclose(a, k * b, rel_tol=1e-6, abs_tol=1e-6)), (by, key, name, a, b)
+            print(f"    each figure {k} times the one cluster's", flush=True)
+    finally:
+        twin.stop()
 
 
 if __name__ == "__main__":
