@@ -313,11 +313,21 @@ def rules_file(c: str = "cluster", fine: float = FINE_INTERVAL, coarse: float = 
 def pod_labels_at(c: str, label: str, window: str) -> str:
     """Per GPU pod of the window (cluster, uid), its `label`'s value (absent: the pod lacks it), from the hourly
     gputui:pod_labels and, for pods newer than its last sample, kube_pod_labels of the last hour: the latest
-    value of a pod whose labels changed. Asked at the window's end (`@ end()`), it is worked out once for every
-    step of a subquery, not at each."""
+    value of a pod whose labels changed. For an instant query (`@ end()`: at the window's end)."""
     recorded = f"max by ({c}, uid, {label}) (max_over_time({R_POD_LABELS_1H}[{window}] @ end()))"
     newest = f"max by ({c}, uid, {label}) (last_over_time(kube_pod_labels[{_dur(COARSE_INTERVAL)}] @ end()))"
     return f"group by ({c}, uid, {label}) (topk by ({c}, uid) (1, {recorded} or on ({c}, uid) {newest}))"
+
+
+def pod_labels_then(c: str, label: str) -> str:
+    """pod_labels_at for one step of a subquery: each pod's label from the first gputui:pod_labels sample after
+    the step (an evaluation that covers it), else, for the pods of the last hour, kube_pod_labels then. Not worked
+    out once for all steps (`@ end()`): Prometheus would copy every pod of the window to each step, 720 times."""
+    hour = _dur(COARSE_INTERVAL)
+    then = f"max by ({c}, uid, {label}) (last_over_time({R_POD_LABELS_1H}[{hour}] offset -{hour}))"
+    newest = (f"max by ({c}, uid, {label}) (last_over_time(kube_pod_labels[{hour}] @ end())"
+              f" and on ({c}, uid) last_over_time({R_POD_ALLOCATED}[{hour}] @ end()))")
+    return f"group by ({c}, uid, {label}) (topk by ({c}, uid) (1, {then} or on ({c}, uid) {newest}))"
 
 
 def figures_rules(s: UsageSettings, coarse: bool) -> dict[str, str]:
@@ -331,7 +341,7 @@ def figures_rules(s: UsageSettings, coarse: bool) -> dict[str, str]:
     per_pod = kind == "label"
     labels = pod_labels_at(c, label, w) if per_pod and coarse else ""
 
-    def joined(expr: str) -> str:  # per pod, with its label from `labels`; a pod without any stays, without it
+    def joined(expr: str, labels: str = labels) -> str:  # per pod, with its label from `labels`; a pod without any stays, without it
         return f"(({expr}) * on ({c}, uid) group_left ({label}) {labels} or on ({c}, uid) ({expr}))"
 
     def summed(name: str) -> str:
@@ -345,7 +355,7 @@ def figures_rules(s: UsageSettings, coarse: bool) -> dict[str, str]:
 
     stats = {name: summed(name) for name in R_HOURS}
     if per_pod:
-        peak_inner = joined(R_POD_ALLOCATED) if coarse else grouped(R_POD_ALLOCATED, c, kind, label)
+        peak_inner = joined(R_POD_ALLOCATED, pod_labels_then(c, label)) if coarse else grouped(R_POD_ALLOCATED, c, kind, label)
     else:
         peak_inner = grouped(R_ALLOCATED, c, kind, label, "node, namespace, resource")
     stats["peak"] = f"max_over_time((sum by ({keys}) ({peak_inner}))[{w}:{step}])"
