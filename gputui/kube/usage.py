@@ -340,6 +340,10 @@ def figures_rules(s: UsageSettings, coarse: bool) -> dict[str, str]:
     w, step = _dur(s.window), _dur(s.step)
     per_pod = kind == "label"
     labels = pod_labels_at(c, label, w) if per_pod and coarse else ""
+    # At a step, each pod's labels of the look-back and a rule's interval before it: a pod's last rule sample stays
+    # until the next evaluation, past the scrape that ended its kube_pod_labels.
+    labels_now = (f"group by ({c}, uid, {label}) (topk by ({c}, uid) (1, max by ({c}, uid, {label})"
+                  f" (last_over_time(kube_pod_labels[{_dur(s.fine_interval + 300)}]))))")
 
     def joined(expr: str, labels: str = labels) -> str:  # per pod, with its label from `labels`; a pod without any stays, without it
         return f"(({expr}) * on ({c}, uid) group_left ({label}) {labels} or on ({c}, uid) ({expr}))"
@@ -350,12 +354,12 @@ def figures_rules(s: UsageSettings, coarse: bool) -> dict[str, str]:
         if coarse:  # per cluster, namespace and model already, a sample an hour
             return f"sum by ({keys}) (sum_over_time({R_HOURS_1H[name]}[{w}]))"
         # The 1-minute samples at the window's step: 720 points per group, not a sample a minute.
-        inner = grouped(R_POD_HOURS[name], c, kind, label) if per_pod else grouped(R_HOURS[name], c, kind, label, "node, namespace, resource")
+        inner = joined(R_POD_HOURS[name], labels_now) if per_pod else grouped(R_HOURS[name], c, kind, label, "node, namespace, resource")
         return f"sum_over_time((sum by ({keys}) ({inner}))[{w}:{step}]) * {s.step:g} / {s.fine_interval:g}"
 
     stats = {name: summed(name) for name in R_HOURS}
     if per_pod:
-        peak_inner = joined(R_POD_ALLOCATED, pod_labels_then(c, label)) if coarse else grouped(R_POD_ALLOCATED, c, kind, label)
+        peak_inner = joined(R_POD_ALLOCATED, pod_labels_then(c, label) if coarse else labels_now)
     else:
         peak_inner = grouped(R_ALLOCATED, c, kind, label, "node, namespace, resource")
     stats["peak"] = f"max_over_time((sum by ({keys}) ({peak_inner}))[{w}:{step}])"

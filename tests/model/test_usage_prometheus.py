@@ -149,10 +149,10 @@ def settings(window: float, **options) -> UsageSettings:
     return UsageSettings(window=window, min_step=TICK, fine_interval=FINE, **options)
 
 
-async def figures(setup: Setup, s: UsageSettings):
+async def figures(setup: Setup, s: UsageSettings, now: float | None = None):
     source = Prometheus(setup.server.url)
     try:
-        return await usage(source, s, now=time.time()), source.requests
+        return await usage(source, s, now=time.time() if now is None else now), source.requests
     finally:
         await source.close()
 
@@ -253,7 +253,7 @@ async def test_a_label_grouping_reads_the_per_pod_rules_and_gives_the_raw_series
         assert row.shared_h == pytest.approx(twin.shared_h, abs=COARSE * 8 / 3600)
         assert (row.used_h is None) == (twin.used_h is None)
         assert row.peak == twin.peak  # at the window's step, from the 1-minute rules
-    by_namespace, _ = await figures(setup, settings(window, coarse_after=window))  # the same 1-hour samples, summed otherwise
+    by_namespace, _ = await figures(setup, settings(window, coarse_after=window), now=coarse.at)  # the same 1-hour samples, summed otherwise
     assert sum(r.allocated_h for r in coarse.rows) == pytest.approx(sum(r.allocated_h for r in by_namespace.rows), abs=1e-9)
 
 
