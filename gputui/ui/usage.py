@@ -8,6 +8,7 @@ The renderer is pure: figures in, Text out, every string from Prometheus through
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from rich.text import Text
@@ -113,8 +114,8 @@ class UsageScreen(ModelPage):
 
     def action_group_by(self) -> None:
         settings = self.feed.settings
-        self.feed.ask(UsageSettings(window=settings.window, by=GROUPS[(GROUPS.index(settings.by) + 1) % len(GROUPS)]))
+        self.feed.ask(replace(settings, by=GROUPS[(GROUPS.index(settings.by) + 1) % len(GROUPS)]))
 
     def action_window(self) -> None:
         settings = self.feed.settings
-        self.feed.ask(UsageSettings(window=WINDOWS[(WINDOWS.index(settings.window) + 1) % len(WINDOWS)], by=settings.by))
+        self.feed.ask(replace(settings, window=WINDOWS[(WINDOWS.index(settings.window) + 1) % len(WINDOWS)]))

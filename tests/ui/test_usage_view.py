@@ -67,3 +67,17 @@ def test_a_scrapes_sliver_without_readings_is_no_note():
     in a run): no note for it, while a real gap is said."""
     assert UsageRow("", "ml", "nvidia_com_gpu", 0.0065, 0.004, 0.0065 - 9.3e-07, 0.002, 0.0, 7).notes == ()
     assert UsageRow("", "ml", "nvidia_com_gpu", 0.0065, 0.004, 0.0050, 0.002, 0.0, 7).notes == ("0.0015 GPU-h without DCGM readings",)
+
+
+def test_b_and_w_keep_the_settings_they_do_not_change():
+    """`b` and `w` change the grouping and the window; the threshold, the cluster label and the rest stay."""
+    from gputui.kube.usage import UsageFeed, UsageSettings
+    from gputui.ui.usage import UsageScreen
+
+    feed = UsageFeed(None, settings=UsageSettings(threshold=12.0, cluster_label="k8s_cluster", use_rules=False))
+    screen = UsageScreen(feed)
+    screen.action_group_by()
+    screen.action_window()
+    kept = feed.settings
+    assert (kept.threshold, kept.cluster_label, kept.use_rules) == (12.0, "k8s_cluster", False)
+    assert kept.by != "namespace" and kept.window != UsageSettings().window
