@@ -149,6 +149,13 @@ def settings(window: float, **options) -> UsageSettings:
     return UsageSettings(window=window, min_step=TICK, fine_interval=FINE, **options)
 
 
+def since_t0(setup: Setup) -> tuple[int, float]:
+    """A window from about the timeline's start (to half a second) to now, and that now: queries compared with each
+    other ask at the same moment, so one slowed by a loaded machine does not slide its window past a pod's end."""
+    at = time.time()
+    return round(at - setup.timeline.t0), at
+
+
 async def figures(setup: Setup, s: UsageSettings, now: float | None = None):
     source = Prometheus(setup.server.url)
     try:
@@ -168,7 +175,7 @@ def expected(setup: Setup, at: float, window: float, by_app: bool = False):
 def check(view, setup: Setup, tolerance: float) -> None:
     """Each group's figures (GPU-seconds) against the timeline's; each pod's start and end may be off by
     `tolerance` seconds (a scrape, a step). Grouped by namespace or by the pods' `app` label."""
-    window = view.at - setup.timeline.t0
+    window = view.window_s
     by_app = view.by == "label:app"
     allocated, used, idle = expected(setup, view.at, window, by_app)
     rows = {(r.group, r.resource): r for r in view.rows}
@@ -189,12 +196,11 @@ def check(view, setup: Setup, tolerance: float) -> None:
 
 
 async def test_figures_from_the_raw_series_follow_the_pods_lifetimes(setup):
-    window = round(time.time() - setup.timeline.t0)
-    view, requests = await figures(setup, settings(window, use_rules=False))
+    window, at = since_t0(setup)
+    view, requests = await figures(setup, settings(window, use_rules=False), now=at)
     # which series there are, then each of the six figures (allocated, peak, used, measured, idle, shared) and
     # when the series begin, asked at once
     assert (view.method, view.missing, requests) == (RAW, (), 8)
-    setup.timeline.t0 = view.at - window
     check(view, setup, TICK * 2)
     rows = {(r.group, r.resource): r for r in view.rows}
     assert rows[("ml", "nvidia_com_gpu")].peak == 7  # llm-train-0, notebook-alice and batch-eval-0 at once
@@ -207,14 +213,11 @@ async def test_figures_from_the_raw_series_follow_the_pods_lifetimes(setup):
 
 
 async def test_the_recording_rules_give_the_same(setup):
-    window = round(time.time() - setup.timeline.t0)
-    view, _ = await figures(setup, settings(window))
+    window, at = since_t0(setup)
+    view, _ = await figures(setup, settings(window), now=at)
     assert (view.method, view.method_words) == (RULES, "recording rules gputui:*:1m")
-    setup_t0 = setup.timeline.t0
-    setup.timeline.t0 = view.at - window
     check(view, setup, TICK * 2)
-    setup.timeline.t0 = setup_t0
-    coarse, _ = await figures(setup, settings(window, coarse_after=window))
+    coarse, _ = await figures(setup, settings(window, coarse_after=window), now=at)
     assert coarse.method_words == "recording rules gputui:*:1h"
     fine_rows = {(r.group, r.resource): r.allocated_h for r in view.rows}
     for row in coarse.rows:  # each 1-hour sample covers the interval before it: the window, shifted by up to one
@@ -224,15 +227,12 @@ async def test_the_recording_rules_give_the_same(setup):
 async def test_a_label_grouping_reads_the_per_pod_rules_and_gives_the_raw_series_figures(setup):
     """`--by label:app` with the rules loaded: the per-pod 1-minute rules joined to kube_pod_labels at each step, or
     the 1-hour ones joined once to each pod's gputui:pod_labels; the timeline's figures, and the raw series' own."""
-    window = round(time.time() - setup.timeline.t0)
-    raw, _ = await figures(setup, settings(window, by="label:app", use_rules=False))
-    fine, requests = await figures(setup, settings(window, by="label:app"))
+    window, at = since_t0(setup)
+    raw, _ = await figures(setup, settings(window, by="label:app", use_rules=False), now=at)
+    fine, requests = await figures(setup, settings(window, by="label:app"), now=at)
     assert (raw.method, fine.method, fine.method_words, fine.missing, requests) == (RAW, RULES, "recording rules gputui:*:1m", (), 8)
-    t0 = setup.timeline.t0
     for view in (raw, fine):
-        setup.timeline.t0 = view.at - window
         check(view, setup, TICK * 2)
-    setup.timeline.t0 = t0
     raw_rows = {(r.group, r.resource): r for r in raw.rows}
     assert {(r.group, r.resource) for r in fine.rows} == set(raw_rows)
     for row in fine.rows:  # the same figures from either, to a scrape of each pod's start and end
@@ -243,7 +243,7 @@ async def test_a_label_grouping_reads_the_per_pod_rules_and_gives_the_raw_series
         assert row.peak == twin.peak
     assert fine.covered_s == {"": pytest.approx(window, abs=TICK * 2)}  # from the per-pod rules' first sample
 
-    coarse, _ = await figures(setup, settings(window, by="label:app", coarse_after=window))
+    coarse, _ = await figures(setup, settings(window, by="label:app", coarse_after=window), now=at)
     assert coarse.method_words == "recording rules gputui:*:1h"
     fine_rows = {(r.group, r.resource): r for r in fine.rows}
     assert {(r.group, r.resource) for r in coarse.rows} == set(fine_rows)
@@ -253,7 +253,7 @@ async def test_a_label_grouping_reads_the_per_pod_rules_and_gives_the_raw_series
         assert row.shared_h == pytest.approx(twin.shared_h, abs=COARSE * 8 / 3600)
         assert (row.used_h is None) == (twin.used_h is None)
         assert row.peak == twin.peak  # at the window's step, from the 1-minute rules
-    by_namespace, _ = await figures(setup, settings(window, coarse_after=window), now=coarse.at)  # the same 1-hour samples, summed otherwise
+    by_namespace, _ = await figures(setup, settings(window, coarse_after=window), now=at)  # the same 1-hour samples, summed otherwise
     assert sum(r.allocated_h for r in coarse.rows) == pytest.approx(sum(r.allocated_h for r in by_namespace.rows), abs=1e-9)
 
 
@@ -304,15 +304,15 @@ async def test_a_label_grouping_reads_the_rules_only_where_they_are(present, met
 
 
 async def test_by_label_node_and_model(setup):
-    window = round(time.time() - setup.timeline.t0)
-    by_app, _ = await figures(setup, settings(window, by="label:app", use_rules=False))
+    window, at = since_t0(setup)
+    by_app, _ = await figures(setup, settings(window, by="label:app", use_rules=False), now=at)
     assert by_app.missing == ()
     assert {r.group for r in by_app.rows} == {"llm-train", "notebook", "batch-eval", "sweep", "new", "pair"}
-    by_model, _ = await figures(setup, settings(window, by="model", use_rules=False))
+    by_model, _ = await figures(setup, settings(window, by="model", use_rules=False), now=at)
     assert {(r.group, r.resource) for r in by_model.rows} == {
         (idle_gpus.H100, "nvidia_com_gpu"), (idle_gpus.A100, "nvidia_com_gpu"), (idle_gpus.H100, "nvidia_com_mig_1g_10gb"),
         (f"{idle_gpus.A100}-SHARED", "nvidia_com_gpu")}
-    by_node, _ = await figures(setup, settings(window, by="node"))
+    by_node, _ = await figures(setup, settings(window, by="node"), now=at)
     assert {r.group for r in by_node.rows} == {"gpu-1", "gpu-2", "mig-1", "ts-1"}
     totals = [sum(r.allocated_h for r in v.rows) for v in (by_app, by_model, by_node)]
     assert max(totals) - min(totals) < 3 * TICK * 10 / 3600
@@ -334,7 +334,7 @@ async def test_the_feed_asks_for_the_screen_and_keeps_only_the_last_answer(setup
     change is said (on_update); after a new connection it asks again while wanted; a refusal is one line."""
     updates = asyncio.Event()
     feed = UsageFeed(setup.server.url, on_update=updates.set)
-    window = round(time.time() - setup.timeline.t0)
+    window, _ = since_t0(setup)
     feed.ask(settings(window, by="node", use_rules=False))
     assert (feed.view, feed.error, feed.asking) == (None, None, True) and updates.is_set()  # "asking Prometheus…"
     feed.ask(settings(window, use_rules=False))
@@ -344,7 +344,7 @@ async def test_the_feed_asks_for_the_screen_and_keeps_only_the_last_answer(setup
         if not feed.asking:
             break
     assert feed.error is None and feed.view is not None and feed.view.by == "namespace"  # the node grouping's answer dropped
-    direct, _ = await figures(setup, settings(window, use_rules=False))
+    direct, _ = await figures(setup, settings(window, use_rules=False), now=feed.view.at)
     assert {(r.group, r.resource) for r in feed.view.rows} == {(r.group, r.resource) for r in direct.rows}
     await feed.stop()
     assert feed.view is None
@@ -377,15 +377,23 @@ async def test_promtool_accepts_the_rules(tmp_path):
 
 
 async def test_the_report_through_a_url_and_the_api_servers_service_proxy(setup):
-    window = round(time.time() - setup.timeline.t0)
-    rc, out, err = await report_of("--usage", "--since", f"{window}s", "-o", "json", "--prometheus", setup.server.url)
+    # The last few seconds, once the timeline's changes are behind them: the report's step is a tenth of so short a
+    # window, and its peak is each group's running pods' GPUs (a window back to the timeline's start would see the
+    # pods that ended a second in only where one of its coarser steps fell on them).
+    recent = 3
+    last_change = max(max(began, ended) for *_, began, ended in setup.timeline.pods.values())
+    await asyncio.sleep(max(0.0, last_change + recent + 4 * TICK - time.time()))
+    running: dict[tuple[str, str], int] = {}
+    for namespace, _app, resource, count, _use, _began, ended in setup.timeline.pods.values():
+        if not ended:
+            running[(namespace, resource)] = running.get((namespace, resource), 0) + count
+    rc, out, err = await report_of("--usage", "--since", f"{recent}s", "-o", "json", "--prometheus", setup.server.url)
     assert (rc, err) == (0, ""), err
     direct = json.loads(out)["usage"]
-    assert (direct["by"], direct["window_s"], direct["method"], direct["missing"]) == ("namespace", window, RULES, [])
-    groups = {(g["group"], g["resource"]): g for g in direct["groups"]}
-    assert set(groups) == {("ml", "nvidia_com_gpu"), ("research", "nvidia_com_gpu"), ("research", "nvidia_com_mig_1g_10gb"),
-                           ("shared", "nvidia_com_gpu")}
-    assert groups[("ml", "nvidia_com_gpu")]["peak_gpus"] == 7 and groups[("ml", "nvidia_com_gpu")]["cluster"] is None
+    assert (direct["by"], direct["window_s"], direct["method"], direct["missing"]) == ("namespace", recent, RULES, [])
+    assert {(g["group"], g["resource"]): g["peak_gpus"] for g in direct["groups"]} == running
+    assert running[("ml", "nvidia_com_gpu")] == 4 and {g["cluster"] for g in direct["groups"]} == {None}
+    window = round(time.time() - setup.timeline.t0)
     # The same Prometheus as the service monitoring/prometheus-k8s:9090 (the default), through the API server.
     rc, out, err = await report_of("--usage", "--since", f"{window}s", "--by", "model", "--kubeconfig", str(setup.sim.kubeconfig_path))
     assert (rc, err) == (0, ""), err
