@@ -28,7 +28,7 @@ from gputui.kube.config import Connection, ConnectError, check
 from gputui.kube.fleet import Fleet
 from gputui.kube.idle import IdleSettings
 from gputui.kube.model import ClusterModel
-from gputui.kube.usage import UsageFeed
+from gputui.kube.usage import UsageFeed, UsageSettings
 from gputui.kube.watches import namespaces_to_try
 from gputui.last_resort import last_resort_line
 
@@ -139,7 +139,9 @@ class GpuTuiApp(App[None]):
         self.model_options = model_options or {}
         self.idle_settings = idle or IdleSettings(prometheus=None)
         self.scheduler = RefreshScheduler(self)  # what is stale, and when it is drawn (refresh.py)
-        self.usage_feed = UsageFeed(self.idle_settings.prometheus, on_update=self.request_refresh)  # the Usage screen's figures
+        # the Usage screen's figures, idle under the threshold the report and the Idle view use
+        self.usage_feed = UsageFeed(self.idle_settings.prometheus, on_update=self.request_refresh,
+                                    settings=UsageSettings(threshold=self.idle_settings.threshold))
         self.verify = VerifyFlow(self, verify)  # marks, `v`, `V`, leftovers, and the pods deleted on the way out (verify/actions.py)
         self.conn: Connection | None = None
         self.error: str | None = None  # why the app could not start, for the command line

@@ -51,7 +51,7 @@ async def test_the_key_and_the_palette_open_it_and_without_prometheus_it_says_wh
 
 
 async def test_a_prometheus_that_does_not_answer_is_one_line(cluster):
-    app = make_app(str(cluster.kubeconfig_path), idle=IdleSettings(prometheus="http://127.0.0.1:1"))
+    app = make_app(str(cluster.kubeconfig_path), idle=IdleSettings(prometheus="http://127.0.0.1:1", threshold=12.0))
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("U")
         screen = await wait_for(pilot, lambda: isinstance(app.screen, UsageScreen) and "refused" in app.screen.text and app.screen,
@@ -60,6 +60,7 @@ async def test_a_prometheus_that_does_not_answer_is_one_line(cluster):
         assert "Prometheus http://127.0.0.1:1: connection refused; the Usage screen reads GPU-hours from a Prometheus" in said
         await pilot.press("b")  # group by node: asked again
         await wait_for(pilot, lambda: "by node" in screen.text and "refused" in screen.text, what="asked again")
+        assert app.usage_feed.settings.threshold == 12.0  # idle as the config's [idle] threshold says, as in the report
 
 
 def test_a_scrapes_sliver_without_readings_is_no_note():
