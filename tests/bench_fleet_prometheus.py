@@ -27,6 +27,7 @@ import statistics
 import sys
 import tempfile
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -37,7 +38,7 @@ from aiohttp import web  # noqa: E402
 
 from gputui.kube import fleet as f  # noqa: E402
 from gputui.kube.config import connect  # noqa: E402
-from gputui.kube.fleet_prometheus import FleetQueries, PrometheusFleet  # noqa: E402
+from gputui.kube.fleet_prometheus import R_HEALTH, FleetQueries, PrometheusFleet  # noqa: E402
 from gputui.kube.model import NODES, PODS  # noqa: E402
 from gputui.kube.prometheus import Prometheus  # noqa: E402
 from gputui.sim import SimCluster  # noqa: E402
@@ -145,8 +146,105 @@ async def relist(objects: list[dict], workdir: Path) -> dict:
         return {"seconds": seconds, "bytes": sim.api_counts.bytes_sent + sim.api_counts.get_bytes - before, "row": row}
 
 
+FLEET_RULES = '{__name__=~"gputui:fleet_.+"}'
+
+
+async def rule_evaluations(server: prom.Prometheus, count: int) -> list[float]:
+    """The fleet group's next `count` evaluation times once its output holds a row (Prometheus' /api/v1/rules
+    evaluationTime, each a new lastEvaluation)."""
+    await server.until(lambda: len(server.ask(f"count by (cluster) ({R_HEALTH})")) == 1, "the first scrape and rules", timeout=900)
+    seen: dict[str, float] = {}
+    first = None
+    while len(seen) < count:
+        group = next(g for g in api(server.url, "/api/v1/rules")["groups"] if g["name"] == "gputui-fleet")
+        if first is None:
+            first = group["lastEvaluation"]  # maybe the evaluation that found no series yet: not counted
+        elif group["lastEvaluation"] != first:
+            seen[group["lastEvaluation"]] = group["evaluationTime"]
+        await asyncio.sleep(1)
+    return list(seen.values())[:count]
+
+
+def federate(url: str, match: str) -> str:
+    """The text a federating Prometheus scrapes: /federate?match[]=..."""
+    with urllib.request.urlopen(f"{url}/federate?" + urllib.parse.urlencode({"match[]": match}), timeout=60) as resp:
+        return resp.read().decode()
+
+
+def last_duration(url: str, group: str) -> float:
+    """prometheus_rule_group_last_duration_seconds of a rule group, from Prometheus' own /metrics."""
+    with urllib.request.urlopen(f"{url}/metrics", timeout=30) as resp:
+        text = resp.read().decode()
+    found = re.search(rf'^prometheus_rule_group_last_duration_seconds{{rule_group="[^"]*;{group}"}} (\S+)$', text, re.M)
+    assert found, "no prometheus_rule_group_last_duration_seconds"
+    return float(found.group(1))
+
+
+def federated_copies(federation: str, clusters: int) -> bytes:
+    """What /federate answered for one cluster (each series with its `cluster="c000"` external label), once per
+    cluster, each copy relabelled, the copies of a series together."""
+    lines = [line for line in federation.splitlines() if line and not line.startswith("#")]
+    assert lines and all(line.count('cluster="c000"') == 1 for line in lines), federation[:2000]
+    return ("\n".join(line.replace('cluster="c000"', f'cluster="c{i:03d}"') for line in lines for i in range(clusters)) + "\n").encode()
+
+
+async def federated_rules(series: str, clusters: int, refreshes: int, evaluations: int, workdir: Path) -> dict:
+    """The README's topology: one cluster's Prometheus with the fleet's rules, its /federate of them served
+    `clusters` times to a global Prometheus, and the fleet's refresh against that."""
+    runner, target = await serve(("\n".join(series.splitlines()) + "\n").encode())
+    local = f"""  - job_name: kube-state-metrics
+    honor_labels: true
+    scrape_timeout: 30s
+    static_configs: [{{targets: ["{target}"]}}]
+"""
+    rules = json.dumps({"groups": [FleetQueries().rules()]})
+    try:
+        async with prom.running(workdir / "cluster", local, interval="30s", rules=rules, external_labels={"cluster": "c000"}) as server:
+            times = await rule_evaluations(server, evaluations)
+            duration = last_duration(server.url, "gputui-fleet")
+            local_series = api(server.url, "/api/v1/status/tsdb")["headStats"]["numSeries"]
+            federation = federate(server.url, FLEET_RULES)
+    finally:
+        await runner.cleanup()
+    body = federated_copies(federation, clusters)
+    runner, target = await serve(body)
+    config = f"""  - job_name: federate
+    honor_labels: true
+    honor_timestamps: false
+    static_configs: [{{targets: ["{target}"]}}]
+"""
+    try:
+        async with prom.running(workdir / "global", config, interval="30s") as server:
+            await server.until(lambda: len(server.ask(f"count by (cluster) ({R_HEALTH})")) == clusters, "the first federation", timeout=120)
+            recorded = await refreshes_of(server.url, clusters, refreshes, use_rules=True)
+            global_series = api(server.url, "/api/v1/status/tsdb")["headStats"]["numSeries"]
+    finally:
+        await runner.cleanup()
+    return {"evaluations": times, "last_duration": duration, "local_series": local_series, "federated": len(federation),
+            "federated_series": len(body.splitlines()) // clusters, "global_series": global_series, "scraped": len(body), "rules": recorded}
+
+
 def mb(n: float) -> str:
     return f"{n / 1e6:.1f} MB" if n >= 1e6 else f"{n / 1e3:.1f} kB"
+
+
+async def print_federated(args: argparse.Namespace, objects: list[dict], series: str) -> None:
+    with tempfile.TemporaryDirectory(prefix="gputui-bench-fleet-prom-") as tmp:
+        p = await federated_rules(series, args.clusters, args.refreshes, args.evaluations, Path(tmp))
+        r = await relist(objects, Path(tmp))
+    assert p["rules"]["row"].totals == r["row"]["totals"], (p["rules"]["row"].totals, r["row"]["totals"])
+    times = ", ".join(f"{t:.2f}" for t in p["evaluations"])
+    print(f"one cluster's Prometheus: {p['local_series']} series in its head ({mb(len(series))} scraped every 30 s)")
+    print(f"the fleet's recording rules there, one evaluation (every 30 s): {statistics.median(p['evaluations']):.2f} s "
+          f"(median of {times}; prometheus_rule_group_last_duration_seconds {p['last_duration']:.2f} s)")
+    print(f"its /federate of {FLEET_RULES}: {p['federated_series']} series, {mb(p['federated'])}")
+    print(f"global Prometheus: {p['global_series']} series in its head ({args.clusters} copies, {mb(p['scraped'])} scraped every 30 s)")
+    q = p["rules"]
+    print(f"from the global Prometheus, recording rules, per refresh (every 30 s): every row after {q['seconds']:.2f} s, "
+          f"{q['samples']:.0f} samples read, {mb(q['bytes'])} of answers (median of {args.refreshes})")
+    print(f"re-list, one cluster: {r['seconds']:.2f} s, {mb(r['bytes'])} from its API server")
+    print(f"re-list, the fleet (every {RELIST_INTERVAL:.0f} s): {r['seconds'] * args.clusters:.1f} s of summaries, "
+          f"{mb(r['bytes'] * args.clusters)} from {args.clusters} API servers")
 
 
 async def main() -> None:
@@ -155,6 +253,9 @@ async def main() -> None:
     parser.add_argument("--nodes", type=int, default=50, help="nodes per cluster")
     parser.add_argument("--pods", type=int, default=200, help="pods per cluster")
     parser.add_argument("--refreshes", type=int, default=3)
+    parser.add_argument("--federated-rules", action="store_true",
+                        help="one cluster's Prometheus with the fleet's rules, federated --clusters times to a global one")
+    parser.add_argument("--evaluations", type=int, default=3, help="--federated-rules: the rules' evaluations timed")
     parser.add_argument("--smoke", action="store_true", help="3 clusters of 5 nodes and 20 pods")
     args = parser.parse_args()
     if args.smoke:
@@ -164,6 +265,9 @@ async def main() -> None:
     objects, series = one_cluster(args.nodes, args.pods)
     gpu_nodes = sum(1 for o in objects if o["kind"] == "Node" and "nvidia.com/gpu" in o["status"].get("capacity", {}))
     print(f"fleet: {args.clusters} clusters of {args.nodes} nodes ({gpu_nodes} with GPUs) and {args.pods} pods each", flush=True)
+    if args.federated_rules:
+        await print_federated(args, objects, series)
+        return
     with tempfile.TemporaryDirectory(prefix="gputui-bench-fleet-prom-") as tmp:
         p = await from_prometheus(series, args.clusters, args.refreshes, Path(tmp) / "prometheus", "1s" if args.smoke else "120s")
         r = await relist(objects, Path(tmp))
