@@ -18,8 +18,10 @@ Sums over time are subqueries at a step fit to the window (`step_for`: 720 point
 12 hours, an hour's at 30 days; a tenth of a window under 10 minutes), over the raw series or, when present,
 the recording rules `gputui prometheus-rules` prints (`rules_file`): at 1-minute resolution per pod and per
 cluster, namespace, node and resource, and at 1-hour resolution per cluster, namespace and model, and per pod
-with each GPU pod's labels (read whole for windows of a day and more). A `label:KEY` grouping reads the per-pod
-rules, joined to the pods' labels when asked: any key, no rule of its own. Every group is also split by the
+with each GPU pod's labels (read whole for windows of a day and more), and, for each pod label key the file was
+printed with (`prometheus-rules --label KEY`), per cluster, that label and resource at both. A `label:KEY` grouping
+reads the key's own rules when present (a few series per value, as a namespace's), else the per-pod rules, joined to
+the pods' labels when asked: any key. Every group is also split by the
 cluster label (`cluster` by default), absent on a Prometheus of one cluster. Each figure is its own query, all
 asked at once (Prometheus evaluates each on a core of its own). The raw series' cost grows with the series the
 window holds (every GPU's per pod that held it) times the steps (tests/bench_usage_prometheus.py): over a few
@@ -74,6 +76,12 @@ R_POD_ALLOCATED = "gputui:pod_gpus_allocated:1m"
 R_POD_HOURS = {name: f"gputui:pod_gpu_hours_{name}:1m" for name in R_HOURS}
 R_POD_HOURS_1H = {name: f"gputui:pod_gpu_hours_{name}:1h" for name in R_HOURS}
 R_POD_LABELS_1H = "gputui:pod_labels:1h"
+# Per cluster, a pod label's value and resource, for each label key the rules were printed with (`prometheus-rules
+# --label KEY`): the same names for every key, each series marked with the key's kube-state-metrics name (LABEL_MARK).
+R_LABEL_ALLOCATED = "gputui:label_gpus_allocated:1m"
+R_LABEL_HOURS = {name: f"gputui:label_gpu_hours_{name}:1m" for name in R_HOURS}
+R_LABEL_HOURS_1H = {name: f"gputui:label_gpu_hours_{name}:1h" for name in R_HOURS}
+LABEL_MARK = "gputui_label"
 UsageError = PrometheusError  # Prometheus cannot give the figures; the message is one line saying why
 
 
@@ -120,6 +128,7 @@ class UsageSettings:
     cluster_label: str = "cluster"
     min_step: float = MIN_STEP
     use_rules: bool = True  # the recording rules, when present
+    label_rules: bool = True  # for `label:KEY`, the key's own rules (prometheus-rules --label KEY) before the per-pod ones
     fine_interval: float = FINE_INTERVAL  # what the rules were printed with
     coarse_after: float = COARSE_AFTER
 
@@ -249,12 +258,18 @@ def figures_raw(s: UsageSettings) -> dict[str, str]:
     return stats
 
 
+def labelled(name: str, label: str) -> str:
+    """A label rule's series of one label key (kube-state-metrics' name)."""
+    return f'{name}{{{LABEL_MARK}="{label}"}}'
+
+
 def rule_groups(c: str = "cluster", fine: float = FINE_INTERVAL, coarse: float = COARSE_INTERVAL,
-                threshold: float = DEFAULT_THRESHOLD) -> list[dict[str, Any]]:
+                threshold: float = DEFAULT_THRESHOLD, labels: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """The recording rules: at `fine` per pod (cluster, namespace, pod, uid, node and resource), and their sums
     per cluster, namespace, node and resource; at `coarse` per cluster, namespace, model and resource, and per pod
-    with each GPU pod's labels of the interval (gputui:pod_labels, for `label:KEY`). Each hours sample is the
-    GPU-hours of the interval before it."""
+    with each GPU pod's labels of the interval (gputui:pod_labels, for `label:KEY`). For each pod label key of
+    `labels`, the pods' sums per cluster, that label and resource at both intervals (each series marked
+    LABEL_MARK: the key's kube-state-metrics name). Each hours sample is the GPU-hours of the interval before it."""
     pod_keys = f"{c}, namespace, pod, uid, node, resource"
     keys = f"{c}, namespace, node, resource"
     on_devices = attributed(c, ("uid", "node"), measurable_pods(c))
@@ -262,7 +277,7 @@ def rule_groups(c: str = "cluster", fine: float = FINE_INTERVAL, coarse: float =
     shared_on_device = f"count by ({pod_keys}) ({on_devices} and on ({c}, {', '.join(DEVICE)}) {shared})"
     single = f"({on_devices} unless on ({c}, {', '.join(DEVICE)}) {shared})"
     hours = f"{fine:g} / 3600"
-    pod_rules = [
+    pod_rules: list[dict[str, Any]] = [
         {"record": R_POD_ALLOCATED, "expr": allocated_pods(c)},
         {"record": R_POD_HOURS["allocated"], "expr": f"{R_POD_ALLOCATED} * {hours}"},
         {"record": R_POD_HOURS["used"], "expr": f"sum by ({pod_keys}) ({single}) * {hours}"},
@@ -275,9 +290,18 @@ def rule_groups(c: str = "cluster", fine: float = FINE_INTERVAL, coarse: float =
     fine_rules = [*pod_rules,
                   {"record": R_ALLOCATED, "expr": f"sum by ({keys}) ({R_POD_ALLOCATED})"},
                   *({"record": R_HOURS[name], "expr": f"sum by ({keys}) ({R_POD_HOURS[name]})"} for name in R_HOURS)]
+    # Per label key, the pods' sums joined to kube_pod_labels at the same evaluation (a pod without the label: group "").
+    label_names = tuple(dict.fromkeys(ksm_label(key) for key in labels))
+    for label in label_names:
+        mark = {LABEL_MARK: label}
+        label_keys = f"{c}, {label}, resource"
+        fine_rules += [{"record": R_LABEL_ALLOCATED, "labels": mark,
+                        "expr": f"sum by ({label_keys}) ({grouped(R_POD_ALLOCATED, c, 'label', label)})"},
+                       *({"record": R_LABEL_HOURS[name], "labels": mark,
+                          "expr": f"sum by ({label_keys}) ({grouped(R_POD_HOURS[name], c, 'label', label)})"} for name in R_HOURS)]
     model_keys = f"{c}, namespace, {MODEL_LABEL}, resource"
     window = _dur(coarse)
-    coarse_rules = [
+    coarse_rules: list[dict[str, Any]] = [
         {"record": R_HOURS_1H[name],
          "expr": f"sum by ({model_keys}) ({grouped(f'sum_over_time({R_HOURS[name]}[{window}])', c, 'model', MODEL_LABEL, 'node, namespace, resource')})"}
         for name in R_HOURS
@@ -289,6 +313,9 @@ def rule_groups(c: str = "cluster", fine: float = FINE_INTERVAL, coarse: float =
     coarse_rules.append({"record": R_POD_LABELS_1H,
                          "expr": f"time() + 0 * group without (instance, job) (last_over_time(kube_pod_labels[{window}])"
                                  f" and on ({c}, uid) last_over_time({R_POD_ALLOCATED}[{window}]))"})
+    coarse_rules += [{"record": R_LABEL_HOURS_1H[name], "labels": {LABEL_MARK: label},
+                      "expr": f"sum by ({c}, {label}, resource) (sum_over_time({labelled(R_LABEL_HOURS[name], label)}[{window}]))"}
+                     for label in label_names for name in R_HOURS]
     from .fleet_prometheus import FleetQueries  # noqa: PLC0415  (the fleet's rows: the same file to load)
 
     return [{"name": "gputui-gpu-usage-1m", "interval": _dur(fine), "rules": fine_rules},
@@ -297,16 +324,19 @@ def rule_groups(c: str = "cluster", fine: float = FINE_INTERVAL, coarse: float =
 
 
 def rules_file(c: str = "cluster", fine: float = FINE_INTERVAL, coarse: float = COARSE_INTERVAL,
-               threshold: float = DEFAULT_THRESHOLD) -> str:
+               threshold: float = DEFAULT_THRESHOLD, labels: tuple[str, ...] = ()) -> str:
     """The rules file `gputui prometheus-rules` prints (YAML; JSON is YAML too, and needs no library here)."""
-    groups = rule_groups(c, fine, coarse, threshold)
-    lines = [f"# gputui {int(fine)} s and {int(coarse)} s GPU usage recording rules and the fleet's rows every 30 s; "
+    groups = rule_groups(c, fine, coarse, threshold, labels)
+    by_labels = f", per pod label {', '.join(labels)}" if labels else ""
+    lines = [f"# gputui {int(fine)} s and {int(coarse)} s GPU usage recording rules{by_labels} and the fleet's rows every 30 s; "
              f"cluster label {c!r}, idle under {threshold:g} %.",
              "groups:"]
     for group in groups:
         lines += [f"  - name: {group['name']}", f"    interval: {group['interval']}", "    rules:"]
         for rule in group["rules"]:
             lines += [f"      - record: {rule['record']}", f"        expr: {orjson.dumps(rule['expr']).decode()}"]
+            if rule.get("labels"):
+                lines.append(f"        labels: {orjson.dumps(rule['labels']).decode()}")
     return "\n".join(lines) + "\n"
 
 
@@ -330,15 +360,17 @@ def pod_labels_then(c: str, label: str) -> str:
     return f"group by ({c}, uid, {label}) (topk by ({c}, uid) (1, {then} or on ({c}, uid) {newest}))"
 
 
-def figures_rules(s: UsageSettings, coarse: bool) -> dict[str, str]:
-    """The same figures from the recording rules (1-hour ones when `coarse`). A `label:` grouping reads the
-    per-pod rules, joined to kube_pod_labels at each step (1-minute rules) or, from the 1-hour rules, to each
-    pod's labels once (pod_labels_at): every label key without a rule of its own."""
+def figures_rules(s: UsageSettings, coarse: bool, label_rules: bool = False) -> dict[str, str]:
+    """The same figures from the recording rules (1-hour ones when `coarse`). A `label:` grouping reads the label's
+    own rules when `label_rules` (`prometheus-rules --label KEY`: a few series per value, as a namespace's), else the
+    per-pod rules, joined to kube_pod_labels at each step (1-minute rules) or, from the 1-hour rules, to each pod's
+    labels once (pod_labels_at): any label key."""
     c = s.cluster_label
     kind, label = parse_by(s.by)
     keys = f"{c}, {label}, resource"
     w, step = _dur(s.window), _dur(s.step)
-    per_pod = kind == "label"
+    per_pod = kind == "label" and not label_rules
+    own = kind == "label" and label_rules
     labels = pod_labels_at(c, label, w) if per_pod and coarse else ""
     # At a step, each pod's labels of the look-back and a rule's interval before it: a pod's last rule sample stays
     # until the next evaluation, past the scrape that ended its kube_pod_labels.
@@ -351,14 +383,22 @@ def figures_rules(s: UsageSettings, coarse: bool) -> dict[str, str]:
     def summed(name: str) -> str:
         if coarse and per_pod:
             return f"sum by ({keys}) ({joined(f'sum_over_time({R_POD_HOURS_1H[name]}[{w}])')})"
-        if coarse:  # per cluster, namespace and model already, a sample an hour
-            return f"sum by ({keys}) (sum_over_time({R_HOURS_1H[name]}[{w}]))"
+        if coarse:  # per cluster, namespace and model (or the label) already, a sample an hour
+            hourly = labelled(R_LABEL_HOURS_1H[name], label) if own else R_HOURS_1H[name]
+            return f"sum by ({keys}) (sum_over_time({hourly}[{w}]))"
         # The 1-minute samples at the window's step: 720 points per group, not a sample a minute.
-        inner = joined(R_POD_HOURS[name], labels_now) if per_pod else grouped(R_HOURS[name], c, kind, label, "node, namespace, resource")
+        if own:
+            inner = labelled(R_LABEL_HOURS[name], label)
+        elif per_pod:
+            inner = joined(R_POD_HOURS[name], labels_now)
+        else:
+            inner = grouped(R_HOURS[name], c, kind, label, "node, namespace, resource")
         return f"sum_over_time((sum by ({keys}) ({inner}))[{w}:{step}]) * {s.step:g} / {s.fine_interval:g}"
 
     stats = {name: summed(name) for name in R_HOURS}
-    if per_pod:
+    if own:
+        peak_inner = labelled(R_LABEL_ALLOCATED, label)
+    elif per_pod:
         peak_inner = joined(R_POD_ALLOCATED, pod_labels_then(c, label) if coarse else labels_now)
     else:
         peak_inner = grouped(R_ALLOCATED, c, kind, label, "node, namespace, resource")
@@ -380,7 +420,9 @@ def coverage(s: UsageSettings) -> str:
         "rules_1m": f"count by ({c}) ({R_HOURS['allocated']})",
         "rules_1h": f"count by ({c}) (last_over_time({R_HOURS_1H['allocated']}[{look_back}]))",
     }
-    if kind == "label":  # the per-pod rules (a rules file older than them has none)
+    if kind == "label":  # the label's own rules (prometheus-rules --label KEY), and the per-pod rules (a rules file older than them has none)
+        stats["label_rules_1m"] = f"count by ({c}) ({labelled(R_LABEL_HOURS['allocated'], label)})"
+        stats["label_rules_1h"] = f"count by ({c}) (last_over_time({labelled(R_LABEL_HOURS_1H['allocated'], label)}[{look_back}]))"
         stats["pod_rules_1m"] = f"count by ({c}) ({R_POD_HOURS['allocated']})"
         stats["pod_rules_1h"] = (f"count by ({c}) (last_over_time({R_POD_HOURS_1H['allocated']}[{look_back}])"
                                  f" and on ({c}) last_over_time({R_POD_LABELS_1H}[{look_back}]))")
@@ -480,15 +522,21 @@ async def usage(prometheus: Prometheus, settings: UsageSettings, now: float | No
 
     method, words = RAW, f"raw series, subqueries every {settings.step:g} s"
     expr, first = figures_raw(settings), "kube_pod_status_phase"
-    if settings.use_rules:
-        fine, hourly = ("pod_rules_1m", "pod_rules_1h") if kind == "label" else ("rules_1m", "rules_1h")
-        coarse = settings.window >= settings.coarse_after and kind in ("namespace", "model", "label") and found.get(hourly)
-        if coarse:
-            method, words, expr = RULES, "recording rules gputui:*:1h", figures_rules(settings, coarse=True)
-        elif found.get(fine):
-            method, words, expr = RULES, "recording rules gputui:*:1m", figures_rules(settings, coarse=False)
-        if method == RULES:
-            first = R_POD_ALLOCATED if kind == "label" else R_ALLOCATED
+    long = settings.window >= settings.coarse_after and kind in ("namespace", "model", "label")
+    # The rules to read, the first present: a label's own rules before the per-pod rules, each hourly for a long window.
+    if kind != "label":
+        choices = [("rules_1h", True, False, "gputui:*:1h", R_ALLOCATED)] * long + [("rules_1m", False, False, "gputui:*:1m", R_ALLOCATED)]
+    else:
+        own = [("label_rules_1h", True, True, f"gputui:label_*:1h of {label}", labelled(R_LABEL_ALLOCATED, label))] * long + [
+            ("label_rules_1m", False, True, f"gputui:label_*:1m of {label}", labelled(R_LABEL_ALLOCATED, label))]
+        per_pod = [("pod_rules_1h", True, False, "gputui:pod_*:1h joined to the pods' labels", R_POD_ALLOCATED)] * long + [
+            ("pod_rules_1m", False, False, "gputui:pod_*:1m joined to the pods' labels", R_POD_ALLOCATED)]
+        choices = (own if settings.label_rules else []) + per_pod
+    for present, coarse, label_rules, names, first_rule in choices if settings.use_rules else []:
+        if found.get(present):
+            method, words = RULES, f"recording rules {names}"
+            expr, first = figures_rules(settings, coarse, label_rules), first_rule
+            break
 
     # Each figure its own query, and when the series they read begin, all asked at once.
     queries = {**{name: tagged({name: one}) for name, one in expr.items()}, "from": covered_from(settings, first)}

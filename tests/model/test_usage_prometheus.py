@@ -107,7 +107,7 @@ async def setup(tmp_path_factory):
     async with SimCluster(objects, run_controllers=False) as sim, \
             KubeStateMetrics(sim, {"pods": ["app"], "nodes": ["nvidia.com/gpu.product"]}) as ksm:
         config = prom.exporter_jobs(sim, tmp) + prom.ksm_job("kube-state-metrics", ksm.url)
-        rules = rules_file(fine=FINE, coarse=COARSE)
+        rules = rules_file(fine=FINE, coarse=COARSE, labels=("app",))  # and the app label's own rules
         async with prom.running(tmp / "prometheus", config, interval=f"{int(TICK * 1000)}ms", rules=rules, port=port) as server:
             await server.until(lambda: len(server.ask("count_over_time(kube_pod_info[2s])")) > 0
                                and len(server.ask("count_over_time(DCGM_FI_DEV_GPU_UTIL[2s]) >= 2")) >= 10
@@ -224,13 +224,17 @@ async def test_the_recording_rules_give_the_same(setup):
         assert row.allocated_h == pytest.approx(fine_rows[(row.group, row.resource)], abs=COARSE * 8 / 3600)
 
 
+PER_POD_1M, PER_POD_1H = (f"recording rules gputui:pod_*:{i} joined to the pods' labels" for i in ("1m", "1h"))
+
+
 async def test_a_label_grouping_reads_the_per_pod_rules_and_gives_the_raw_series_figures(setup):
-    """`--by label:app` with the rules loaded: the per-pod 1-minute rules joined to kube_pod_labels at each step, or
-    the 1-hour ones joined once to each pod's gputui:pod_labels; the timeline's figures, and the raw series' own."""
+    """`--by label:app` with the rules loaded, the label's own rules aside: the per-pod 1-minute rules joined to
+    kube_pod_labels at each step, or the 1-hour ones joined once to each pod's gputui:pod_labels; the timeline's
+    figures, and the raw series' own."""
     window, at = since_t0(setup)
     raw, _ = await figures(setup, settings(window, by="label:app", use_rules=False), now=at)
-    fine, requests = await figures(setup, settings(window, by="label:app"), now=at)
-    assert (raw.method, fine.method, fine.method_words, fine.missing, requests) == (RAW, RULES, "recording rules gputui:*:1m", (), 8)
+    fine, requests = await figures(setup, settings(window, by="label:app", label_rules=False), now=at)
+    assert (raw.method, fine.method, fine.method_words, fine.missing, requests) == (RAW, RULES, PER_POD_1M, (), 8)
     for view in (raw, fine):
         check(view, setup, TICK * 2)
     raw_rows = {(r.group, r.resource): r for r in raw.rows}
@@ -243,8 +247,8 @@ async def test_a_label_grouping_reads_the_per_pod_rules_and_gives_the_raw_series
         assert row.peak == twin.peak
     assert fine.covered_s == {"": pytest.approx(window, abs=TICK * 2)}  # from the per-pod rules' first sample
 
-    coarse, _ = await figures(setup, settings(window, by="label:app", coarse_after=window), now=at)
-    assert coarse.method_words == "recording rules gputui:*:1h"
+    coarse, _ = await figures(setup, settings(window, by="label:app", coarse_after=window, label_rules=False), now=at)
+    assert coarse.method_words == PER_POD_1H
     fine_rows = {(r.group, r.resource): r for r in fine.rows}
     assert {(r.group, r.resource) for r in coarse.rows} == set(fine_rows)
     for row in coarse.rows:  # each 1-hour sample covers the interval before it: the window, shifted by up to one
@@ -257,6 +261,48 @@ async def test_a_label_grouping_reads_the_per_pod_rules_and_gives_the_raw_series
     assert sum(r.allocated_h for r in coarse.rows) == pytest.approx(sum(r.allocated_h for r in by_namespace.rows), abs=1e-9)
 
 
+def same_figures(view, twin, slack_s: float = 3 * TICK * 2, peak: bool = True) -> None:
+    """Each group's figures of `view` those of `twin`, to `slack_s` seconds of each of its peak's GPUs (a scrape of
+    each pod's start and end)."""
+    twin_rows = {(r.group, r.resource): r for r in twin.rows}
+    assert {(r.group, r.resource) for r in view.rows} == set(twin_rows)
+    for row in view.rows:
+        other = twin_rows[(row.group, row.resource)]
+        slack = slack_s * max(row.peak, 1) / 3600
+        for name in ("allocated_h", "used_h", "measured_h", "idle_h", "shared_h"):
+            a, b = getattr(row, name), getattr(other, name)
+            assert (a is None) == (b is None), (row.group, name)
+            assert a is None or a == pytest.approx(b, abs=slack), (row.group, name, a, b)
+        if peak:
+            assert row.peak == other.peak, row.group
+
+
+async def test_a_label_grouping_reads_the_labels_own_rules_and_gives_the_same_figures(setup):
+    """`--by label:app` with `prometheus-rules --label app` loaded reads gputui:label_*{gputui_label="label_app"}: a few
+    series per app, no pod's; the timeline's figures, and those of the raw series and of the per-pod rules; at 1 hour,
+    those of the per-pod 1-hour rules."""
+    window, at = since_t0(setup)
+    own, requests = await figures(setup, settings(window, by="label:app"), now=at)
+    assert (own.method, own.method_words, own.missing, requests) == (RULES, "recording rules gputui:label_*:1m of label_app", (), 8)
+    check(own, setup, TICK * 2)
+    raw, _ = await figures(setup, settings(window, by="label:app", use_rules=False), now=at)
+    per_pod, _ = await figures(setup, settings(window, by="label:app", label_rules=False), now=at)
+    assert per_pod.method_words == PER_POD_1M
+    same_figures(own, raw)
+    same_figures(own, per_pod)
+    assert own.covered_s == {"": pytest.approx(window, abs=TICK * 2)}  # from the label rules' first sample
+
+    coarse, _ = await figures(setup, settings(window, by="label:app", coarse_after=window), now=at)
+    assert coarse.method_words == "recording rules gputui:label_*:1h of label_app"
+    per_pod_coarse, _ = await figures(setup, settings(window, by="label:app", coarse_after=window, label_rules=False), now=at)
+    assert per_pod_coarse.method_words == PER_POD_1H
+    # The same hours as the per-pod 1-hour rules, each sample the interval before it: to the evaluations' rounding
+    same_figures(coarse, per_pod_coarse, slack_s=COARSE * 2)
+    same_figures(coarse, own, slack_s=COARSE * 8, peak=True)  # the window shifted by up to an interval; peak at the window's step
+    by_namespace, _ = await figures(setup, settings(window, coarse_after=window), now=at)  # the same pods' hours, summed otherwise
+    assert sum(r.allocated_h for r in coarse.rows) == pytest.approx(sum(r.allocated_h for r in by_namespace.rows), abs=COARSE * 2 / 3600)
+
+
 @pytest.mark.parametrize("days", [1 / 24, 0.5, 1, 7, 30, 90])
 async def test_the_subqueries_step_is_fit_to_the_window(days):
     """However long the window, at most 720 steps, each at least a minute: the work is bounded by the steps."""
@@ -265,6 +311,8 @@ async def test_the_subqueries_step_is_fit_to_the_window(days):
     assert window / s.step <= 720 and s.step >= 60 and s.step.is_integer()
     subqueries = re.findall(r"\[(\d+)s:(\d+)s\]", " ".join(figures_raw(s).values()) + figures_rules(s, coarse=False)["peak"])
     assert subqueries and set(subqueries) == {(str(int(window)), str(int(s.step)))}
+    own = re.findall(r"\[(\d+)s:(\d+)s\]", " ".join(figures_rules(s, coarse=False, label_rules=True).values()))
+    assert own and set(own) == {(str(int(window)), str(int(s.step)))}
 
 
 class Canned:
@@ -283,14 +331,26 @@ class Canned:
         return [{"metric": {"gputui_stat": name}, "value": [at, "1"]} for name in self.present]
 
 
-@pytest.mark.parametrize(("present", "method", "reads"), [
-    ({"requests", "phases", "dcgm", "rules_1m", "rules_1h", "group_label"}, RAW, ()),  # a rules file older than the per-pod rules
-    ({"requests", "phases", "dcgm", "rules_1m", "rules_1h", "pod_rules_1m", "group_label"}, "recording rules gputui:*:1m",
-     ("gputui:pod_gpu_hours_allocated:1m", "gputui:pod_gpus_allocated:1m")),
-    ({"requests", "phases", "dcgm", "rules_1m", "rules_1h", "pod_rules_1m", "pod_rules_1h", "group_label"}, "recording rules gputui:*:1h",
-     ("gputui:pod_gpu_hours_allocated:1h", "gputui:pod_labels:1h", "gputui:pod_gpus_allocated:1m")),
-], ids=["old rules: raw series", "1-minute per-pod rules", "1-hour per-pod rules"])
-async def test_a_label_grouping_reads_the_rules_only_where_they_are(present, method, reads):
+BASE = {"requests", "phases", "dcgm", "rules_1m", "rules_1h", "group_label"}
+POD_1M, POD_1H = "gputui:pod_gpu_hours_allocated:1m", "gputui:pod_gpu_hours_allocated:1h"
+LABEL_1M, LABEL_1H = 'gputui:label_gpu_hours_allocated:1m{gputui_label="label_team"}', 'gputui:label_gpu_hours_allocated:1h{gputui_label="label_team"}'
+LABEL_PEAK = 'gputui:label_gpus_allocated:1m{gputui_label="label_team"}'
+
+
+@pytest.mark.parametrize(("present", "method", "reads", "unread"), [
+    (BASE, RAW, (), ()),  # a rules file older than the per-pod rules
+    (BASE | {"pod_rules_1m"}, PER_POD_1M, (POD_1M, "gputui:pod_gpus_allocated:1m"), ("gputui:label_",)),
+    (BASE | {"pod_rules_1m", "pod_rules_1h"}, PER_POD_1H,
+     (POD_1H, "gputui:pod_labels:1h", "gputui:pod_gpus_allocated:1m"), ("gputui:label_",)),
+    (BASE | {"pod_rules_1m", "pod_rules_1h", "label_rules_1m"}, "recording rules gputui:label_*:1m of label_team",
+     (LABEL_1M, LABEL_PEAK), ("gputui:pod_", "kube_pod_labels")),  # the label's hourly rules not yet evaluated
+    (BASE | {"pod_rules_1m", "pod_rules_1h", "label_rules_1m", "label_rules_1h"}, "recording rules gputui:label_*:1h of label_team",
+     (LABEL_1H, LABEL_PEAK), ("gputui:pod_", "kube_pod_labels", LABEL_1M)),
+    (BASE | {"label_rules_1m", "label_rules_1h"}, "recording rules gputui:label_*:1h of label_team",
+     (LABEL_1H, LABEL_PEAK), ("gputui:pod_", "kube_pod_labels")),
+], ids=["old rules: raw series", "1-minute per-pod rules", "1-hour per-pod rules", "1-minute label rules", "1-hour label rules",
+        "label rules alone"])
+async def test_a_label_grouping_reads_the_rules_only_where_they_are(present, method, reads, unread):
     source = Canned(present)
     view = await usage(source, settings(30 * 86400, by="label:team", coarse_after=86400), now=2e9)
     assert (view.method_words if view.method == RULES else view.method) == method
@@ -299,8 +359,9 @@ async def test_a_label_grouping_reads_the_rules_only_where_they_are(present, met
     if view.method == RAW:
         assert not [q for q in figures_asked if "gputui:" in q]
     else:
-        assert all(any(name in q for q in figures_asked) for name in reads)
+        assert all(any(name in q for q in figures_asked) for name in reads), reads
         assert not [q for q in figures_asked if "DCGM_FI_DEV_GPU_UTIL" in q or "kube_pod_container_resource_requests" in q]
+        assert not [name for name in unread if any(name in q for q in figures_asked)]
 
 
 async def test_by_label_node_and_model(setup):
@@ -368,12 +429,13 @@ async def test_the_feed_asks_for_the_screen_and_keeps_only_the_last_answer(setup
 
 @pytest.mark.skipif(prom.PROMTOOL is None, reason="promtool is not installed (Debian's prometheus package)")
 async def test_promtool_accepts_the_rules(tmp_path):
-    (tmp_path / "rules.yml").write_text(rules_file())
+    (tmp_path / "rules.yml").write_text(rules_file(labels=("app", "team")))
     done = await asyncio.to_thread(subprocess.run, [prom.PROMTOOL, "check", "rules", str(tmp_path / "rules.yml")],
                                    capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
-    # at 1 minute six per pod and six per node; at 1 hour five per model, five per pod and the pods' labels; the fleet's two
-    assert "SUCCESS: 25 rules found" in done.stdout
+    # at 1 minute six per pod and six per node; at 1 hour five per model, five per pod and the pods' labels; the fleet's
+    # two; per label key six at 1 minute and five at 1 hour, told apart by their gputui_label (no duplicate rule)
+    assert "SUCCESS: 47 rules found" in done.stdout and "duplicate" not in done.stdout
 
 
 async def test_the_report_through_a_url_and_the_api_servers_service_proxy(setup):
@@ -412,3 +474,11 @@ async def test_prometheus_rules_prints_the_file_the_tests_load():
     with contextlib.redirect_stdout(out):
         rc = main(["prometheus-rules", "--threshold", "5"])
     assert rc == 0 and out.getvalue() == rules_file()
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = main(["prometheus-rules", "--threshold", "5", "--label", "app", "--label", "app.kubernetes.io/name"])
+    assert rc == 0 and out.getvalue() == rules_file(labels=("app", "app.kubernetes.io/name"))
+    assert 'labels: {"gputui_label":"label_app_kubernetes_io_name"}' in out.getvalue()
+    with contextlib.redirect_stderr(io.StringIO()) as err:
+        assert main(["prometheus-rules", "--label", "not a key"]) == 2
+    assert "--label 'not a key': not a Kubernetes label key" in err.getvalue()
