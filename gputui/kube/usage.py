@@ -524,13 +524,14 @@ async def usage(prometheus: Prometheus, settings: UsageSettings, now: float | No
     expr, first = figures_raw(settings), "kube_pod_status_phase"
     long = settings.window >= settings.coarse_after and kind in ("namespace", "model", "label")
     # The rules to read, the first present: a label's own rules before the per-pod rules, each hourly for a long window.
+    # The words start "recording rules gputui:*:1h" whichever (what the rules are, then how they are summed).
     if kind != "label":
         choices = [("rules_1h", True, False, "gputui:*:1h", R_ALLOCATED)] * long + [("rules_1m", False, False, "gputui:*:1m", R_ALLOCATED)]
     else:
-        own = [("label_rules_1h", True, True, f"gputui:label_*:1h of {label}", labelled(R_LABEL_ALLOCATED, label))] * long + [
-            ("label_rules_1m", False, True, f"gputui:label_*:1m of {label}", labelled(R_LABEL_ALLOCATED, label))]
-        per_pod = [("pod_rules_1h", True, False, "gputui:pod_*:1h joined to the pods' labels", R_POD_ALLOCATED)] * long + [
-            ("pod_rules_1m", False, False, "gputui:pod_*:1m joined to the pods' labels", R_POD_ALLOCATED)]
+        own = [("label_rules_1h", True, True, f"gputui:*:1h, per {label}", labelled(R_LABEL_ALLOCATED, label))] * long + [
+            ("label_rules_1m", False, True, f"gputui:*:1m, per {label}", labelled(R_LABEL_ALLOCATED, label))]
+        per_pod = [("pod_rules_1h", True, False, f"gputui:*:1h, per pod joined to {label}", R_POD_ALLOCATED)] * long + [
+            ("pod_rules_1m", False, False, f"gputui:*:1m, per pod joined to {label}", R_POD_ALLOCATED)]
         choices = (own if settings.label_rules else []) + per_pod
     for present, coarse, label_rules, names, first_rule in choices if settings.use_rules else []:
         if found.get(present):

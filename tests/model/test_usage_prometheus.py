@@ -224,7 +224,7 @@ async def test_the_recording_rules_give_the_same(setup):
         assert row.allocated_h == pytest.approx(fine_rows[(row.group, row.resource)], abs=COARSE * 8 / 3600)
 
 
-PER_POD_1M, PER_POD_1H = (f"recording rules gputui:pod_*:{i} joined to the pods' labels" for i in ("1m", "1h"))
+PER_POD_1M, PER_POD_1H = (f"recording rules gputui:*:{i}, per pod joined to label_app" for i in ("1m", "1h"))
 
 
 async def test_a_label_grouping_reads_the_per_pod_rules_and_gives_the_raw_series_figures(setup):
@@ -283,7 +283,7 @@ async def test_a_label_grouping_reads_the_labels_own_rules_and_gives_the_same_fi
     those of the per-pod 1-hour rules."""
     window, at = since_t0(setup)
     own, requests = await figures(setup, settings(window, by="label:app"), now=at)
-    assert (own.method, own.method_words, own.missing, requests) == (RULES, "recording rules gputui:label_*:1m of label_app", (), 8)
+    assert (own.method, own.method_words, own.missing, requests) == (RULES, "recording rules gputui:*:1m, per label_app", (), 8)
     check(own, setup, TICK * 2)
     raw, _ = await figures(setup, settings(window, by="label:app", use_rules=False), now=at)
     per_pod, _ = await figures(setup, settings(window, by="label:app", label_rules=False), now=at)
@@ -293,7 +293,7 @@ async def test_a_label_grouping_reads_the_labels_own_rules_and_gives_the_same_fi
     assert own.covered_s == {"": pytest.approx(window, abs=TICK * 2)}  # from the label rules' first sample
 
     coarse, _ = await figures(setup, settings(window, by="label:app", coarse_after=window), now=at)
-    assert coarse.method_words == "recording rules gputui:label_*:1h of label_app"
+    assert coarse.method_words == "recording rules gputui:*:1h, per label_app"
     per_pod_coarse, _ = await figures(setup, settings(window, by="label:app", coarse_after=window, label_rules=False), now=at)
     assert per_pod_coarse.method_words == PER_POD_1H
     # The same hours as the per-pod 1-hour rules, each sample the interval before it: to the evaluations' rounding
@@ -339,14 +339,14 @@ LABEL_PEAK = 'gputui:label_gpus_allocated:1m{gputui_label="label_team"}'
 
 @pytest.mark.parametrize(("present", "method", "reads", "unread"), [
     (BASE, RAW, (), ()),  # a rules file older than the per-pod rules
-    (BASE | {"pod_rules_1m"}, PER_POD_1M, (POD_1M, "gputui:pod_gpus_allocated:1m"), ("gputui:label_",)),
-    (BASE | {"pod_rules_1m", "pod_rules_1h"}, PER_POD_1H,
+    (BASE | {"pod_rules_1m"}, "recording rules gputui:*:1m, per pod joined to label_team", (POD_1M, "gputui:pod_gpus_allocated:1m"), ("gputui:label_",)),
+    (BASE | {"pod_rules_1m", "pod_rules_1h"}, "recording rules gputui:*:1h, per pod joined to label_team",
      (POD_1H, "gputui:pod_labels:1h", "gputui:pod_gpus_allocated:1m"), ("gputui:label_",)),
-    (BASE | {"pod_rules_1m", "pod_rules_1h", "label_rules_1m"}, "recording rules gputui:label_*:1m of label_team",
+    (BASE | {"pod_rules_1m", "pod_rules_1h", "label_rules_1m"}, "recording rules gputui:*:1m, per label_team",
      (LABEL_1M, LABEL_PEAK), ("gputui:pod_", "kube_pod_labels")),  # the label's hourly rules not yet evaluated
-    (BASE | {"pod_rules_1m", "pod_rules_1h", "label_rules_1m", "label_rules_1h"}, "recording rules gputui:label_*:1h of label_team",
+    (BASE | {"pod_rules_1m", "pod_rules_1h", "label_rules_1m", "label_rules_1h"}, "recording rules gputui:*:1h, per label_team",
      (LABEL_1H, LABEL_PEAK), ("gputui:pod_", "kube_pod_labels", LABEL_1M)),
-    (BASE | {"label_rules_1m", "label_rules_1h"}, "recording rules gputui:label_*:1h of label_team",
+    (BASE | {"label_rules_1m", "label_rules_1h"}, "recording rules gputui:*:1h, per label_team",
      (LABEL_1H, LABEL_PEAK), ("gputui:pod_", "kube_pod_labels")),
 ], ids=["old rules: raw series", "1-minute per-pod rules", "1-hour per-pod rules", "1-minute label rules", "1-hour label rules",
         "label rules alone"])
