@@ -19,7 +19,7 @@ Prometheus' compactor builds them for a retention of 70 days.
 
 Then gputui's usage queries (kube/usage.py, as `report --usage --since Nd --by namespace|label:team|node|model`
 asks them) run against the history's end, on the raw series, then (unless --no-rules) with `gputui
-prometheus-rules`' usage groups backfilled by `promtool tsdb create-blocks-from rules` (the fine group evaluated
+prometheus-rules --label team`' usage groups backfilled by `promtool tsdb create-blocks-from rules` (the fine group evaluated
 every `--rule-interval` seconds, default the scrape interval: the queries read the same number of samples as
 from 1-minute rules; the rules that read other rules in later passes, as promtool asks; the hourly group from
 range queries, 17 s past each hour). Per grouping: the seconds until every figure is known, the samples Prometheus
@@ -29,8 +29,8 @@ rows, and each query's seconds (the presence query first). `--timeout` lets a qu
 `--replicate K`: the rules' series that the long window's queries by namespace, model and label read (the hourly
 rules, the per-pod and per-node GPUs allocated, the nodes' labels; the raw series and the 1-minute GPU-hours only
 for the history's last two hours, for the presence query) are dumped (`promtool tsdb dump`) and written K times
-into a Prometheus of their own, nodes, pods, uids and GPUs named apart in each copy, the per-namespace and
-per-model hourly rules K times their value: what the rules would hold for K times the nodes, each running the
+into a Prometheus of their own, nodes, pods, uids and GPUs named apart in each copy, the per-namespace, per-model
+and per-team rules once at K times their value: what the rules would hold for K times the nodes, each running the
 same jobs. The same queries are asked of it, and each figure checked to be K times the one cluster's. (Backfilling
 K times the raw history and evaluating the rules over it is what this spares: at 1,000 nodes and 30 days, some
 200 million raw samples.)
@@ -76,6 +76,7 @@ ALLOWLIST = {"pods": ["team"], "nodes": ["nvidia.com/gpu.product"]}
 KSM_KEPT = {"kube_pod_container_resource_requests": 'resource="nvidia_com_gpu"', "kube_pod_status_phase": 'phase="Running"',
             "kube_pod_labels": "", "kube_node_labels": "", "kube_node_status_capacity": ""}
 GROUPINGS = ("namespace", "label:team", "node", "model")
+LABELS = ("team",)  # prometheus-rules --label team: label:team reads rules of its own
 COARSE_OFFSET = 17  # seconds past the hour that the hourly rules are evaluated at
 
 
@@ -298,12 +299,15 @@ def coarse_history(url: str, group: dict[str, Any], begin: int, end: int) -> str
     # evaluation's hour would hold a fine sample of the hour before too (Prometheus 2's ranges include their start).
     first = (begin // step + 1) * step + COARSE_OFFSET
     out = []
+    typed = set()
     for rule in group["rules"]:
-        out.append(f"# TYPE {rule['record'].replace(':', '_')} gauge")  # the type line names no colon; the samples do
+        if rule["record"] not in typed:  # one family per name, whatever the rules of that name (a label key's each)
+            out.append(f"# TYPE {rule['record'].replace(':', '_')} gauge")  # the type line names no colon; the samples do
+            typed.add(rule["record"])
         body = urllib.parse.urlencode({"query": rule["expr"], "start": first, "end": end, "step": step, "timeout": "600s"}).encode()
         with urllib.request.urlopen(f"{url}/api/v1/query_range", body, timeout=900) as resp:
             for series in json.load(resp)["data"]["result"]:
-                labels = ",".join(f'{k}="{v}"' for k, v in sorted(series["metric"].items()))
+                labels = ",".join(f'{k}="{v}"' for k, v in sorted({**series["metric"], **rule.get("labels", {})}.items()))
                 out += [f"{rule['record']}{{{labels}}} {value} {t}" for t, value in series["values"]]
     return "\n".join(out) + "\n# EOF\n"
 
@@ -322,7 +326,7 @@ def backfill_rules(server: Server, workdir: Path, begin: int, end: int, rule_int
     passes (a rule that reads another after it, as promtool asks), the hourly group from range queries. Returns
     the seconds it took."""
     assert prom.PROMTOOL is not None
-    fine, coarse = u.rule_groups(fine=float(rule_interval))[:2]
+    fine, coarse = u.rule_groups(fine=float(rule_interval), labels=LABELS)[:2]
     started = time.perf_counter()
     for n, group in enumerate([*({**fine, "rules": rules} for rules in passes(fine["rules"])), coarse]):
         out = workdir / f"rules-{n}"
@@ -346,9 +350,11 @@ def backfill_rules(server: Server, workdir: Path, begin: int, end: int, rule_int
 # per-pod and per-node GPUs allocated at the window's step, the nodes' models) and, over the last hours, what
 # `coverage` and `pod_labels_at` read.
 WHOLE = (u.R_ALLOCATED, u.R_POD_ALLOCATED, *u.R_POD_HOURS_1H.values(), u.R_POD_LABELS_1H, "kube_node_labels")
-SUMMED = tuple(u.R_HOURS_1H.values())  # per namespace and model: K copies are K times the value
+# Per namespace, model and team: K copies are K times the value (the label's GPUs allocated for its peak).
+SUMMED = (*u.R_HOURS_1H.values(), *u.R_LABEL_HOURS_1H.values(), u.R_LABEL_ALLOCATED)
 LAST_HOURS = ("kube_pod_container_resource_requests", "kube_pod_status_phase", "DCGM_FI_DEV_GPU_UTIL", "kube_pod_labels",
-              *u.R_HOURS.values(), *u.R_POD_HOURS.values())
+              *u.R_HOURS.values(), *u.R_POD_HOURS.values(), *u.R_LABEL_HOURS.values())
+SCALED = {*SUMMED, *u.R_LABEL_HOURS.values()}  # written once, K times their value
 DUMPED = re.compile(r'^\{(.*)\} (\S+) (\d+)$')
 LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
@@ -400,8 +406,8 @@ def write_copies(data: Path, out: IO[str], k: int, nodes: int, begin: int, end: 
             by_name.setdefault(labels["__name__"], []).append((labels, values))
         for name, series in by_name.items():
             out.write(f"# TYPE {name.replace(':', '_')} gauge\n")  # the type line names no colon; the samples do
-            copies = [0] if name in SUMMED else range(k)
-            scale = k if name in SUMMED else 1
+            copies = [0] if name in SCALED else range(k)
+            scale = k if name in SCALED else 1
             for labels, values in series:
                 for i in copies:
                     text = ",".join(f'{key}="{value}"' for key, value in copy_of(labels, i, nodes).items() if key != "__name__")
