@@ -3,6 +3,7 @@
     python tests/bench_fleet_prometheus.py                       # 200 clusters of 50 nodes and 200 pods each
     python tests/bench_fleet_prometheus.py --clusters 200 --nodes 100 --pods 400
     python tests/bench_fleet_prometheus.py --smoke               # 3 clusters of 5 nodes (the test suite runs this)
+    python tests/bench_fleet_prometheus.py --federated-rules --nodes 1000 --pods 20000   # the README's topology
 
 One simulated cluster (gputui.sim.scenarios.generated: realistic pods, a fifth of them asking for GPUs, two nodes in five
 with 8 GPUs) is written as kube-state-metrics writes it (gputui.sim.exporters.ksm, with every GPU's DCGM XID series), and
@@ -16,6 +17,14 @@ holds them; Debian's prometheus scrapes it once. Then, side by side:
 - today's re-list: one copy of the same cluster served by the simulator, summarised as the fleet does every 180 s
   for each cluster it does not watch (connect, list nodes and pods and the rest, take the row's figures): its
   seconds and the bytes the API server sent, and both times the number of clusters.
+
+`--federated-rules` measures the topology the README recommends instead, which fits this machine at 1,000 nodes
+and 20,000 pods a cluster where 200 copies of the raw series do not: the cluster's series in a Prometheus of its own
+(`external_labels: {cluster: c000}`) with the fleet's rules loaded, every 30 s: the rules' evaluation (its
+/api/v1/rules evaluationTime, `--evaluations` of them, and prometheus_rule_group_last_duration_seconds) and its
+series; then what its real `/federate?match[]={__name__=~"gputui:fleet_.+"}` answers, served `--clusters` times,
+each copy relabelled, to a global Prometheus scraping it as federation does (honor_labels, honor_timestamps false);
+the fleet's refresh with the rules against that one; beside it, the same re-list as above.
 """
 from __future__ import annotations
 
