@@ -290,15 +290,16 @@ def rule_groups(c: str = "cluster", fine: float = FINE_INTERVAL, coarse: float =
     fine_rules = [*pod_rules,
                   {"record": R_ALLOCATED, "expr": f"sum by ({keys}) ({R_POD_ALLOCATED})"},
                   *({"record": R_HOURS[name], "expr": f"sum by ({keys}) ({R_POD_HOURS[name]})"} for name in R_HOURS)]
-    # Per label key, the pods' sums joined to kube_pod_labels at the same evaluation (a pod without the label: group "").
+    # Per label key, the pods' sums joined to their labels then (a pod without the label: group ""), as a label:KEY
+    # grouping's queries join the per-pod rules at each step.
     label_names = tuple(dict.fromkeys(ksm_label(key) for key in labels))
     for label in label_names:
-        mark = {LABEL_MARK: label}
+        mark, labels_now = {LABEL_MARK: label}, pod_labels_now(c, label, fine)
         label_keys = f"{c}, {label}, resource"
         fine_rules += [{"record": R_LABEL_ALLOCATED, "labels": mark,
-                        "expr": f"sum by ({label_keys}) ({grouped(R_POD_ALLOCATED, c, 'label', label)})"},
+                        "expr": f"sum by ({label_keys}) ({joined_to(R_POD_ALLOCATED, c, label, labels_now)})"},
                        *({"record": R_LABEL_HOURS[name], "labels": mark,
-                          "expr": f"sum by ({label_keys}) ({grouped(R_POD_HOURS[name], c, 'label', label)})"} for name in R_HOURS)]
+                          "expr": f"sum by ({label_keys}) ({joined_to(R_POD_HOURS[name], c, label, labels_now)})"} for name in R_HOURS)]
     model_keys = f"{c}, namespace, {MODEL_LABEL}, resource"
     window = _dur(coarse)
     coarse_rules: list[dict[str, Any]] = [
@@ -340,6 +341,19 @@ def rules_file(c: str = "cluster", fine: float = FINE_INTERVAL, coarse: float = 
     return "\n".join(lines) + "\n"
 
 
+def joined_to(expr: str, c: str, label: str, labels: str) -> str:
+    """`expr` (per pod) with its `label` from `labels` (per cluster and uid); a pod without any stays, without it."""
+    return f"(({expr}) * on ({c}, uid) group_left ({label}) {labels} or on ({c}, uid) ({expr}))"
+
+
+def pod_labels_now(c: str, label: str, fine: float) -> str:
+    """Per pod (cluster, uid), its `label` at an instant from kube_pod_labels of the look-back and one rule interval
+    before it (one value per pod): a pod's last per-pod rule sample stays until the next evaluation, past the scrape
+    that ended its kube_pod_labels (and a rule reading it in a later pass, as promtool's backfill, is that much later)."""
+    return (f"group by ({c}, uid, {label}) (topk by ({c}, uid) (1, max by ({c}, uid, {label})"
+            f" (last_over_time(kube_pod_labels[{_dur(fine + 300)}]))))")
+
+
 def pod_labels_at(c: str, label: str, window: str) -> str:
     """Per GPU pod of the window (cluster, uid), its `label`'s value (absent: the pod lacks it), from the hourly
     gputui:pod_labels and, for pods newer than its last sample, kube_pod_labels of the last hour: the latest
@@ -372,13 +386,10 @@ def figures_rules(s: UsageSettings, coarse: bool, label_rules: bool = False) -> 
     per_pod = kind == "label" and not label_rules
     own = kind == "label" and label_rules
     labels = pod_labels_at(c, label, w) if per_pod and coarse else ""
-    # At a step, each pod's labels of the look-back and a rule's interval before it: a pod's last rule sample stays
-    # until the next evaluation, past the scrape that ended its kube_pod_labels.
-    labels_now = (f"group by ({c}, uid, {label}) (topk by ({c}, uid) (1, max by ({c}, uid, {label})"
-                  f" (last_over_time(kube_pod_labels[{_dur(s.fine_interval + 300)}]))))")
+    labels_now = pod_labels_now(c, label, s.fine_interval)
 
-    def joined(expr: str, labels: str = labels) -> str:  # per pod, with its label from `labels`; a pod without any stays, without it
-        return f"(({expr}) * on ({c}, uid) group_left ({label}) {labels} or on ({c}, uid) ({expr}))"
+    def joined(expr: str, labels: str = labels) -> str:
+        return joined_to(expr, c, label, labels)
 
     def summed(name: str) -> str:
         if coarse and per_pod:
