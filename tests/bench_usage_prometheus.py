@@ -3,7 +3,7 @@
     python tests/bench_usage_prometheus.py --nodes 200 --days 30          # 1,600 GPUs, a month
     python tests/bench_usage_prometheus.py --nodes 1000 --days 7 --no-rules
     python tests/bench_usage_prometheus.py --nodes 50 --days 30 --replicate 20   # then the rules as 1,000 nodes hold them
-    python tests/bench_usage_prometheus.py --smoke                       # 4 nodes, 1 day (the test suite runs this)
+    python tests/bench_usage_prometheus.py --smoke                       # 2 nodes, 2 hours (the test suite runs this)
 
 A synthetic history is backfilled into Debian's `prometheus` with `promtool tsdb create-blocks-from openmetrics`:
 `--nodes` nodes of 8 GPUs (H100 and A100 boards), each running jobs back to back in lanes of 8, 4, 2 or 1 GPUs,
@@ -233,7 +233,7 @@ class Server:
                     if resp.status == 200:
                         return
             except OSError:
-                time.sleep(0.3)
+                time.sleep(0.02)
         raise SystemExit(f"prometheus did not start: {(self.workdir / 'prometheus.log').read_text()[-2000:]}")
 
     def stop(self) -> None:
@@ -417,6 +417,21 @@ def write_copies(data: Path, out: IO[str], k: int, nodes: int, begin: int, end: 
     return samples
 
 
+def since(window: int) -> str:
+    """The window as `report --usage --since` takes it: 30d, 2h, 1d12h."""
+    days, rest = divmod(window, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, seconds = divmod(rest, 60)
+    return "".join(f"{n}{unit}" for n, unit in ((days, "d"), (hours, "h"), (minutes, "m"), (seconds, "s")) if n) or "0s"
+
+
+def rules_settings(args: argparse.Namespace, window: int, by: str, rule_interval: int) -> u.UsageSettings:
+    """What the queries on the rules ask. The smoke's window is hours, not days: it reads the hourly rules, as a
+    window of a day or more does."""
+    coarse_after = min(u.COARSE_AFTER, window) if args.smoke else u.COARSE_AFTER
+    return u.UsageSettings(window=window, by=by, fine_interval=float(rule_interval), coarse_after=coarse_after)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=200)
@@ -426,14 +441,14 @@ def main() -> None:
     parser.add_argument("--no-rules", action="store_true")
     parser.add_argument("--by", action="append", choices=GROUPINGS, help="the groupings asked (default: all four)")
     parser.add_argument("--workdir", help="keep the data here (default: a temporary directory)")
-    parser.add_argument("--smoke", action="store_true", help="4 nodes, 1 day")
+    parser.add_argument("--smoke", action="store_true", help="2 nodes, 2 hours")
     parser.add_argument("--timeout", type=float, default=TIMEOUT, help=f"each query's (default gputui's, {TIMEOUT:g} s)")
     parser.add_argument("--no-raw", action="store_true", help="ask the rules only")
     parser.add_argument("--replicate", type=int, default=0, metavar="K",
                         help="then K copies of what the rules' queries read (K times --nodes), asked again (namespace, model, label)")
     args = parser.parse_args()
     if args.smoke:
-        args.nodes, args.days = 4, 1
+        args.nodes, args.days = 2, 2 / 24  # a node of each model; the hourly rules read all the same
     if prom.BINARY is None or prom.PROMTOOL is None:
         raise SystemExit(prom.MISSING)
     rule_interval = args.rule_interval or args.scrape
@@ -450,7 +465,7 @@ def main() -> None:
         with history.open("w") as out:
             samples = write_history(nodes, begin, end, args.scrape, out)
         written = time.perf_counter() - started
-        print(f"history: {args.nodes} nodes, {args.nodes * GPUS} GPUs, {pods:,} pods over {args.days:g} days, a sample every "
+        print(f"history: {args.nodes} nodes, {args.nodes * GPUS} GPUs, {pods:,} pods over {since(window)}, a sample every "
               f"{args.scrape} s: {samples:,} samples, {history.stat().st_size / 1e9:.2f} GB of OpenMetrics in {written:.0f} s", flush=True)
         started = time.perf_counter()
         server = Server(workdir / "prometheus")
@@ -463,7 +478,7 @@ def main() -> None:
         try:
             print(f"Prometheus: {server.series_at(end):,} series at the history's end", flush=True)
             groupings = args.by or list(GROUPINGS)
-            print(f"report --usage --since {args.days:g}d, at the history's end ({args.timeout:g} s query timeout):", flush=True)
+            print(f"report --usage --since {since(window)}, at the history's end ({args.timeout:g} s query timeout):", flush=True)
             for by in [] if args.no_raw else groupings:
                 report(by, "raw", asyncio.run(ask(server.url, u.UsageSettings(window=window, by=by, use_rules=False), end, args.timeout)))
             if not args.no_rules:
@@ -472,7 +487,7 @@ def main() -> None:
                       f"{len(list(server.data.iterdir()))} entries in the data directory", flush=True)
                 views = {}
                 for by in groupings:
-                    r = asyncio.run(ask(server.url, u.UsageSettings(window=window, by=by, fine_interval=float(rule_interval)), end, args.timeout))
+                    r = asyncio.run(ask(server.url, rules_settings(args, window, by, rule_interval), end, args.timeout))
                     report(by, "rules", r)
                     views[by] = r["view"]
         finally:
@@ -506,7 +521,7 @@ def replicated(server: Server, workdir: Path, args: argparse.Namespace, views: d
         for by, view in views.items():
             if by == "node" or view is None:
                 continue  # the 1-minute rules per node, whole, were not copied
-            r = asyncio.run(ask(twin.url, u.UsageSettings(window=window, by=by, fine_interval=float(rule_interval)), end, args.timeout))
+            r = asyncio.run(ask(twin.url, rules_settings(args, window, by, rule_interval), end, args.timeout))
             report(by, "rules", r)
             if r["view"] is None:
                 continue

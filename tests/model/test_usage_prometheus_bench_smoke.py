@@ -1,4 +1,4 @@
-"""The usage benchmark runs end to end on a day of four nodes, raw, from the rules, and from two copies of the
+"""The usage benchmark runs end to end on two hours of two nodes, raw, from the rules, and from two copies of the
 rules' series, and prints its figures (which, not how fast)."""
 import re
 import subprocess
