@@ -2,7 +2,7 @@
 
     python tests/bench_load.py                                  # 5,000 nodes / 150,000 pods, 50 of each, 3 min steady
     python tests/bench_load.py --sizes 1000x20000,5000x150000   # the same at two sizes, side by side
-    python tests/bench_load.py --smoke                          # tiny and short (the test suite runs this)
+    python tests/bench_load.py --smoke                          # tiny and short, its two sizes at once (the test suite runs this)
 
 One simulator (`gputui sim --nodes N --pods M --faults`, its own process) serves three groups of clients,
 one group after the other:
@@ -47,6 +47,7 @@ import sys
 import tempfile
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -166,7 +167,7 @@ class Watchers:
                 for proc in self.procs:
                     proc.kill()
                 raise SystemExit(f"bench: the kubectl watchers did not all open their watch: {tail or 'timed out'}")
-            time.sleep(0.1)
+            time.sleep(0.05)
 
     def steady(self, until: float) -> None:
         time.sleep(max(0.0, until - time.monotonic()))
@@ -285,17 +286,23 @@ def measure(group: Any, clients: int, churn: Churn, counts: Any, reset_peak: Any
     }
 
 
-def run_size(args: argparse.Namespace, nodes: int, pods: int, names: list[str], rate: float, workdir: str) -> list[dict]:
-    print(f"\n== {nodes:,} nodes, {pods:,} pods: starting the simulator ==", flush=True)
-    sim = Simulator(nodes, pods, workdir)
-    counts, reset_peak = control(sim.faults_url)
-    churn = Churn(sim.kubeconfig, rate)
+def say(line: str) -> None:
+    print(line, flush=True)
+
+
+def run_size(args: argparse.Namespace, nodes: int, pods: int, names: list[str], rate: float, workdir: str,
+             out: Any = say) -> list[dict]:
+    out(f"\n== {nodes:,} nodes, {pods:,} pods: starting the simulator ==")
+    sim = Simulator(nodes, pods, workdir, wait=False)
+    churn = Churn(sim.kubeconfig, rate, go=False)  # its process starts with the simulator's
     results = []
     try:
+        sim.wait_ready()
+        counts, reset_peak = control(sim.faults_url)
+        churn.go()
         ready = churn.wait_ready()
         churn.pause()
-        print(f"  churn: {rate:g} changes/s asked over {ready['gpu_pods']:,} running GPU pods, during each steady phase",
-              flush=True)
+        out(f"  churn: {rate:g} changes/s asked over {ready['gpu_pods']:,} running GPU pods, during each steady phase")
         groups = {
             "gputui": (Models(sim, args.instances, args.per_process, args.sync_timeout), args.instances),
             "kubectl-w": (Watchers(sim, args.watchers, workdir, counts, args.sync_timeout), args.watchers),
@@ -305,17 +312,17 @@ def run_size(args: argparse.Namespace, nodes: int, pods: int, names: list[str], 
             group, clients = groups[name]
             figures = measure(group, clients, churn, counts, reset_peak, args.minutes)
             notes = ", ".join(f"{k} {v}" for k, v in figures["notes"].items())
-            print(f"  {figures['describe']}: initial sync {figures['sync_s']:.1f} s, requests by verb: "
-                  + ", ".join(f"{v} {n}" for v, n in sorted(figures["initial"]["verbs"].items()))
-                  + f"; steady {figures['steady_minutes']:.2f} min ({notes}), requests/min by verb: "
-                  + ", ".join(f"{v} {n:.1f}" for v, n in sorted(figures["steady"]["verbs"].items())), flush=True)
+            out(f"  {figures['describe']}: initial sync {figures['sync_s']:.1f} s, requests by verb: "
+                + ", ".join(f"{v} {n}" for v, n in sorted(figures["initial"]["verbs"].items()))
+                + f"; steady {figures['steady_minutes']:.2f} min ({notes}), requests/min by verb: "
+                + ", ".join(f"{v} {n:.1f}" for v, n in sorted(figures["steady"]["verbs"].items())))
             results.append(figures)
     finally:
         churned = churn.stop()
         sim.stop()
     errors = sum(churned.get("errors", {}).values())
-    print(f"  churn worker: {sum(churned.get('done', {}).values()):,} changes made "
-          f"({', '.join(f'{k} {v:,}' for k, v in churned.get('done', {}).items())}), {errors:,} refused", flush=True)
+    out(f"  churn worker: {sum(churned.get('done', {}).values()):,} changes made "
+        f"({', '.join(f'{k} {v:,}' for k, v in churned.get('done', {}).items())}), {errors:,} refused")
     return results
 
 
@@ -372,8 +379,8 @@ def main() -> int:
         asyncio.run(child_models(sys.argv[3], int(sys.argv[2]), float(sys.argv[4])))
         return 0
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--smoke", action="store_true", help="20 nodes / 300 pods, 3 of each client, 0.5 s steady, 40 changes/s; "
-                        "then the gputui models alone at 100 nodes / 3,000 pods, 80 changes/s")
+    parser.add_argument("--smoke", action="store_true", help="20 nodes / 300 pods, 3 of each client, 0.3 s steady, 40 changes/s; "
+                        "and at once the gputui models alone at 100 nodes / 3,000 pods, 80 changes/s")
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--pods", type=int, default=150_000)
     parser.add_argument("--sizes", type=sizes_arg, help="NODESxPODS,... : the whole benchmark at each size (instead of --nodes/--pods)")
@@ -392,16 +399,30 @@ def main() -> int:
         parser.error(f"--groups: one or more of {', '.join(GROUPS)}")
     plan = [(size, groups, args.churn) for size in args.sizes or [(args.nodes, args.pods)]]
     if args.smoke:  # every group at the small size; gputui again at one ten times bigger under twice the churn
-        args.instances, args.per_process, args.watchers, args.minutes, args.seed_every = 3, 3, 3, 0.5 / 60, 0.2
+        args.instances, args.per_process, args.watchers, args.minutes, args.seed_every = 3, 3, 3, 0.3 / 60, 0.05
         plan = [((20, 300), list(GROUPS), 40.0), ((100, 3000), ["gputui"], 80.0)]
     args.sync_timeout = args.sync_timeout or (60.0 if args.smoke else 1800.0)
     sizes = [size for size, _, _ in plan]
     every: dict[tuple[int, int], list[dict]] = {}
     with tempfile.TemporaryDirectory(prefix="gputui-load-") as workdir:
-        for (nodes, pods), names, rate in plan:
-            where = os.path.join(workdir, f"{nodes}x{pods}")
-            os.mkdir(where)
-            every[(nodes, pods)] = run_size(args, nodes, pods, names, rate, where)
+        places = []
+        for (nodes, pods), _, _ in plan:
+            places.append(os.path.join(workdir, f"{nodes}x{pods}"))
+            os.mkdir(places[-1])
+        if args.smoke:
+            # The sizes at once, each with its own simulator and churn (every figure but the seconds is a
+            # simulator's own count or memory: the other size does not move it); each size's lines once it is done.
+            lines: list[list[str]] = [[] for _ in plan]
+            with ThreadPoolExecutor(len(plan)) as pool:
+                runs = [pool.submit(run_size, args, nodes, pods, names, rate, where, said.append)
+                        for ((nodes, pods), names, rate), where, said in zip(plan, places, lines, strict=True)]
+                for ((nodes, pods), _, _), run, said in zip(plan, runs, lines, strict=True):
+                    every[(nodes, pods)] = run.result()
+                    for line in said:
+                        say(line)
+        else:
+            for ((nodes, pods), names, rate), where in zip(plan, places, strict=True):
+                every[(nodes, pods)] = run_size(args, nodes, pods, names, rate, where)
     for (nodes, pods), results in every.items():
         table(nodes, pods, results)
     if len(sizes) > 1:
