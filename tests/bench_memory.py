@@ -285,7 +285,7 @@ async def measure(kubeconfig: str, sim_pid: int, width: int, height: int, args: 
             if time.monotonic() > deadline:
                 raise SystemExit("bench: the tables did not fill within 120 s")
             await pilot.pause(0.1)
-        await pilot.pause(1.0)
+        await pilot.pause(args.calm)
         pods = app.model.reflectors["pods"]
         tracer = Tracer(args.trace_frames) if args.trace else None
         watch = Breakdown() if args.breakdown else None
@@ -358,6 +358,7 @@ def main() -> int:
     parser.add_argument("--settle", type=float, default=60.0, help="seconds of churn before the first RSS figure (default 60)")
     parser.add_argument("--rest", type=float, default=30.0, help="seconds CPU at rest is measured over (default 30)")
     parser.add_argument("--quiet", type=float, default=5.0, help="seconds after the churn stops before that (default 5)")
+    parser.add_argument("--calm", type=float, default=1.0, help="seconds after the tables fill before the churn begins (default 1)")
     parser.add_argument("--trace", action="store_true", help="print where the memory grew after --settle (tracemalloc; slower)")
     parser.add_argument("--trace-frames", type=int, default=12, help="frames kept per allocation with --trace (default 12)")
     parser.add_argument("--breakdown", action="store_true", help="print each minute what the RSS is made of (Python, glibc's heap)")
@@ -367,7 +368,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.smoke:
         args.nodes, args.pods, args.churn = 10, 100, 50
-        args.minutes, args.settle, args.rest, args.quiet = 1.0 / 60, 0.3, 0.3, 0.1
+        # each phase as short as still gives its figure: an RSS sample after the settle, a churn rate, a CPU figure
+        args.minutes, args.settle, args.rest, args.quiet, args.calm = 0.4 / 60, 0.1, 0.2, 0.1, 0.1
     if args.size:
         one_size(args)
         return 0
@@ -386,7 +388,8 @@ def main() -> int:
             for size in sizes:
                 child = [sys.executable, __file__, "--size", size, "--kubeconfig", str(kubeconfig), "--sim-pid", str(sim.pid),
                          "--minutes", str(args.minutes), "--churn", str(args.churn), "--settle", str(args.settle),
-                         "--rest", str(args.rest), "--quiet", str(args.quiet), *(["--trace"] if args.trace else []),
+                         "--rest", str(args.rest), "--quiet", str(args.quiet), "--calm", str(args.calm),
+                         *(["--trace"] if args.trace else []),
                          *(["--breakdown"] if args.breakdown else []),
                          "--trace-frames", str(args.trace_frames)]
                 done = subprocess.run(child, env=ENV, text=True, stdout=subprocess.PIPE)
