@@ -126,8 +126,8 @@ async def child_raw(kubeconfig: str) -> dict:
     return await _paged(kubeconfig, preload=False)
 
 
-async def child_events(kubeconfig: str) -> dict:
-    """Watch events applied per second by the model: real pod JSON from the cluster, replayed as MODIFIED lines."""
+async def child_events(kubeconfig: str, count: int = 20_000) -> dict:
+    """Watch events applied per second by the model: real pod JSON from the cluster, replayed as `count` MODIFIED lines."""
     import orjson
     from kubernetes_asyncio.client import CoreV1Api
     from kubernetes_asyncio.config import new_client_from_config
@@ -142,7 +142,7 @@ async def child_events(kubeconfig: str) -> dict:
     model.subscribe(lambda change: applied.__setitem__(0, applied[0] + 1))
     reflector = model.reflectors[PODS]
     lines = []
-    for i in range(20_000):
+    for i in range(count):
         obj = items[i % len(items)]
         obj["metadata"]["resourceVersion"] = str(10**6 + i)
         lines.append(orjson.dumps({"type": "MODIFIED", "object": obj}))
@@ -193,9 +193,9 @@ CHILDREN = {"gputui": child_gputui, "models": child_models, "raw": child_raw, "e
 
 
 # -- the parent --------------------------------------------------------------------------
-def run_child(method: str, kubeconfig: str) -> dict:
+def run_child(method: str, kubeconfig: str, *extra: str) -> dict:
     out = subprocess.run(
-        [sys.executable, __file__, "--child", method, "--kubeconfig", kubeconfig],
+        [sys.executable, __file__, "--child", method, "--kubeconfig", kubeconfig, *extra],
         capture_output=True, text=True, timeout=1800, cwd=ROOT,
     )
     if out.returncode != 0:
@@ -242,17 +242,27 @@ def run_seed(commands: list[str]) -> float:
 
 
 class Simulator:
-    """`gputui sim --nodes N --pods M` in its own process."""
+    """`gputui sim --nodes N --pods M` in its own process; with `wait=False`, `ready()` waits for it (meanwhile
+    the caller does work of its own that is not timed)."""
 
-    def __init__(self, nodes: int, pods: int, workdir: str) -> None:
+    def __init__(self, nodes: int, pods: int, workdir: str, wait: bool = True) -> None:
+        self.nodes, self.pods = nodes, pods
         self.kubeconfig = os.path.join(workdir, f"kubeconfig-{nodes}-{pods}")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "gputui", "sim", "--nodes", str(nodes), "--pods", str(pods), "--kubeconfig-out", self.kubeconfig],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
         )
+        self.started = False
+        if wait:
+            self.ready()
+
+    def ready(self) -> None:
         assert self.proc.stdout is not None
+        if self.started:
+            return
         for line in self.proc.stdout:
             if line.startswith("kubeconfig "):
+                self.started = True
                 return
         raise SystemExit(f"simulator did not start: {self.proc.stderr.read() if self.proc.stderr else ''}")
 
@@ -265,34 +275,32 @@ def median(values: list[float]) -> float:
     return statistics.median(values)
 
 
-def bench_sync(nodes: int, pods: int, repeat: int, workdir: str, with_seed: bool = True, with_models: bool = True) -> dict:
+def bench_sync(sim: Simulator, repeat: int, workdir: str, with_seed: bool = True, with_models: bool = True) -> dict:
+    """On `sim` (the caller's, which stops it)."""
+    nodes, pods = sim.nodes, sim.pods
     print(f"\n== {nodes} nodes, {pods} pods (median of {repeat}) ==", flush=True)
-    sim = Simulator(nodes, pods, workdir)
     installed = installed_copy(workdir)
-    try:
-        results: dict[str, list[dict]] = {"gputui": [], "raw": [], "models": []}
-        seed_times: list[float] = []
-        commands = seed_commands(sim.kubeconfig, os.path.join(workdir, f"kubectl-cache-{pods}"))
+    results: dict[str, list[dict]] = {"gputui": [], "raw": [], "models": []}
+    seed_times: list[float] = []
+    commands = seed_commands(sim.kubeconfig, os.path.join(workdir, f"kubectl-cache-{pods}"))
+    if with_seed:
+        print("  kubectl+jq runs the seed's recipes, one after the other:")
+        for command in commands:
+            print(f"    $ {command}")
+    report_times: list[float] = []
+    for run in range(1, repeat + 1):
+        report_times.append(run_whole(gputui_command("report", "-o", "json", "--kubeconfig", sim.kubeconfig), installed))
+        results["raw"].append(run_child("raw", sim.kubeconfig))
+        results["gputui"].append(run_child("gputui", sim.kubeconfig))
+        line = (f"  run {run}: raw {results['raw'][-1]['seconds']:.2f} s, gputui {results['gputui'][-1]['seconds']:.2f} s, "
+                f"gputui report (whole process) {report_times[-1]:.2f} s")
+        if with_models:
+            results["models"].append(run_child("models", sim.kubeconfig))
+            line += f", kubernetes_asyncio {results['models'][-1]['seconds']:.2f} s"
         if with_seed:
-            print("  kubectl+jq runs the seed's recipes, one after the other:")
-            for command in commands:
-                print(f"    $ {command}")
-        report_times: list[float] = []
-        for run in range(1, repeat + 1):
-            report_times.append(run_whole(gputui_command("report", "-o", "json", "--kubeconfig", sim.kubeconfig), installed))
-            results["raw"].append(run_child("raw", sim.kubeconfig))
-            results["gputui"].append(run_child("gputui", sim.kubeconfig))
-            line = (f"  run {run}: raw {results['raw'][-1]['seconds']:.2f} s, gputui {results['gputui'][-1]['seconds']:.2f} s, "
-                    f"gputui report (whole process) {report_times[-1]:.2f} s")
-            if with_models:
-                results["models"].append(run_child("models", sim.kubeconfig))
-                line += f", kubernetes_asyncio {results['models'][-1]['seconds']:.2f} s"
-            if with_seed:
-                seed_times.append(run_seed(commands))
-                line += f", kubectl+jq {seed_times[-1]:.2f} s"
-            print(line, flush=True)
-    finally:
-        sim.stop()
+            seed_times.append(run_seed(commands))
+            line += f", kubectl+jq {seed_times[-1]:.2f} s"
+        print(line, flush=True)
     g = results["gputui"]
     raw = median([r["seconds"] for r in results["raw"]])
     ours = median([r["seconds"] for r in g])
@@ -327,9 +335,10 @@ def bench_startup(repeat: int, workdir: str) -> dict:
     """Whole-process start-up: --version, and a report of a one-node cluster, alternated run by run;
     as installed (bytecode compiled at install) and from a checkout that compiles its sources each run."""
     print(f"\n== start-up, whole process (median of {repeat}) ==", flush=True)
-    installed = installed_copy(workdir)
-    sim = Simulator(1, 0, workdir)
+    sim = Simulator(1, 0, workdir, wait=False)  # starting while the copy compiles
     try:
+        installed = installed_copy(workdir)
+        sim.ready()
         version: list[float] = []
         report: list[float] = []
         uncompiled: list[float] = []
@@ -457,7 +466,11 @@ def main() -> int:
     parser.add_argument("--before", metavar="TREE", help="with --sync: a source tree (holding gputui/) to compare with")
     parser.add_argument("--child", choices=sorted(CHILDREN), help=argparse.SUPPRESS)
     parser.add_argument("--kubeconfig", help=argparse.SUPPRESS)
+    parser.add_argument("--events", type=int, default=20_000, help=argparse.SUPPRESS)  # the events child's count
     args = parser.parse_args()
+    if args.child == "events":
+        print(json.dumps(asyncio.run(child_events(args.kubeconfig, args.events))))
+        return 0
     if args.child:
         print(json.dumps(asyncio.run(CHILDREN[args.child](args.kubeconfig))))
         return 0
@@ -467,23 +480,35 @@ def main() -> int:
             bench_pods_sync(args.repeat, args.before, workdir)
             return 0
         if args.only_big:
-            bench_sync(5000, 150_000, 1, workdir, with_seed=False, with_models=False)
+            big_sim = Simulator(5000, 150_000, workdir)
+            try:
+                bench_sync(big_sim, 1, workdir, with_seed=False, with_models=False)
+            finally:
+                big_sim.stop()
             return 0
-        startup = bench_startup(1 if args.smoke else 2 * args.repeat + 1, workdir)
-        if args.startup_only:
-            ok = startup["empty_report_s"] < 0.3
-            print(f"\n== goals ==\n  {'PASS' if ok else 'MISS'}  one-node report < 0.3 s, whole process")
-            return 0
-        if args.smoke:
-            small = bench_sync(10, 300, 1, workdir)
-        else:
-            small = bench_sync(1000, 20_000, args.repeat, workdir)
-            big = None if args.skip_big else bench_sync(5000, 150_000, 1, workdir, with_seed=False, with_models=False)
-        sim = Simulator(10, 300, workdir) if args.smoke else Simulator(1000, 20_000, workdir)
+        # The smoke times nothing (its figures are there, that is all): its small cluster starts beside the start-up part.
+        sim = Simulator(10, 300, workdir, wait=False) if args.smoke and not args.startup_only else None
         try:
-            events = run_child("events", sim.kubeconfig)
+            startup = bench_startup(1 if args.smoke else 2 * args.repeat + 1, workdir)
+            if args.startup_only:
+                ok = startup["empty_report_s"] < 0.3
+                print(f"\n== goals ==\n  {'PASS' if ok else 'MISS'}  one-node report < 0.3 s, whole process")
+                return 0
+            sim = sim or Simulator(1000, 20_000, workdir)
+            sim.ready()
+            small = bench_sync(sim, 1 if args.smoke else args.repeat, workdir)
+            # the apply rate, on this cluster's pod JSON (fewer events in the smoke: a rate all the same)
+            events = run_child("events", sim.kubeconfig, "--events", "2000" if args.smoke else "20000")
         finally:
-            sim.stop()
+            if sim:
+                sim.stop()
+        big: dict | None = None
+        if not args.smoke and not args.skip_big:
+            big_sim = Simulator(5000, 150_000, workdir)
+            try:
+                big = bench_sync(big_sim, 1, workdir, with_seed=False, with_models=False)
+            finally:
+                big_sim.stop()
         e2e = run_child("watch-e2e", "") if not args.smoke else None
 
     print("\n== watch events ==")
