@@ -1,7 +1,7 @@
 """Benchmark of the model's initial sync (a script, not a test).
 
     python tests/bench_model.py              # 20,000 pods, then 5,000 nodes / 150,000 pods
-    python tests/bench_model.py --smoke      # a few hundred pods, a few seconds
+    python tests/bench_model.py --smoke      # a hundred pods, a few seconds
     python tests/bench_model.py --startup-only --repeat 5   # only the one-node start-up figures
     python tests/bench_model.py --sync [--before TREE] [--repeat 5]   # the pods' sync beside curl (and TREE's)
 
@@ -457,7 +457,7 @@ def bench_pods_sync(repeat: int, before: str | None, workdir: str) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--smoke", action="store_true", help="tiny run (a few hundred pods) for the test suite")
+    parser.add_argument("--smoke", action="store_true", help="tiny run (a hundred pods) for the test suite")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--skip-big", action="store_true", help="skip the 5,000 nodes / 150,000 pods run")
     parser.add_argument("--only-big", action="store_true", help="only the 5,000 nodes / 150,000 pods run")
@@ -487,7 +487,7 @@ def main() -> int:
                 big_sim.stop()
             return 0
         # The smoke times nothing (its figures are there, that is all): its small cluster starts beside the start-up part.
-        sim = Simulator(10, 300, workdir, wait=False) if args.smoke and not args.startup_only else None
+        sim = Simulator(10, 100, workdir, wait=False) if args.smoke and not args.startup_only else None
         try:
             startup = bench_startup(1 if args.smoke else 2 * args.repeat + 1, workdir)
             if args.startup_only:
