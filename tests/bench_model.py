@@ -127,30 +127,29 @@ async def child_raw(kubeconfig: str) -> dict:
 
 
 async def child_events(kubeconfig: str, count: int = 20_000) -> dict:
-    """Watch events applied per second by the model: real pod JSON from the cluster, replayed as `count` MODIFIED lines."""
+    """Watch events applied per second by the model: real pod JSON from the cluster, replayed as `count` MODIFIED lines.
+    The pods are listed with gputui's own client, the one the model takes (kubernetes_asyncio's imports cost more than
+    the smoke's whole replay; the listing is not timed)."""
     import orjson
-    from kubernetes_asyncio.client import CoreV1Api
-    from kubernetes_asyncio.config import new_client_from_config
 
+    from gputui.kube.config import connect
     from gputui.kube.model import PODS, ClusterModel
 
-    api = await new_client_from_config(kubeconfig)
-    resp = await CoreV1Api(api).list_pod_for_all_namespaces(limit=2000, _preload_content=False)
-    items = orjson.loads(await resp.read())["items"]
-    model = ClusterModel(api, kinds=(PODS,))
-    applied = [0]
-    model.subscribe(lambda change: applied.__setitem__(0, applied[0] + 1))
-    reflector = model.reflectors[PODS]
-    lines = []
-    for i in range(count):
-        obj = items[i % len(items)]
-        obj["metadata"]["resourceVersion"] = str(10**6 + i)
-        lines.append(orjson.dumps({"type": "MODIFIED", "object": obj}))
-    start = time.perf_counter()
-    for line in lines:
-        reflector._apply(*reflector.decoding.event(line))
-    seconds = time.perf_counter() - start
-    await api.close()
+    async with await connect(kubeconfig) as conn:
+        items = (await conn.api.json("GET", "/api/v1/pods", params={"limit": 2000}))["items"]
+        model = ClusterModel(conn.api, kinds=(PODS,))
+        applied = [0]
+        model.subscribe(lambda change: applied.__setitem__(0, applied[0] + 1))
+        reflector = model.reflectors[PODS]
+        lines = []
+        for i in range(count):
+            obj = items[i % len(items)]
+            obj["metadata"]["resourceVersion"] = str(10**6 + i)
+            lines.append(orjson.dumps({"type": "MODIFIED", "object": obj}))
+        start = time.perf_counter()
+        for line in lines:
+            reflector._apply(*reflector.decoding.event(line))
+        seconds = time.perf_counter() - start
     return {"seconds": seconds, "events": len(lines), "per_second": len(lines) / seconds,
             "changes_to_listeners": applied[0], "rss_mb": peak_rss_mb()}
 
