@@ -369,7 +369,7 @@ def main() -> int:
     if args.smoke:
         args.nodes, args.pods, args.churn = 10, 100, 50
         # each phase as short as still gives its figure: an RSS sample after the settle, a churn rate, a CPU figure
-        args.minutes, args.settle, args.rest, args.quiet, args.calm = 0.4 / 60, 0.1, 0.2, 0.1, 0.1
+        args.minutes, args.settle, args.rest, args.quiet, args.calm = 0.3 / 60, 0.1, 0.1, 0.1, 0.1
     if args.size:
         one_size(args)
         return 0
