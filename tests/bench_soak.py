@@ -21,6 +21,7 @@ Faults, in turn, one every `--fault-every` seconds (the next never before the la
   drop       every open watch stream ends
   compact    watch history forgotten, then every stream ends: each watch comes back with 410 and lists again
   restart    the API server refuses connections for --downtime (0.5 s), then serves the same state on the same port
+             (its watch caches start again: a watch from before gets 410 and lists again)
   500-burst  every pods request answers 500 and every stream ends, for a few seconds; then cleared
   restore    the API server comes back from a backup (the scenario's state) that has taken writes past the
              resourceVersion the app holds: only a fresh list tells it its state is not the server's
@@ -59,9 +60,6 @@ sys.path.insert(0, str(ROOT))  # run as a script from anywhere
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 FAULTS = ("drop", "compact", "restart", "500-burst", "restore", "silence")
 STEADY = 1.0  # seconds every watch must stay back for a recovery to count (see WatchTracker.wait_back)
-# A restore's outage, smoke or not (--downtime is a restart's): with 0.2 s, three smokes in three ended with
-# the model not the server's (the device plugin's pods with their creation times from before the restore).
-RESTORE_DOWNTIME = 0.5
 SOAK_LABELS = {"soak.gputui/pod": "true"}
 
 
@@ -449,7 +447,7 @@ async def apply_fault(control: Any, url: str, kind: str, burst: float, api: Any,
     elif kind == "restore":
         async with control.get(f"{url}/counts") as resp:
             held = (await resp.json())["resourceVersion"]
-        await post_fault(control, url, {"action": "restart", "fresh": True, "downtime": RESTORE_DOWNTIME, "writes": held + 100})
+        await post_fault(control, url, {"action": "restart", "fresh": True, "downtime": downtime, "writes": held + 100})
     elif kind == "silence":
         await post_fault(control, url, {"action": "silence"})
         await asyncio.sleep(burst)
@@ -742,7 +740,7 @@ def main() -> int:
     parser.add_argument("--churn", type=float, default=50.0, help="changes a second through the API (default 50)")
     parser.add_argument("--burst", type=float, default=None, help="seconds a 500 burst or a silence lasts (default 5; smoke 0.2)")
     parser.add_argument("--downtime", type=float, default=None,
-                        help=f"seconds the API server is away in a restart (default 0.5; smoke 0.2; a restore's: {RESTORE_DOWNTIME:g})")
+                        help="seconds the API server is away in a restart or a restore (default 0.5; smoke 0.2)")
     parser.add_argument("--settle", type=float, default=None, help="seconds to settle after the churn (default 15; smoke 0.1)")
     parser.add_argument("--steady", type=float, default=None,
                         help=f"seconds every watch must stay back for a recovery to count (default {STEADY:g}; smoke 0.1)")

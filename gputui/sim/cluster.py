@@ -224,7 +224,9 @@ class SimCluster:
     async def restart(self, downtime: float = 0.5, *, fresh: bool = False, writes_while_down: int = 0,
                       back: asyncio.Event | None = None) -> None:
         """Stop serving (connections refused, open streams end), then serve again on the same port and state,
-        after `downtime` seconds or, given `back`, once it is set.
+        after `downtime` seconds or, given `back`, once it is set. Served again, the watch caches start from the
+        current resourceVersion: a watch from before it gets 410 and its client lists again, as on a restarted
+        kube-apiserver.
 
         fresh=True: the state starts again from the scenario, resourceVersions low again (an etcd restore, a
         rebuilt test cluster): what clients knew is gone, and their resourceVersions are from its future.
@@ -258,6 +260,7 @@ class SimCluster:
             await asyncio.sleep(downtime)
         else:
             await back.wait()
+        self.store.start_watch_cache()
         await self._serve()
         if controllers is not None and self._run_controllers:
             controllers.start()

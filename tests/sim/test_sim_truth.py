@@ -187,6 +187,33 @@ async def test_fresh_restart_and_resource_versions_from_the_future() -> None:
                 assert listed.status == 200
 
 
+async def test_a_restarted_servers_watch_cache_starts_at_its_restart() -> None:
+    """kube-apiserver started again lists into its watch caches at etcd's current revision: a watch from an older
+    resourceVersion gets 410 (its client lists again), though etcd still has that history for a list at it."""
+    async with SimCluster(scenario=small_cluster(), faults=True, run_controllers=False) as sim:
+        before = sim.store.resource_version
+        sim.store.mutate("nodes", "", "gpu-1", lambda n: n["metadata"].setdefault("labels", {}).__setitem__("x", "y"))
+        async with sim.http_session(base_url=sim.url) as http:
+            async with http.get("/api/v1/nodes", params={"watch": "1", "resourceVersion": str(before), "timeoutSeconds": "1"}) as watch:
+                replayed = [json.loads(line) for line in (await watch.read()).splitlines()]
+            assert [e["type"] for e in replayed] == ["MODIFIED"]  # served from the cache's history before the restart
+        await sim.faults.restart(downtime=0.05)
+        at_restart = sim.store.resource_version
+        async with sim.http_session(base_url=sim.url) as http:
+            async with http.get("/api/v1/nodes", params={"watch": "1", "resourceVersion": str(before), "timeoutSeconds": "1"}) as watch:
+                assert watch.status == 200
+                events = [json.loads(line) for line in (await watch.read()).splitlines()]
+            assert [e["type"] for e in events] == ["ERROR"]
+            status = events[0]["object"]
+            assert (status["code"], status["reason"]) == (410, "Expired")
+            assert status["message"] == f"too old resource version: {before} ({at_restart})"
+            async with http.get("/api/v1/nodes", params={"watch": "1", "resourceVersion": str(at_restart), "timeoutSeconds": "1"}) as watch:
+                assert watch.status == 200 and await watch.read() == b""  # from the restart's own revision: nothing missed
+            params = {"resourceVersion": str(before), "resourceVersionMatch": "Exact"}
+            async with http.get("/api/v1/nodes", params=params) as listed:
+                assert listed.status == 200 and (await listed.json())["metadata"]["resourceVersion"] == str(before)
+
+
 def _fault(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "gputui", "sim", "fault", *args], capture_output=True, text=True, timeout=60)
 

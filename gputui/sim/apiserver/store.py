@@ -115,6 +115,9 @@ class Store:
         self._history: dict[str, deque[Event]] = {}
         # Watches that start before this resourceVersion cannot be served: 410 Gone.
         self._floor: dict[str, int] = {}
+        # The watch cache's own floor: the revision it listed at when kube-apiserver last started. Watches from
+        # before it get 410 though etcd (lists at a revision, continue tokens) still has that history.
+        self._watch_floor: dict[str, int] = {}
         self._watches: dict[str, set[Watch]] = {}
         self._listeners: list[Listener] = []
         # (namespace, name) of each resource's objects in list order; rebuilt lazily after a create or delete.
@@ -145,6 +148,7 @@ class Store:
         self._objects[r.key] = {}
         self._history[r.key] = deque(maxlen=self._history_limit)
         self._floor[r.key] = 0
+        self._watch_floor[r.key] = 0
         self._watches[r.key] = set()
         self._sorted[r.key] = None
         self._revisions.setdefault(r.key, self._main)
@@ -314,8 +318,9 @@ class Store:
         is older than the kept history.
         """
         r = self.resources[key]
-        if since is not None and since < self._floor[key]:
-            raise Gone(f"too old resource version: {since} ({self._floor[key]})")
+        floor = max(self._floor[key], self._watch_floor[key])
+        if since is not None and since < floor:
+            raise Gone(f"too old resource version: {since} ({floor})")
         replay = [] if since is None else [e for e in self._history[key] if e.rv > since]
         w = Watch(self, r)
         self._watches[key].add(w)
@@ -367,6 +372,13 @@ class Store:
         for key in self.resources:
             self._history[key].clear()
             self._floor[key] = self._revisions[key].value
+
+    def start_watch_cache(self) -> None:
+        """kube-apiserver starting (again): each watch cache lists at the current revision and keeps events from
+        there, so a watch from an older resourceVersion gets 410 (getAllEventsSinceLocked: `rv < listRV`), and
+        its client lists again; etcd's history is untouched."""
+        for key in self.resources:
+            self._watch_floor[key] = self._revisions[key].value
 
     def drop_watches(self) -> int:
         """End every open watch stream; returns how many were open."""
