@@ -236,6 +236,11 @@ def sim_kubeconfig(tmp_path: Path, user: dict) -> Path:
     return path
 
 
+# Python ARGV..., with SIGTERM and SIGHUP at their defaults (a disposition exec keeps)
+AT_DEFAULTS = ("import os, signal, sys; [signal.signal(s, signal.SIG_DFL) for s in (signal.SIGTERM, signal.SIGHUP)];"
+               " os.execv(sys.executable, [sys.executable, *sys.argv[1:]])")
+
+
 @pytest.mark.parametrize("command", [("report",), ("verify", "--yes", "gpu-1")], ids=["report", "verify"])
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
 def test_a_signal_while_the_plugin_runs_leaves_no_plugin_behind(tmp_path, command, sig):
@@ -243,8 +248,10 @@ def test_a_signal_while_the_plugin_runs_leaves_no_plugin_behind(tmp_path, comman
     script = plugin(tmp_path, SLEEPING_PLUGIN)
     kubeconfig = sim_kubeconfig(tmp_path, exec_user(script, args=[marker]))
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "gputui", *command, "--kubeconfig", str(kubeconfig)], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    # Started as from a terminal, the signals at their defaults: under nohup (a test run left in the background)
+    # SIGHUP comes ignored, and gputui rightly keeps it so.
+    proc = subprocess.Popen([sys.executable, "-c", AT_DEFAULTS, "-m", "gputui", *command, "--kubeconfig", str(kubeconfig)],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     try:
         deadline = time.monotonic() + 30
         while len(marked(marker)) < 2 and time.monotonic() < deadline:  # the plugin and its child run
