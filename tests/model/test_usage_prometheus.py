@@ -149,9 +149,17 @@ def settings(window: float, **options) -> UsageSettings:
     return UsageSettings(window=window, min_step=TICK, fine_interval=FINE, **options)
 
 
-def since_t0(setup: Setup) -> tuple[int, float]:
+def last_change(setup: Setup) -> float:
+    """When the timeline's last pod started or ended."""
+    return max(max(began, ended) for *_, began, ended in setup.timeline.pods.values())
+
+
+async def since_t0(setup: Setup) -> tuple[int, float]:
     """A window from about the timeline's start (to half a second) to now, and that now: queries compared with each
-    other ask at the same moment, so one slowed by a loaded machine does not slide its window past a pod's end."""
+    other ask at the same moment, so one slowed by a loaded machine does not slide its window past a pod's end.
+    Not before the hourly rules have two evaluations past the timeline's last change (an idle machine gets here
+    sooner than that): a pod's first hourly sample comes only at the evaluation after its start."""
+    await asyncio.sleep(max(0.0, last_change(setup) + 2 * COARSE + FINE - time.time()))
     at = time.time()
     return round(at - setup.timeline.t0), at
 
@@ -196,7 +204,7 @@ def check(view, setup: Setup, tolerance: float) -> None:
 
 
 async def test_figures_from_the_raw_series_follow_the_pods_lifetimes(setup):
-    window, at = since_t0(setup)
+    window, at = await since_t0(setup)
     view, requests = await figures(setup, settings(window, use_rules=False), now=at)
     # which series there are, then each of the six figures (allocated, peak, used, measured, idle, shared) and
     # when the series begin, asked at once
@@ -213,7 +221,7 @@ async def test_figures_from_the_raw_series_follow_the_pods_lifetimes(setup):
 
 
 async def test_the_recording_rules_give_the_same(setup):
-    window, at = since_t0(setup)
+    window, at = await since_t0(setup)
     view, _ = await figures(setup, settings(window), now=at)
     assert (view.method, view.method_words) == (RULES, "recording rules gputui:*:1m")
     check(view, setup, TICK * 2)
@@ -231,7 +239,7 @@ async def test_a_label_grouping_reads_the_per_pod_rules_and_gives_the_raw_series
     """`--by label:app` with the rules loaded, the label's own rules aside: the per-pod 1-minute rules joined to
     kube_pod_labels at each step, or the 1-hour ones joined once to each pod's gputui:pod_labels; the timeline's
     figures, and the raw series' own."""
-    window, at = since_t0(setup)
+    window, at = await since_t0(setup)
     raw, _ = await figures(setup, settings(window, by="label:app", use_rules=False), now=at)
     fine, requests = await figures(setup, settings(window, by="label:app", label_rules=False), now=at)
     assert (raw.method, fine.method, fine.method_words, fine.missing, requests) == (RAW, RULES, PER_POD_1M, (), 8)
@@ -284,7 +292,7 @@ async def test_a_label_grouping_reads_the_labels_own_rules_and_gives_the_same_fi
     """`--by label:app` with `prometheus-rules --label app` loaded reads gputui:label_*{gputui_label="label_app"}: a few
     series per app, no pod's; the timeline's figures, and those of the raw series and of the per-pod rules; at 1 hour,
     those of the per-pod 1-hour rules."""
-    window, at = since_t0(setup)
+    window, at = await since_t0(setup)
     own, requests = await figures(setup, settings(window, by="label:app"), now=at)
     assert (own.method, own.method_words, own.missing, requests) == (RULES, "recording rules gputui:*:1m, per label_app", (), 8)
     check(own, setup, TICK * 2)
@@ -368,7 +376,7 @@ async def test_a_label_grouping_reads_the_rules_only_where_they_are(present, met
 
 
 async def test_by_label_node_and_model(setup):
-    window, at = since_t0(setup)
+    window, at = await since_t0(setup)
     by_app, _ = await figures(setup, settings(window, by="label:app", use_rules=False), now=at)
     assert by_app.missing == ()
     assert {r.group for r in by_app.rows} == {"llm-train", "notebook", "batch-eval", "sweep", "new", "pair"}
@@ -398,7 +406,7 @@ async def test_the_feed_asks_for_the_screen_and_keeps_only_the_last_answer(setup
     change is said (on_update); after a new connection it asks again while wanted; a refusal is one line."""
     updates = asyncio.Event()
     feed = UsageFeed(setup.server.url, on_update=updates.set)
-    window, _ = since_t0(setup)
+    window, _ = await since_t0(setup)
     feed.ask(settings(window, by="node", use_rules=False))
     assert (feed.view, feed.error, feed.asking) == (None, None, True) and updates.is_set()  # "asking Prometheus…"
     feed.ask(settings(window, use_rules=False))
@@ -446,8 +454,7 @@ async def test_the_report_through_a_url_and_the_api_servers_service_proxy(setup)
     # window, and its peak is each group's running pods' GPUs (a window back to the timeline's start would see the
     # pods that ended a second in only where one of its coarser steps fell on them).
     recent = 3
-    last_change = max(max(began, ended) for *_, began, ended in setup.timeline.pods.values())
-    await asyncio.sleep(max(0.0, last_change + recent + 4 * TICK - time.time()))
+    await asyncio.sleep(max(0.0, last_change(setup) + recent + 4 * TICK - time.time()))
     running: dict[tuple[str, str], int] = {}
     for namespace, _app, resource, count, _use, _began, ended in setup.timeline.pods.values():
         if not ended:
