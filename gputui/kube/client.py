@@ -187,6 +187,18 @@ def _failure(exc: BaseException, where: str) -> NoReturn:
     raise exc
 
 
+async def _whole(content: aiohttp.StreamReader) -> bytes:
+    """A body's pieces as they were fed, joined once. aiohttp's read() joins the pieces each readany finds, then
+    all of them again: on uvloop, whose TLS hands over a piece a record, a gzipped list was copied twice whole."""
+    pieces: list[bytes] = []
+    while True:
+        piece, _chunk_end = await content.readchunk()
+        if piece:
+            pieces.append(piece)
+        elif content.at_eof():  # not (b"", False): aiohttp's shared empty body says so only once a process
+            return b"".join(pieces)
+
+
 class Response:
     """status, reason, headers (any case); the body read whole (read, text) or in pieces (read_some,
     async for), gzip undone. Release it (`async with`): a connection whose body was read to its end
@@ -198,6 +210,7 @@ class Response:
         self.status = raw.status
         self.reason = raw.reason or ""
         self.headers = raw.headers
+        self._body: bytes | None = None
 
     def __repr__(self) -> str:
         return f"<Response {self.status} {self.reason}>"
@@ -211,12 +224,14 @@ class Response:
 
     async def read(self) -> bytes:
         """The whole body (kept: a second call returns it again)."""
-        try:
-            return await self._raw.read()
-        except Exception as exc:  # noqa: BLE001
-            _failure(exc, self._where)
-        finally:
-            self._raw.release()
+        if self._body is None:
+            try:
+                self._body = await _whole(self._raw.content)
+            except Exception as exc:  # noqa: BLE001
+                _failure(exc, self._where)
+            finally:
+                self._raw.release()
+        return self._body
 
     async def text(self, encoding: str = "utf-8") -> str:
         return (await self.read()).decode(encoding, "replace")
