@@ -80,6 +80,9 @@ R_NODE_HOURS_1H = {name: f"gputui:node_gpu_hours_{name}:1h" for name in R_HOURS}
 R_POD_ALLOCATED = "gputui:pod_gpus_allocated:1m"
 R_POD_HOURS = {name: f"gputui:pod_gpu_hours_{name}:1m" for name in R_HOURS}
 R_POD_HOURS_1H = {name: f"gputui:pod_gpu_hours_{name}:1h" for name in R_HOURS}
+# Each GPU device's use (a fraction) with the pod's keys, of the pods whose use their devices' readings tell (the
+# exporters' labels too): what the per-pod used, measured, idle and shared rules read, worked out once.
+R_POD_DEVICES = "gputui:pod_device_use:1m"
 R_POD_LABELS_1H = "gputui:pod_labels:1h"
 # Per cluster, a pod label's value and resource, for each label key the rules were printed with (`prometheus-rules
 # --label KEY`): the same names for every key, each series marked with the key's kube-state-metrics name (LABEL_MARK).
@@ -270,7 +273,8 @@ def labelled(name: str, label: str) -> str:
 
 def rule_groups(c: str = "cluster", fine: float = FINE_INTERVAL, coarse: float = COARSE_INTERVAL,
                 threshold: float = DEFAULT_THRESHOLD, labels: tuple[str, ...] = ()) -> list[dict[str, Any]]:
-    """The recording rules: at `fine` per pod (cluster, namespace, pod, uid, node and resource), and their sums
+    """The recording rules: at `fine` per pod (cluster, namespace, pod, uid, node and resource; and each of its GPU
+    devices' use), and their sums
     per cluster, namespace, node and resource, and the GPUs allocated per cluster, node (or model) and resource; at
     `coarse` per cluster, namespace, model and resource, per cluster, node and resource, and per pod
     with each GPU pod's labels of the interval (gputui:pod_labels, for `label:KEY`). For each pod label key of
@@ -278,7 +282,7 @@ def rule_groups(c: str = "cluster", fine: float = FINE_INTERVAL, coarse: float =
     LABEL_MARK: the key's kube-state-metrics name). Each hours sample is the GPU-hours of the interval before it."""
     pod_keys = f"{c}, namespace, pod, uid, node, resource"
     keys = f"{c}, namespace, node, resource"
-    on_devices = attributed(c, ("uid", "node"), measurable_pods(c))
+    on_devices = R_POD_DEVICES  # recorded once, read by the four rules after it
     shared = _shared_devices(c, on_devices)
     shared_on_device = f"count by ({pod_keys}) ({on_devices} and on ({c}, {', '.join(DEVICE)}) {shared})"
     single = f"({on_devices} unless on ({c}, {', '.join(DEVICE)}) {shared})"
@@ -286,6 +290,7 @@ def rule_groups(c: str = "cluster", fine: float = FINE_INTERVAL, coarse: float =
     pod_rules: list[dict[str, Any]] = [
         {"record": R_POD_ALLOCATED, "expr": allocated_pods(c)},
         {"record": R_POD_HOURS["allocated"], "expr": f"{R_POD_ALLOCATED} * {hours}"},
+        {"record": R_POD_DEVICES, "expr": attributed(c, ("uid", "node"), measurable_pods(c))},
         {"record": R_POD_HOURS["used"], "expr": f"sum by ({pod_keys}) ({single}) * {hours}"},
         {"record": R_POD_HOURS["measured"], "expr": f"count by ({pod_keys}) ({single}) * {hours}"},
         {"record": R_POD_HOURS["idle"], "expr": f"count by ({pod_keys}) ({single} < {threshold / 100:g}) * {hours}"},

@@ -498,10 +498,10 @@ async def test_promtool_accepts_the_rules(tmp_path):
     done = await asyncio.to_thread(subprocess.run, [prom.PROMTOOL, "check", "rules", str(tmp_path / "rules.yml")],
                                    capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
-    # at 1 minute six per pod, six per node and namespace, and the GPUs allocated per node and per model; at 1 hour five per
+    # at 1 minute six per pod and its devices' use, six per node and namespace, and the GPUs allocated per node and per model; at 1 hour five per
     # namespace and model, five per node, five per pod and the pods' labels; the fleet's
     # two; per label key six at 1 minute and five at 1 hour, told apart by their gputui_label (no duplicate rule)
-    assert "SUCCESS: 54 rules found" in done.stdout and "duplicate" not in done.stdout
+    assert "SUCCESS: 55 rules found" in done.stdout and "duplicate" not in done.stdout
 
 
 async def test_the_report_through_a_url_and_the_api_servers_service_proxy(setup):
