@@ -189,6 +189,13 @@ async def rule_evaluations(server: prom.Prometheus, count: int, name: str = "gpu
     return list(seen.values())[:count]
 
 
+def slowest_rules(url: str, name: str, count: int = 5) -> list[tuple[str, float]]:
+    """The group's `count` rules that took longest at its last evaluation (each rule's evaluationTime), slowest first."""
+    group = next(g for g in api(url, "/api/v1/rules")["groups"] if g["name"] == name)
+    rules = [(rule["name"] + "".join(f"{{{k}={v}}}" for k, v in (rule.get("labels") or {}).items()), rule["evaluationTime"]) for rule in group["rules"]]
+    return sorted(rules, key=lambda rule: -rule[1])[:count]
+
+
 def federate(url: str, match: str) -> str:
     """The text a federating Prometheus scrapes: /federate?match[]=..."""
     with urllib.request.urlopen(f"{url}/federate?" + urllib.parse.urlencode({"match[]": match}), timeout=60) as resp:
@@ -238,6 +245,7 @@ async def federated_rules(series: str, clusters: int, refreshes: int, evaluation
             names = [g["name"] for g in groups[1:]]
             usage_times = dict(zip(names, await asyncio.gather(*(rule_evaluations(server, evaluations, name) for name in names)), strict=True))
             usage_durations = {name: last_duration(server.url, name) for name in names}
+            slowest = {name: slowest_rules(server.url, name) for name in names}
             usage_series = {name: int(float(server.ask(f"count({name})")[0]["value"][1]))
                             for name in (u.R_POD_ALLOCATED, u.R_POD_HOURS["used"], u.R_ALLOCATED)} if usage else {}
             local_series = api(server.url, "/api/v1/status/tsdb")["headStats"]["numSeries"]
@@ -258,7 +266,7 @@ async def federated_rules(series: str, clusters: int, refreshes: int, evaluation
             global_series = api(server.url, "/api/v1/status/tsdb")["headStats"]["numSeries"]
     finally:
         await runner.cleanup()
-    return {"evaluations": times, "last_duration": duration, "usage": usage_times, "usage_durations": usage_durations,
+    return {"evaluations": times, "last_duration": duration, "usage": usage_times, "usage_durations": usage_durations, "slowest": slowest,
             "usage_series": usage_series, "local_series": local_series, "federated": len(federation),
             "federated_series": len(body.splitlines()) // clusters, "global_series": global_series, "scraped": len(body), "rules": recorded}
 
@@ -279,6 +287,7 @@ async def print_federated(args: argparse.Namespace, objects: list[dict], series:
     for name, evaluated in p["usage"].items():
         print(f"{name} there (prometheus-rules --label team), one evaluation: {statistics.median(evaluated):.2f} s (median of "
               f"{', '.join(f'{t:.2f}' for t in evaluated)}; prometheus_rule_group_last_duration_seconds {p['usage_durations'][name]:.2f} s)")
+        print("  its slowest rules then: " + ", ".join(f"{rule} {seconds:.2f} s" for rule, seconds in p["slowest"][name]))
     if p["usage_series"]:
         print("  the usage rules' series: " + ", ".join(f"{n:,} {name}" for name, n in p["usage_series"].items()))
     print(f"its /federate of {FLEET_RULES}: {p['federated_series']} series, {mb(p['federated'])}")
