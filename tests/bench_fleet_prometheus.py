@@ -4,6 +4,7 @@
     python tests/bench_fleet_prometheus.py --clusters 200 --nodes 100 --pods 400
     python tests/bench_fleet_prometheus.py --smoke               # 3 clusters of 5 nodes (the test suite runs this)
     python tests/bench_fleet_prometheus.py --federated-rules --nodes 1000 --pods 20000   # the README's topology
+    python tests/bench_fleet_prometheus.py --federated-rules --usage-rules --nodes 1000 --pods 20000   # and the usage rules
 
 One simulated cluster (gputui.sim.scenarios.generated: realistic pods, a fifth of them asking for GPUs, two nodes in five
 with 8 GPUs) is written as kube-state-metrics writes it (gputui.sim.exporters.ksm, with every GPU's DCGM XID series), and
@@ -24,7 +25,12 @@ and 20,000 pods a cluster where 200 copies of the raw series do not: the cluster
 /api/v1/rules evaluationTime, `--evaluations` of them, and prometheus_rule_group_last_duration_seconds) and its
 series; then what its real `/federate?match[]={__name__=~"gputui:fleet_.+"}` answers, served `--clusters` times,
 each copy relabelled, to a global Prometheus scraping it as federation does (honor_labels, honor_timestamps false);
-the fleet's refresh with the rules against that one; beside it, the same re-list as above.
+the fleet's refresh with the rules against that one; beside it, the same re-list as above. With `--usage-rules`,
+that cluster's Prometheus also holds each GPU's utilisation naming the pod that holds it (the simulator's exporter)
+and the pods' `team` label, and evaluates `gputui prometheus-rules --label team`'s usage groups (the hourly one every
+minute, so that it runs within the bench: its ranges still an hour, holding only the run's minutes): each group's
+evaluation time and its slowest rules. (2026-12-03, 2-core machine at load 2 to 3: the 1-minute group 2.74 s an
+evaluation at 1,000 nodes and 2,150 GPU pods, the hourly one 0.17 s.)
 """
 from __future__ import annotations
 
