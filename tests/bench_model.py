@@ -47,6 +47,8 @@ from urllib.parse import urlencode
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script from anywhere
+
+from gputui.cli import loop  # noqa: E402
 LISTS = ("nodes", "pods", "events")
 PAGE_SIZE = 500  # the reflectors' default and kubectl's; gputui and the raw fetch both use it
 SEED_RECIPES = [
@@ -371,7 +373,11 @@ async def main(kubeconfig, mode):
             assert await model.wait_synced(600), model.states
             return {"seconds": time.perf_counter() - start, "cpu": time.process_time() - cpu, "kept": len(model.pods.records)}
 
-print(json.dumps(asyncio.run(main(sys.argv[1], sys.argv[2]))))
+try:
+    from gputui.cli.loop import run  # the loop gputui's commands run on
+except ImportError:  # a tree from before it
+    run = asyncio.run
+print(json.dumps(run(main(sys.argv[1], sys.argv[2]))))
 """
 
 
@@ -467,11 +473,11 @@ def main() -> int:
     parser.add_argument("--kubeconfig", help=argparse.SUPPRESS)
     parser.add_argument("--events", type=int, default=20_000, help=argparse.SUPPRESS)  # the events child's count
     args = parser.parse_args()
-    if args.child == "events":
-        print(json.dumps(asyncio.run(child_events(args.kubeconfig, args.events))))
+    if args.child == "events":  # on the loop gputui's commands run on, as every timed child
+        print(json.dumps(loop.run(child_events(args.kubeconfig, args.events))))
         return 0
     if args.child:
-        print(json.dumps(asyncio.run(CHILDREN[args.child](args.kubeconfig))))
+        print(json.dumps(loop.run(CHILDREN[args.child](args.kubeconfig))))
         return 0
 
     with tempfile.TemporaryDirectory(prefix="gputui-bench-") as workdir:

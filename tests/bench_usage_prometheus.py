@@ -23,15 +23,17 @@ asks them) run against the history's end, on the raw series, then (unless --no-r
 prometheus-rules --label team`' usage groups backfilled by `promtool tsdb create-blocks-from rules` (the fine group evaluated
 every `--rule-interval` seconds, default the scrape interval: the queries read the same number of samples as
 from 1-minute rules; the rules that read other rules in later passes, as promtool asks; the hourly group from
-range queries, 17 s past each hour). Per grouping: the seconds until every figure is known, the samples Prometheus
+range queries, 17 s past each hour; `--no-label-rules`: without `--label team`, so that label:team joins the
+per-pod rules to the pods' labels). Per grouping: the seconds until every figure is known, the samples Prometheus
 read (`stats=all`: totalQueryableSamples, and peakSamples, the most held at once), the bytes of the answers, the
 rows, and each query's seconds (the presence query first). By node and model, the rules are asked twice: `rules`,
 with the grouping's own rules (the per-node and per-model GPUs allocated, the per-node hourly GPU-hours), and
 `older`, as a rules file without them reads them (the presence query's answer for them dropped): by model, the peak
 from the per-node rules joined to the nodes' models at each step; by node, the 1-minute rules at the window's step.
-`--timeout` lets a query run past gputui's 60 s. (2026-12-03, the second command above, 2-core machine at load 1.7
-to 2.3, the 1,000-node copies: by node 1.7 to 2.0 s, 17 to 18 s as an older file reads them; by model 0.1 s, 12 s;
-the README's usage section has the rest.)
+`--timeout` lets a query run past gputui's 60 s. Every pod of the history has a team and every node a model: a row
+of no team or model (group "") is a wrong figure, and the bench ends in error. (2026-12-03, the second command
+above, 2-core machine at load 1.7 to 2.3, the 1,000-node copies: by node 1.7 to 2.0 s, 17 to 18 s as an older file
+reads them; by model 0.1 s, 12 s; the README's usage section has the rest.)
 
 `--replicate K`: the rules' series that the long window's queries read (the hourly rules, the per-pod, per-node
 and per-node-and-namespace GPUs allocated, the nodes' labels; when node is asked, the 1-minute GPU-hours per node
@@ -226,13 +228,15 @@ class Server:
         self.process: subprocess.Popen[bytes] | None = None
         self.url = ""
 
-    def start(self) -> None:
+    def start(self, lookback: float | None = None) -> None:
+        """Started, with Prometheus' look-back (5 minutes) or `lookback` seconds."""
         port = prom.free_port()
         self.url = f"http://127.0.0.1:{port}"
         assert prom.BINARY is not None
         self.process = subprocess.Popen(
             [prom.BINARY, f"--config.file={self.workdir}/prometheus.yml", f"--storage.tsdb.path={self.data}",
-             "--storage.tsdb.retention.time=3650d", f"--web.listen-address=127.0.0.1:{port}"],
+             "--storage.tsdb.retention.time=3650d", f"--web.listen-address=127.0.0.1:{port}",
+             *([f"--query.lookback-delta={round(lookback * 1000)}ms"] if lookback else [])],
             stdout=subprocess.DEVNULL, stderr=(self.workdir / "prometheus.log").open("a"))
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
@@ -290,6 +294,9 @@ async def ask(url: str, settings: u.UsageSettings, at: float, timeout: float = T
             "bytes": sum(a[3] for a in source.answers), "queries": [round(a[0], 2) for a in source.answers], "view": view, "error": error}
 
 
+WRONG: list[str] = []  # figures the history says are wrong (main exits with them)
+
+
 def report(by: str, how: str, r: dict[str, Any]) -> None:
     view = r["view"]
     if view is None:
@@ -298,6 +305,12 @@ def report(by: str, how: str, r: dict[str, Any]) -> None:
     allocated = sum(row.allocated_h for row in view.rows)
     print(f"  {by:<11} {how:<5} {r['seconds']:7.2f} s  {r['samples']:>12,} samples  peak {r['peak']:>10,}  {r['bytes'] / 1e3:8.1f} kB  "
           f"{len(view.rows):>5} rows  {allocated:>12,.0f} GPU-h  ({view.method_words}; per query {r['queries']} s)", flush=True)
+    # Every pod of the history has a team and every node a model: a group "" holds GPUs the figures lost the group of.
+    for row in view.rows:
+        if by != "namespace" and row.group == "":
+            WRONG.append(f"{by} {how} ({view.method_words}): a group \"\" of {row.resource}, {row.allocated_h:.2f} GPU-h, "
+                         f"peak {row.peak:g}, though every pod has its team and every node its model")
+            print(f"    WRONG: {WRONG[-1]}", flush=True)
 
 
 def coarse_history(url: str, group: dict[str, Any], begin: int, end: int) -> str:
@@ -330,28 +343,40 @@ def passes(rules: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     return [[r for r in rules if depth[r["record"]] == n] for n in range(max(depth.values()) + 1)]
 
 
-def backfill_rules(server: Server, workdir: Path, begin: int, end: int, rule_interval: int) -> float:
-    """The usage groups of `gputui prometheus-rules`, evaluated over the history: the fine group by promtool, in
-    passes (a rule that reads another after it, as promtool asks), the hourly group from range queries. Returns
-    the seconds it took."""
+def backfill_rules(server: Server, workdir: Path, begin: int, end: int, rule_interval: int, labels: tuple[str, ...] = LABELS,
+                   scrape: int = 0) -> float:
+    """The usage groups of `gputui prometheus-rules --label` each of `labels`, evaluated over the history (its samples
+    every `scrape` seconds): the fine group by promtool, in passes (a rule that reads another after it, as promtool
+    asks), the hourly group from range queries. Returns the seconds it took.
+
+    The passes evaluate at the same times (one file: promtool times a group's evaluations by its name and file) and,
+    where the samples are no further apart than the rule interval, with a look-back of that interval less a
+    millisecond: a rule reads an earlier pass's series of its own evaluation, not the one before. So a pod's per-pod
+    series end as in a live Prometheus, which evaluates a group's rules one after another at one time, a series the
+    evaluation no longer has ending there (its stale marker). With the 5-minute look-back, each pass would keep a pod's
+    GPUs 5 minutes past the pass before it, its labels long gone from the label rules' look at them."""
     assert prom.PROMTOOL is not None
-    fine, coarse = u.rule_groups(fine=float(rule_interval), labels=LABELS)[:2]
+    fine, coarse = u.rule_groups(fine=float(rule_interval), labels=labels)[:2]
+    lookback = rule_interval - 0.001 if scrape and rule_interval >= scrape else None
     started = time.perf_counter()
-    for n, group in enumerate([*({**fine, "rules": rules} for rules in passes(fine["rules"])), coarse]):
+    server.stop()
+    server.start(lookback)
+    groups = [*({**fine, "rules": rules} for rules in passes(fine["rules"])), coarse]
+    for n, group in enumerate(groups):
         out = workdir / f"rules-{n}"
         if group is coarse:
             (workdir / "coarse.om").write_text(coarse_history(server.url, coarse, begin, end))
             subprocess.run([prom.PROMTOOL, "tsdb", "create-blocks-from", "openmetrics", "-q", "--max-block-duration=162h",
                             str(workdir / "coarse.om"), str(out)], check=True, stdout=subprocess.DEVNULL)
         else:
-            (workdir / f"rules-{n}.yml").write_text(json.dumps({"groups": [group]}))
+            (workdir / "fine.yml").write_text(json.dumps({"groups": [group]}))
             subprocess.run([prom.PROMTOOL, "tsdb", "create-blocks-from", "rules", "-q", f"--url={server.url}", f"--start={begin}",
-                            f"--end={end + 1}", f"--output-dir={out}", str(workdir / f"rules-{n}.yml")], check=True,
+                            f"--end={end + 1}", f"--output-dir={out}", str(workdir / "fine.yml")], check=True,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         server.stop()
         for block in out.iterdir():
             shutil.move(str(block), server.data / block.name)
-        server.start()
+        server.start(lookback if n + 2 < len(groups) else None)  # a fine pass next; else the hourly group, the queries: as users run them
     return time.perf_counter() - started
 
 
@@ -459,6 +484,8 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="2 nodes, 2 hours")
     parser.add_argument("--timeout", type=float, default=TIMEOUT, help=f"each query's (default gputui's, {TIMEOUT:g} s)")
     parser.add_argument("--no-raw", action="store_true", help="ask the rules only")
+    parser.add_argument("--no-label-rules", action="store_true",
+                        help="the rules without the team label's own (no --label team): label:team joins the per-pod rules to the pods' labels")
     parser.add_argument("--replicate", type=int, default=0, metavar="K",
                         help="then K copies of what the rules' queries read (K times --nodes), asked again (every grouping)")
     args = parser.parse_args()
@@ -497,7 +524,7 @@ def main() -> None:
             for by in [] if args.no_raw else groupings:
                 report(by, "raw", asyncio.run(ask(server.url, u.UsageSettings(window=window, by=by, use_rules=False), end, args.timeout)))
             if not args.no_rules:
-                took = backfill_rules(server, workdir, begin, end, rule_interval)
+                took = backfill_rules(server, workdir, begin, end, rule_interval, () if args.no_label_rules else LABELS, args.scrape)
                 print(f"rules backfilled (promtool tsdb create-blocks-from rules, fine every {rule_interval} s): {took:.0f} s, "
                       f"{len(list(server.data.iterdir()))} entries in the data directory", flush=True)
                 views = {}
@@ -510,6 +537,8 @@ def main() -> None:
             server.stop()
         if args.replicate and not args.no_rules:
             replicated(server, workdir, args, views, begin, end, window, rule_interval)
+    if WRONG:
+        raise SystemExit("wrong figures:\n" + "\n".join(WRONG))
 
 
 FIGURES = ("allocated_h", "used_h", "measured_h", "idle_h", "shared_h", "peak")

@@ -8,6 +8,8 @@ from typing import Callable
 
 import pytest
 
+from gputui.cli.loop import new_loop
+
 KUBECTL = shutil.which("kubectl")
 
 
@@ -28,6 +30,11 @@ class Kubectl:
         done = self.run(*args, input=input, timeout=timeout)
         assert done.returncode == 0, f"kubectl {' '.join(args)} failed ({done.returncode}): {done.stderr}"
         return done.stdout
+
+
+def pytest_asyncio_loop_factories(config: pytest.Config, item: pytest.Item) -> dict[str, Callable[[], object]]:
+    """Async tests run on the event loop gputui's commands run on."""
+    return {"gputui": new_loop}
 
 
 @pytest.fixture(scope="session")

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from gputui.cli import loop
 from gputui.cli.arguments import fleet_contexts, fleet_prometheus, read_dump
 from gputui.config import ConfigError, load_config
 from gputui.kube.config import ConnectError, impersonation_flags, resolve
@@ -100,7 +101,7 @@ def _run_app(app: Any, debug: bool) -> int:
         return 2
     app.show_tracebacks = debug
     log_path = log_to_file() if debug else None  # the screen is drawn on stderr's terminal: lines there are never readable
-    app.run()
+    loop.run(app.run_async())
     if app.error:
         print(f"gputui: {app.error}", file=sys.stderr)
     if log_path is not None:

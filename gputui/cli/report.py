@@ -9,10 +9,10 @@ kinds, DCGM metrics) is named by a warning line on stderr and in the JSON's
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from typing import Any
 
+from gputui.cli import loop
 from gputui.cli.arguments import (
     add_dump_args,
     add_fleet_args,
@@ -108,7 +108,7 @@ def _run(args: argparse.Namespace) -> int:
     from gputui.report.contract import collect  # noqa: PLC0415  (the model loads once the flags are good)
 
     try:
-        data, created = asyncio.run(collect(
+        data, created = loop.run(collect(
             args.kubeconfig, args.context, given_namespaces(args), frozenset(args.resource),
             metrics=config.model_options(), exec_timeout=config.exec_timeout, configured_namespaces=config.namespaces,
             idle=idle_settings(args, config), wait=args.wait, impersonate=impersonation_flags(args),
@@ -135,7 +135,7 @@ def run_usage(args: argparse.Namespace, config: Any) -> int:
         print(f"gputui report: {NO_PROMETHEUS}", file=sys.stderr)
         return 2
     try:
-        view = asyncio.run(collect_usage(where, settings, kubeconfig=args.kubeconfig, context=args.context,
+        view = loop.run(collect_usage(where, settings, kubeconfig=args.kubeconfig, context=args.context,
                                          exec_timeout=config.exec_timeout, impersonate=impersonation_flags(args)))
     except (ConnectError, UsageError) as exc:
         print(f"gputui report: {exc}", file=sys.stderr)
@@ -179,7 +179,7 @@ def run_dump(args: argparse.Namespace, config: Any) -> int:
                                  metrics={**config.model_options(), "metrics_unavailable": NOT_IN_DUMP})
 
     try:
-        data, created = asyncio.run(collect_dump())
+        data, created = loop.run(collect_dump())
     except (ConnectError, OSError) as exc:
         print(f"gputui report: {dump.context}: {exc}", file=sys.stderr)
         return 2
@@ -192,7 +192,7 @@ def run_prometheus_fleet(args: argparse.Namespace, config: Any, url: str, contex
     from gputui.report.fleet_prometheus import collect_prometheus_fleet, prometheus_fleet_exit, write_prometheus_fleet  # noqa: PLC0415
 
     queries = FleetQueries(config.fleet.cluster_label, frozenset(args.resource))
-    fleet = asyncio.run(collect_prometheus_fleet(url, queries, contexts, config.fleet.cluster_contexts))
+    fleet = loop.run(collect_prometheus_fleet(url, queries, contexts, config.fleet.cluster_contexts))
     if fleet["error"]:
         print(f"gputui report: {fleet['error']}", file=sys.stderr)
         return 2
@@ -205,7 +205,7 @@ def run_fleet(args: argparse.Namespace, config: Any, contexts: list[str]) -> int
     """One report per context, read at once; exit status the worst of them."""
     from gputui.report.fleet import collect_fleet, fleet_exit, write_fleet  # noqa: PLC0415
 
-    fleet, created = asyncio.run(collect_fleet(
+    fleet, created = loop.run(collect_fleet(
         args.kubeconfig, contexts, timeout=args.cluster_timeout, namespaces=given_namespaces(args), extra=frozenset(args.resource),
         metrics=config.model_options(), exec_timeout=config.exec_timeout, configured_namespaces=config.namespaces,
         idle=idle_settings(args, config), impersonate=impersonation_flags(args),

@@ -9,7 +9,6 @@ machine, and the browser gets the screen.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import ipaddress
 import logging
 import os
@@ -21,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Callable, TextIO
 
+from gputui.cli import loop
 from gputui.cli.arguments import whole_number
 
 DEFAULT_PORT = 8765
@@ -120,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
         print("Ctrl+C stops the server and every session.", flush=True)
 
     try:
-        asyncio.run(serve(server, token, args.host, args.port, ssl_context, announce))
+        loop.run(serve(server, token, args.host, args.port, ssl_context, announce))
     except OSError as error:
         return _fail(f"cannot listen on {args.host} port {args.port}: {error.strerror or error}")
     return 0

@@ -16,6 +16,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
+from gputui.cli import loop
 from gputui.cli.arguments import plugins_end_with_us, whole_number
 from gputui.config import DEFAULT_VERIFY_IMAGE, ConfigError, add_config_args, load_config
 from gputui.kube.config import (
@@ -106,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
         interactive = sys.stdin.isatty() and err.isatty()
         if not args.yes and not interactive:
             raise UsageError("refusing to create pods without confirmation: no terminal to ask on, pass --yes")
-        with plugins_end_with_us(), asyncio.Runner() as runner:  # SIGTERM, SIGHUP: no exec plugin left running
+        with plugins_end_with_us(), loop.runner() as runner:  # SIGTERM, SIGHUP: no exec plugin left running
             return _Command(args, options, interactive, runner).run()
     except UsageError as e:
         print(f"gputui verify: {e}", file=err)

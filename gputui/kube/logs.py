@@ -37,7 +37,10 @@ async def stream_logs(
     follow: bool = True,
     previous: bool = False,
     max_line: int = MAX_LINE_BYTES,
+    whole: bool = False,
 ) -> AsyncIterator[bytes]:
+    """The log's lines as they come. A stream cut before its end stops it, as an end would; with `whole`
+    (a reader that judges by the whole log) that is a LogError too."""
     from .credentials import CredentialError  # noqa: PLC0415
 
     params: dict = {}
@@ -77,8 +80,10 @@ async def stream_logs(
                 while len(pending) > max_line:
                     yield bytes(pending[:max_line])
                     del pending[:max_line]
-        except (PayloadError, Disconnected):
-            pass  # the stream was cut: what was read is all there is
+        except (PayloadError, Disconnected) as exc:
+            if whole:
+                raise LogError(f"the log of {namespace}/{pod} was cut: {describe_network_error(exc)}") from None
+            # the stream was cut: what was read is all there is
         except (HttpError, OSError) as exc:  # a timeout mid-stream, say
             raise LogError(f"cannot read logs of {namespace}/{pod}: {describe_network_error(exc)}") from None
         if pending:

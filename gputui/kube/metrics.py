@@ -243,7 +243,10 @@ class MetricsPoller:
                     log.exception("DCGM background look failed")
                     targets, due = {}, []
                 if not due:
-                    waits = [self._attempted[n] + self.background_interval - looked for n in targets if n in self._attempted]
+                    # Worked out as _due tells (a sum instead could make a node not due yet wait 0 s, which is
+                    # dropped: uvloop's clock counts whole milliseconds, so that happens). A read in flight past
+                    # its node's interval wakes the loop as it ends (_ended).
+                    waits = [self.background_interval - (looked - self._attempted[n]) for n in targets if n in self._attempted]
                     await set_within(self._look, min([IDLE_LOOK, *(w for w in waits if w > 0)]))
                     continue
                 for node in due:
@@ -277,7 +280,17 @@ class MetricsPoller:
         except Exception:
             log.exception("DCGM background read of %s failed", node)
         finally:
+            self._ended([node])
+
+    def _ended(self, nodes: Iterable[str]) -> None:
+        """The reads of `nodes` ended. One that took longer than the background interval is due again at once,
+        and the background loop, waiting for the next node to come due, is woken for it (else it would sleep
+        until IDLE_LOOK)."""
+        now = asyncio.get_running_loop().time()
+        for node in nodes:
             self._in_flight.discard(node)
+            if now - self._attempted.get(node, now) >= self.background_interval:
+                self._look.set()
 
     def _note_unavailable(self, targets: dict[str, Exporter], *, forget_gone: bool) -> None:
         """Nodes without an exporter to ask get the reason as their state, without a request."""
@@ -307,7 +320,7 @@ class MetricsPoller:
         try:
             await asyncio.gather(*(self._poll(node, exporter) for node, exporter in mine))
         finally:
-            self._in_flight.difference_update(node for node, _ in mine)
+            self._ended(node for node, _ in mine)
 
     async def _poll(self, node: str, exporter: Exporter) -> None:
         async with self._limit:

@@ -370,21 +370,31 @@ def pod_labels_now(c: str, label: str, fine: float) -> str:
             f" (last_over_time(kube_pod_labels[{_dur(fine + 300)}]))))")
 
 
-def pod_labels_at(c: str, label: str, window: str) -> str:
+# How far before a per-pod rule sample the hourly gputui:pod_labels sample naming its pod may be: a pod's last per-pod
+# rule sample comes after its last kube_pod_labels scrape (the rule reads its requests through Prometheus' look-back,
+# or until their stale marker), and when an hourly evaluation falls between the two, that one names the pod while the
+# next has its last GPUs but no labels (its kube_pod_labels are out of its hour). Looked up from the step (or the
+# window's start) only, such a pod's GPUs would count under "", unlabelled.
+LABELS_SLACK = COARSE_INTERVAL
+
+
+def pod_labels_at(c: str, label: str, window: float) -> str:
     """Per GPU pod of the window (cluster, uid), its `label`'s value (absent: the pod lacks it), from the hourly
-    gputui:pod_labels and, for pods newer than its last sample, kube_pod_labels of the last hour: the latest
-    value of a pod whose labels changed. For an instant query (`@ end()`: at the window's end)."""
-    recorded = f"max by ({c}, uid, {label}) (max_over_time({R_POD_LABELS_1H}[{window}] @ end()))"
+    gputui:pod_labels of the window and the hour before it (LABELS_SLACK) and, for pods newer than its last sample,
+    kube_pod_labels of the last hour: the latest value of a pod whose labels changed. For an instant query (`@ end()`:
+    at the window's end)."""
+    recorded = f"max by ({c}, uid, {label}) (max_over_time({R_POD_LABELS_1H}[{_dur(window + LABELS_SLACK)}] @ end()))"
     newest = f"max by ({c}, uid, {label}) (last_over_time(kube_pod_labels[{_dur(COARSE_INTERVAL)}] @ end()))"
     return f"group by ({c}, uid, {label}) (topk by ({c}, uid) (1, {recorded} or on ({c}, uid) {newest}))"
 
 
 def pod_labels_then(c: str, label: str) -> str:
-    """pod_labels_at for one step of a subquery: each pod's label from the first gputui:pod_labels sample after
-    the step (an evaluation that covers it), else, for the pods of the last hour, kube_pod_labels then. Not worked
-    out once for all steps (`@ end()`): Prometheus would copy every pod of the window to each step, 720 times."""
+    """pod_labels_at for one step of a subquery: each pod's label from the gputui:pod_labels samples of the hour
+    after the step (an evaluation that covers it) and of the hour before it (LABELS_SLACK), the latest, else, for
+    the pods of the last hour, kube_pod_labels then. Not worked out once for all steps (`@ end()`): Prometheus would
+    copy every pod of the window to each step, 720 times."""
     hour = _dur(COARSE_INTERVAL)
-    then = f"max by ({c}, uid, {label}) (last_over_time({R_POD_LABELS_1H}[{hour}] offset -{hour}))"
+    then = f"max by ({c}, uid, {label}) (last_over_time({R_POD_LABELS_1H}[{_dur(COARSE_INTERVAL + LABELS_SLACK)}] offset -{hour}))"
     newest = (f"max by ({c}, uid, {label}) (last_over_time(kube_pod_labels[{hour}] @ end())"
               f" and on ({c}, uid) last_over_time({R_POD_ALLOCATED}[{hour}] @ end()))")
     return f"group by ({c}, uid, {label}) (topk by ({c}, uid) (1, {then} or on ({c}, uid) {newest}))"
@@ -403,7 +413,7 @@ def figures_rules(s: UsageSettings, coarse: bool, label_rules: bool = False, gro
     w, step = _dur(s.window), _dur(s.step)
     per_pod = kind == "label" and not label_rules
     own = kind == "label" and label_rules
-    labels = pod_labels_at(c, label, w) if per_pod and coarse else ""
+    labels = pod_labels_at(c, label, s.window) if per_pod and coarse else ""
     labels_now = pod_labels_now(c, label, s.fine_interval)
 
     def joined(expr: str, labels: str = labels) -> str:

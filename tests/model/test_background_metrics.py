@@ -60,6 +60,16 @@ async def test_reads_started_before_the_sync_begin_once_the_exporters_are_known(
                             what="both exporters read as soon as they are known")
 
 
+async def test_reads_slower_than_the_interval_go_on_at_once():
+    """A read that takes longer than the background interval leaves its node due when it ends: the next read
+    follows it, not the next idle look (IDLE_LOOK, 10 s later)."""
+    async with model_on(stacks.gpu_operator_healthy(), metrics_background_interval=0.2) as (sim, model):
+        sim.faults.slow("pods/proxy", 0.5)
+        model.metrics.start_background()
+        await until(lambda: model.metrics.background_reads >= 6, timeout=IDLE_LOOK * 0.8,
+                    what="both exporters read three times, each read slower than the interval")
+
+
 async def test_slow_rate_repeats_and_a_details_node_is_not_read_twice():
     async with model_on(stacks.gpu_operator_healthy(), metrics_background_interval=0.3, metrics_interval=0.05) as (_, model):
         poller = model.metrics

@@ -226,6 +226,30 @@ async def test_unconfirmed_deletion_is_reported(api, sim):
         sim.store.delete("pods", "default", stuck["metadata"]["name"])
 
 
+async def test_a_log_that_could_not_be_read_is_read_whole_before_the_verdict(api, sim):
+    # The log stream failed (a restart, a proxy): judging the empty log would blame the node's device injection.
+    sim.faults.fail("pods/log", 500)
+    stages: list[str] = []
+
+    def readable_once_terminated(update: v.Update) -> None:
+        stages.append(update.stage)
+        if update.stage == v.JUDGING:
+            sim.faults.clear("pods/log")
+
+    verdict = await v.verify_node(api, "gpu-ok", FAST, "default", readable_once_terminated)
+    assert verdict.passed, verdict.reason
+    assert verdict.report is not None and verdict.report.gpus
+    assert v.JUDGING in stages
+
+
+async def test_a_log_never_readable_times_out_saying_why(api, sim):
+    sim.faults.fail("pods/log", 500)
+    verdict = await v.verify_node(api, "gpu-ok", v.VerifyOptions(timeout=4, delete_timeout=10), "default")
+    assert verdict.code == v.TIMEOUT, verdict
+    assert "Completed; " in verdict.reason and "its log could not be read (" in verdict.reason, verdict.reason
+    assert verdict.deleted
+
+
 async def test_an_api_server_restart_mid_run_is_survived(api, sim):
     restarts: list[asyncio.Task] = []
 

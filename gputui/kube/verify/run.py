@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from ..client import Client
 
 MAX_LOG_LINE = 64 * 1024  # bytes kept of one log line
+LOG_RETRY = 0.5  # seconds between reads of a log that could not be read
 
 
 # -- one verification ------------------------------------------------------
@@ -62,6 +63,7 @@ class _Run:
         self.events: list[PodEvent] = []
         self.log_lines: list[str] = []
         self.logs_done = asyncio.Event()
+        self.log_error = ""  # why the log could not be read, while it cannot
         self.may_exist = False
         self.claim_may_exist = False  # the plan's ResourceClaim (a verification through DRA)
 
@@ -177,10 +179,26 @@ class _Run:
                 task.cancel()
             await asyncio.gather(*feeders, return_exceptions=True)
 
+    async def _whole_log(self) -> None:
+        """The terminated container's log, read again until it can be (the verification's timeout bounds it):
+        a verdict judged from a log read in part would blame the node for a connection's fault."""
+        while True:
+            try:
+                lines = [line async for line in self._log(follow=False)]
+            except LogError as exc:
+                self.log_error = str(exc)
+                await asyncio.sleep(LOG_RETRY)
+                continue
+            shown, self.log_lines, self.log_error = len(self.log_lines), lines, ""
+            self.emit(JUDGING, (), lines[shown:])  # a log is only ever appended to: the lines not shown yet
+            return
+
     def _timed_out(self) -> Verdict:
         last = self.events[-1] if self.events else None
         where = pod_display_status(self.pod)
         detail = f"; last event {last.reason}: {last.message}" if last else ""
+        if self.log_error:
+            detail += f"; its log could not be read ({self.log_error})"
         return self.verdict(TIMEOUT, f"timed out after {self.options.timeout:g} s while {where}{detail}")
 
     async def _feed(self, queue: asyncio.Queue[tuple[str, Any]], kind: str, collection: str, selector: str, since: str | None) -> None:
@@ -190,12 +208,18 @@ class _Run:
         except Exception as e:  # noqa: BLE001  (the consumer decides what a broken feed means)
             await queue.put(("error", e))
 
+    def _log(self, follow: bool) -> AsyncIterator[str]:
+        lines = stream_logs(self.api, self.plan.namespace, self.plan.name, CONTAINER, tail=None, follow=follow,
+                            max_line=MAX_LOG_LINE, whole=True)
+        return (line.decode(errors="replace").rstrip("\r") async for line in lines)
+
     async def _stream_logs(self, queue: asyncio.Queue[tuple[str, Any]]) -> None:
+        """The log as the container writes it, shown as it comes; a failure is noted for _whole_log."""
         try:
-            async for line in stream_logs(self.api, self.plan.namespace, self.plan.name, CONTAINER, tail=None, max_line=MAX_LOG_LINE):
-                await queue.put(("log", line.decode(errors="replace").rstrip("\r")))
-        except LogError:
-            pass  # the pod's status still tells the outcome; the log is a bonus
+            async for line in self._log(follow=True):
+                await queue.put(("log", line))
+        except LogError as exc:
+            self.log_error = str(exc)
         finally:
             self.logs_done.set()
             await queue.put(("logs-done", None))
@@ -235,6 +259,8 @@ class _Run:
                 self.emit(stage, new_events, new_lines)
                 if terminated and log_task is not None and not self.logs_done.is_set():
                     continue  # judge with the whole log
+                if terminated and self.log_error:
+                    await self._whole_log()
                 if (outcome := judge(self.pod, self.events, self.log_lines)) is not None:
                     return self._verdict_from(*outcome)
         finally:
