@@ -3,6 +3,7 @@
     python tests/bench_usage_prometheus.py --nodes 200 --days 30          # 1,600 GPUs, a month
     python tests/bench_usage_prometheus.py --nodes 1000 --days 7 --no-rules
     python tests/bench_usage_prometheus.py --nodes 50 --days 30 --replicate 20   # then the rules as 1,000 nodes hold them
+    python tests/bench_usage_prometheus.py --nodes 50 --days 30 --replicate 20 --no-raw --by node --by model
     python tests/bench_usage_prometheus.py --smoke                       # 2 nodes, 2 hours (the test suite runs this)
 
 A synthetic history is backfilled into Debian's `prometheus` with `promtool tsdb create-blocks-from openmetrics`:
@@ -25,16 +26,22 @@ from 1-minute rules; the rules that read other rules in later passes, as promtoo
 range queries, 17 s past each hour; `--no-label-rules`: without `--label team`, so that label:team joins the
 per-pod rules to the pods' labels). Per grouping: the seconds until every figure is known, the samples Prometheus
 read (`stats=all`: totalQueryableSamples, and peakSamples, the most held at once), the bytes of the answers, the
-rows, and each query's seconds (the presence query first). `--timeout` lets a query run past gputui's 60 s. Every
-pod of the history has a team and every node a model: a row of no team or model (group "") is a wrong figure, and
-the bench ends in error.
+rows, and each query's seconds (the presence query first). By node and model, the rules are asked twice: `rules`,
+with the grouping's own rules (the per-node and per-model GPUs allocated, the per-node hourly GPU-hours), and
+`older`, as a rules file without them reads them (the presence query's answer for them dropped): by model, the peak
+from the per-node rules joined to the nodes' models at each step; by node, the 1-minute rules at the window's step.
+`--timeout` lets a query run past gputui's 60 s. Every pod of the history has a team and every node a model: a row
+of no team or model (group "") is a wrong figure, and the bench ends in error. (2026-12-03, the second command
+above, 2-core machine at load 1.7 to 2.3, the 1,000-node copies: by node 1.7 to 2.0 s, 17 to 18 s as an older file
+reads them; by model 0.1 s, 12 s; the README's usage section has the rest.)
 
-`--replicate K`: the rules' series that the long window's queries by namespace, model and label read (the hourly
-rules, the per-pod and per-node GPUs allocated, the nodes' labels; the raw series and the 1-minute GPU-hours only
-for the history's last two hours, for the presence query) are dumped (`promtool tsdb dump`) and written K times
-into a Prometheus of their own, nodes, pods, uids and GPUs named apart in each copy, the per-namespace, per-model
-and per-team rules once at K times their value: what the rules would hold for K times the nodes, each running the
-same jobs. The same queries are asked of it, and each figure checked to be K times the one cluster's. (Backfilling
+`--replicate K`: the rules' series that the long window's queries read (the hourly rules, the per-pod, per-node
+and per-node-and-namespace GPUs allocated, the nodes' labels; when node is asked, the 1-minute GPU-hours per node
+and namespace that `older` reads; the raw series and the other 1-minute GPU-hours only for the history's last two
+hours, for the presence query) are dumped (`promtool tsdb dump`) and written K times into a Prometheus of their
+own, nodes, pods, uids and GPUs named apart in each copy, the per-namespace, per-model and per-team rules once at K
+times their value: what the rules would hold for K times the nodes, each running the same jobs. The same queries
+are asked of it, and each figure checked to be K times the one cluster's (by node, each node's copies summed). (Backfilling
 K times the raw history and evaluating the rules over it is what this spares: at 1,000 nodes and 30 days, some
 200 million raw samples.)
 """
@@ -66,7 +73,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from gputui.kube import usage as u  # noqa: E402
-from gputui.kube.prometheus import TIMEOUT, Prometheus  # noqa: E402
+from gputui.kube.prometheus import TIMEOUT  # noqa: E402
 from gputui.sim.exporters import dcgm, ksm  # noqa: E402
 from tests import prometheus as prom  # noqa: E402
 
@@ -254,11 +261,12 @@ class Server:
         return int(float(result[0]["value"][1])) if result else 0
 
 
-class Counting(Prometheus):
-    """gputui's client, keeping each answer's seconds, samples read, peak samples and bytes."""
+class Counting(prom.WithoutRules):
+    """gputui's client, keeping each answer's seconds, samples read, peak samples and bytes; the rules of `hidden` as
+    a rules file older than them (none)."""
 
-    def __init__(self, where: str, timeout: float = TIMEOUT) -> None:
-        super().__init__(where)
+    def __init__(self, where: str, timeout: float = TIMEOUT, hidden: tuple[str, ...] = ()) -> None:
+        super().__init__(where, hidden)
         self.timeout = timeout
         self.answers: list[tuple[float, int, int, int]] = []
 
@@ -271,8 +279,8 @@ class Counting(Prometheus):
         return body
 
 
-async def ask(url: str, settings: u.UsageSettings, at: float, timeout: float = TIMEOUT) -> dict[str, Any]:
-    source = Counting(url, timeout)
+async def ask(url: str, settings: u.UsageSettings, at: float, timeout: float = TIMEOUT, hidden: tuple[str, ...] = ()) -> dict[str, Any]:
+    source = Counting(url, timeout, hidden)
     started = time.perf_counter()
     try:
         view = await u.usage(source, settings, now=at)
@@ -372,15 +380,20 @@ def backfill_rules(server: Server, workdir: Path, begin: int, end: int, rule_int
     return time.perf_counter() - started
 
 
-# What the rules' queries over a long window read (kube/usage.py: the hourly rules by namespace, model and label, the
-# per-pod and per-node GPUs allocated at the window's step, the nodes' models) and, over the last hours, what
-# `coverage` and `pod_labels_at` read.
-WHOLE = (u.R_ALLOCATED, u.R_POD_ALLOCATED, *u.R_POD_HOURS_1H.values(), u.R_POD_LABELS_1H, "kube_node_labels")
-# Per namespace, model and team: K copies are K times the value (the label's GPUs allocated for its peak).
-SUMMED = (*u.R_HOURS_1H.values(), *u.R_LABEL_HOURS_1H.values(), u.R_LABEL_ALLOCATED)
+# What the rules' queries over a long window read (kube/usage.py: the hourly rules by namespace, model, node and label,
+# the per-pod, per-node and per-node-and-namespace GPUs allocated at the window's step, the nodes' models) and, over
+# the last hours, what `coverage` and `pod_labels_at` read.
+WHOLE = (u.R_ALLOCATED, u.R_POD_ALLOCATED, *u.R_POD_HOURS_1H.values(), u.R_POD_LABELS_1H, "kube_node_labels",
+         u.R_GROUP_ALLOCATED["node"], *u.R_NODE_HOURS_1H.values())
+# Per namespace, model and team: K copies are K times the value (the label's and the model's GPUs allocated for their peak).
+SUMMED = (*u.R_HOURS_1H.values(), *u.R_LABEL_HOURS_1H.values(), u.R_LABEL_ALLOCATED, u.R_GROUP_ALLOCATED["model"])
 LAST_HOURS = ("kube_pod_container_resource_requests", "kube_pod_status_phase", "DCGM_FI_DEV_GPU_UTIL", "kube_pod_labels",
               *u.R_HOURS.values(), *u.R_POD_HOURS.values(), *u.R_LABEL_HOURS.values())
 SCALED = {*SUMMED, *u.R_LABEL_HOURS.values()}  # written once, K times their value
+# What a rules file older than the per-node and per-model rules answers by node over a long window: the 1-minute
+# GPU-hours per node and namespace at the window's step (copied whole when node is asked).
+OLDER = ("group_rules_1m", "node_rules_1h")  # the presence query's names of those rules
+OLDER_BY_NODE = tuple(u.R_HOURS.values())
 DUMPED = re.compile(r'^\{(.*)\} (\S+) (\d+)$')
 LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
@@ -422,11 +435,12 @@ def copy_of(labels: dict[str, str], i: int, nodes: int) -> dict[str, str]:
     return out
 
 
-def write_copies(data: Path, out: IO[str], k: int, nodes: int, begin: int, end: int) -> int:
-    """K copies of the rule-path series (WHOLE, SUMMED over the history, LAST_HOURS over its last two hours) as
-    OpenMetrics; the samples written."""
+def write_copies(data: Path, out: IO[str], k: int, nodes: int, begin: int, end: int, by_node: bool) -> int:
+    """K copies of the rule-path series (WHOLE, SUMMED over the history, LAST_HOURS over its last two hours; when
+    `by_node`, OLDER_BY_NODE over the history) as OpenMetrics; the samples written."""
     samples = 0
-    for names, since in ((WHOLE, begin), (SUMMED, begin), (LAST_HOURS, end - 7200)):
+    whole, last = (WHOLE + OLDER_BY_NODE, tuple(n for n in LAST_HOURS if n not in OLDER_BY_NODE)) if by_node else (WHOLE, LAST_HOURS)
+    for names, since in ((whole, begin), (SUMMED, begin), (last, end - 7200)):
         by_name: dict[str, list[tuple[dict[str, str], list[tuple[str, int]]]]] = {}
         for labels, values in dump(data, names, since, end):
             by_name.setdefault(labels["__name__"], []).append((labels, values))
@@ -473,7 +487,7 @@ def main() -> None:
     parser.add_argument("--no-label-rules", action="store_true",
                         help="the rules without the team label's own (no --label team): label:team joins the per-pod rules to the pods' labels")
     parser.add_argument("--replicate", type=int, default=0, metavar="K",
-                        help="then K copies of what the rules' queries read (K times --nodes), asked again (namespace, model, label)")
+                        help="then K copies of what the rules' queries read (K times --nodes), asked again (every grouping)")
     args = parser.parse_args()
     if args.smoke:
         args.nodes, args.days = 2, 2 / 24  # a node of each model; the hourly rules read all the same
@@ -514,10 +528,11 @@ def main() -> None:
                 print(f"rules backfilled (promtool tsdb create-blocks-from rules, fine every {rule_interval} s): {took:.0f} s, "
                       f"{len(list(server.data.iterdir()))} entries in the data directory", flush=True)
                 views = {}
-                for by in groupings:
-                    r = asyncio.run(ask(server.url, rules_settings(args, window, by, rule_interval), end, args.timeout))
-                    report(by, "rules", r)
-                    views[by] = r["view"]
+                for by, how in variants(groupings):
+                    r = asyncio.run(ask(server.url, rules_settings(args, window, by, rule_interval), end, args.timeout,
+                                        OLDER if how == "older" else ()))
+                    report(by, how, r)
+                    views[(by, how)] = r["view"]
         finally:
             server.stop()
         if args.replicate and not args.no_rules:
@@ -526,7 +541,16 @@ def main() -> None:
         raise SystemExit("wrong figures:\n" + "\n".join(WRONG))
 
 
-def replicated(server: Server, workdir: Path, args: argparse.Namespace, views: dict[str, Any], begin: int, end: int,
+FIGURES = ("allocated_h", "used_h", "measured_h", "idle_h", "shared_h", "peak")
+
+
+def variants(groupings: list[str]) -> list[tuple[str, str]]:
+    """Each grouping from the rules; by node and model also as a rules file older than their own rules reads them
+    ("older": without OLDER)."""
+    return [(by, how) for by in groupings for how in ("rules", "older") if how == "rules" or by in ("node", "model")]
+
+
+def replicated(server: Server, workdir: Path, args: argparse.Namespace, views: dict[tuple[str, str], Any], begin: int, end: int,
                window: int, rule_interval: int) -> None:
     """The rules' series the long window's queries read, K times over (nodes, pods and GPUs named apart; the
     per-namespace and per-model hourly rules K times their value) in a Prometheus of their own, asked again: each
@@ -535,7 +559,7 @@ def replicated(server: Server, workdir: Path, args: argparse.Namespace, views: d
     started = time.perf_counter()
     copies = workdir / "copies.om"
     with copies.open("w") as out:
-        samples = write_copies(server.data, out, k, args.nodes, begin, end)
+        samples = write_copies(server.data, out, k, args.nodes, begin, end, any(by == "node" for by, _ in views))
     written = time.perf_counter() - started
     twin = Server(workdir / "copies")
     subprocess.run([prom.PROMTOOL, "tsdb", "create-blocks-from", "openmetrics", "-q", "--max-block-duration=162h",
@@ -548,21 +572,27 @@ def replicated(server: Server, workdir: Path, args: argparse.Namespace, views: d
     twin.start()
     try:
         print(f"Prometheus: {twin.series_at(end):,} series at the history's end", flush=True)
-        for by, view in views.items():
-            if by == "node" or view is None:
-                continue  # the 1-minute rules per node, whole, were not copied
-            r = asyncio.run(ask(twin.url, rules_settings(args, window, by, rule_interval), end, args.timeout))
-            report(by, "rules", r)
+        for (by, how), view in views.items():
+            if view is None:
+                continue
+            r = asyncio.run(ask(twin.url, rules_settings(args, window, by, rule_interval), end, args.timeout, OLDER if how == "older" else ()))
+            report(by, how, r)
             if r["view"] is None:
                 continue
             one = {(row.group, row.resource): row for row in view.rows}
-            many = {(row.group, row.resource): row for row in r["view"].rows}
+            many: dict[tuple[str, str], dict[str, float | None]] = {}  # by node, each copy's node summed into the first copy's
+            for row in r["view"].rows:
+                group = f"gpu-{int(row.group[4:]) % args.nodes:04d}" if by == "node" else row.group
+                sums = many.setdefault((group, row.resource), {})
+                for name in FIGURES:
+                    a, b = getattr(row, name), sums.get(name, 0.0)
+                    sums[name] = None if a is None or b is None else a + b
             assert set(one) == set(many), (by, set(one) ^ set(many))
-            for key, row in many.items():
-                for name in ("allocated_h", "used_h", "measured_h", "idle_h", "shared_h", "peak"):
-                    a, b = getattr(row, name), getattr(one[key], name)
+            for key, sums in many.items():
+                for name, a in sums.items():
+                    b = getattr(one[key], name)
                     assert (a is None) == (b is None) and (a is None or math.isclose(a, k * b, rel_tol=1e-6, abs_tol=1e-6)), (by, key, name, a, b)
-            print(f"    each figure {k} times the one cluster's", flush=True)
+            print(f"    each figure {k} times the one cluster's" + (" (each node's copies summed)" if by == "node" else ""), flush=True)
     finally:
         twin.stop()
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from gputui.kube import prometheus as client
 from gputui.sim.cluster import ADMIN_TOKEN
 from gputui.sim.apiserver.tls import authority
 
@@ -84,6 +85,18 @@ class Prometheus:
                 pass
             await asyncio.sleep(0.2)
         raise AssertionError(f"Prometheus: {what} not within {timeout:g} s: {self.log()}")
+
+
+class WithoutRules(client.Prometheus):
+    """gputui's client of a Prometheus, whose presence query (kube/usage.py's `coverage`) finds none of the rules
+    named in `hidden` (its stats' names): what a rules file older than them answers, the other rules and series there."""
+
+    def __init__(self, where: str, hidden: tuple[str, ...] = ()) -> None:
+        super().__init__(where)
+        self.hidden = hidden
+
+    async def query(self, expr: str, at: float, timeout: float = client.TIMEOUT) -> list[dict]:
+        return [item for item in await super().query(expr, at, timeout) if (item.get("metric") or {}).get(client.STAT) not in self.hidden]
 
 
 def _write_config(workdir: Path, config: str, interval: str, rules: str | None, external_labels: dict[str, str] | None) -> None:

@@ -17,7 +17,8 @@ MIG profile, shared GPUs), over a window ending now:
 Sums over time are subqueries at a step fit to the window (`step_for`: 720 points, a minute's step up to
 12 hours, an hour's at 30 days; a tenth of a window under 10 minutes), over the raw series or, when present,
 the recording rules `gputui prometheus-rules` prints (`rules_file`): at 1-minute resolution per pod and per
-cluster, namespace, node and resource, and at 1-hour resolution per cluster, namespace and model, and per pod
+cluster, namespace, node and resource (and the GPUs allocated per node and per model, for the peak), and at 1-hour
+resolution per cluster, namespace and model, per node, and per pod
 with each GPU pod's labels (read whole for windows of a day and more), and, for each pod label key the file was
 printed with (`prometheus-rules --label KEY`), per cluster, that label and resource at both. A `label:KEY` grouping
 reads the key's own rules when present (a few series per value, as a namespace's), else the per-pod rules, joined to
@@ -70,11 +71,18 @@ RULES, RAW = "rules", "raw"
 R_ALLOCATED = "gputui:gpus_allocated:1m"
 R_HOURS = {name: f"gputui:gpu_hours_{name}:1m" for name in ("allocated", "used", "measured", "idle", "shared")}
 R_HOURS_1H = {name: f"gputui:gpu_hours_{name}:1h" for name in R_HOURS}
+# Per cluster, node or model, and resource: the grouping's GPUs allocated every minute (its peak, without joining every
+# namespace's per-node series to the nodes' models at each step), and per node the GPU-hours every hour.
+R_GROUP_ALLOCATED = {kind: f"gputui:{kind}_gpus_allocated:1m" for kind in ("node", "model")}
+R_NODE_HOURS_1H = {name: f"gputui:node_gpu_hours_{name}:1h" for name in R_HOURS}
 # Per pod (cluster, namespace, pod, uid, node, resource), for `label:KEY`: the figures are joined to the pod's labels
 # when asked, whatever the key; the 1-hour ones to gputui:pod_labels:1h, each GPU pod's kube_pod_labels of the hour.
 R_POD_ALLOCATED = "gputui:pod_gpus_allocated:1m"
 R_POD_HOURS = {name: f"gputui:pod_gpu_hours_{name}:1m" for name in R_HOURS}
 R_POD_HOURS_1H = {name: f"gputui:pod_gpu_hours_{name}:1h" for name in R_HOURS}
+# Each GPU device's use (a fraction) with the pod's keys, of the pods whose use their devices' readings tell (the
+# exporters' labels too): what the per-pod used, measured, idle and shared rules read, worked out once.
+R_POD_DEVICES = "gputui:pod_device_use:1m"
 R_POD_LABELS_1H = "gputui:pod_labels:1h"
 # Per cluster, a pod label's value and resource, for each label key the rules were printed with (`prometheus-rules
 # --label KEY`): the same names for every key, each series marked with the key's kube-state-metrics name (LABEL_MARK).
@@ -265,14 +273,16 @@ def labelled(name: str, label: str) -> str:
 
 def rule_groups(c: str = "cluster", fine: float = FINE_INTERVAL, coarse: float = COARSE_INTERVAL,
                 threshold: float = DEFAULT_THRESHOLD, labels: tuple[str, ...] = ()) -> list[dict[str, Any]]:
-    """The recording rules: at `fine` per pod (cluster, namespace, pod, uid, node and resource), and their sums
-    per cluster, namespace, node and resource; at `coarse` per cluster, namespace, model and resource, and per pod
+    """The recording rules: at `fine` per pod (cluster, namespace, pod, uid, node and resource; and each of its GPU
+    devices' use), and their sums
+    per cluster, namespace, node and resource, and the GPUs allocated per cluster, node (or model) and resource; at
+    `coarse` per cluster, namespace, model and resource, per cluster, node and resource, and per pod
     with each GPU pod's labels of the interval (gputui:pod_labels, for `label:KEY`). For each pod label key of
     `labels`, the pods' sums per cluster, that label and resource at both intervals (each series marked
     LABEL_MARK: the key's kube-state-metrics name). Each hours sample is the GPU-hours of the interval before it."""
     pod_keys = f"{c}, namespace, pod, uid, node, resource"
     keys = f"{c}, namespace, node, resource"
-    on_devices = attributed(c, ("uid", "node"), measurable_pods(c))
+    on_devices = R_POD_DEVICES  # recorded once, read by the four rules after it
     shared = _shared_devices(c, on_devices)
     shared_on_device = f"count by ({pod_keys}) ({on_devices} and on ({c}, {', '.join(DEVICE)}) {shared})"
     single = f"({on_devices} unless on ({c}, {', '.join(DEVICE)}) {shared})"
@@ -280,6 +290,7 @@ def rule_groups(c: str = "cluster", fine: float = FINE_INTERVAL, coarse: float =
     pod_rules: list[dict[str, Any]] = [
         {"record": R_POD_ALLOCATED, "expr": allocated_pods(c)},
         {"record": R_POD_HOURS["allocated"], "expr": f"{R_POD_ALLOCATED} * {hours}"},
+        {"record": R_POD_DEVICES, "expr": attributed(c, ("uid", "node"), measurable_pods(c))},
         {"record": R_POD_HOURS["used"], "expr": f"sum by ({pod_keys}) ({single}) * {hours}"},
         {"record": R_POD_HOURS["measured"], "expr": f"count by ({pod_keys}) ({single}) * {hours}"},
         {"record": R_POD_HOURS["idle"], "expr": f"count by ({pod_keys}) ({single} < {threshold / 100:g}) * {hours}"},
@@ -289,7 +300,10 @@ def rule_groups(c: str = "cluster", fine: float = FINE_INTERVAL, coarse: float =
     # The node's figures are the sums of its pods' (rules read those of the group before them, at the same time).
     fine_rules = [*pod_rules,
                   {"record": R_ALLOCATED, "expr": f"sum by ({keys}) ({R_POD_ALLOCATED})"},
-                  *({"record": R_HOURS[name], "expr": f"sum by ({keys}) ({R_POD_HOURS[name]})"} for name in R_HOURS)]
+                  *({"record": R_HOURS[name], "expr": f"sum by ({keys}) ({R_POD_HOURS[name]})"} for name in R_HOURS),
+                  *({"record": R_GROUP_ALLOCATED[kind],
+                     "expr": f"sum by ({c}, {label}, resource) ({grouped(R_ALLOCATED, c, kind, label, 'node, namespace, resource')})"}
+                    for kind, label in (parse_by(kind) for kind in R_GROUP_ALLOCATED))]
     # Per label key, the pods' sums joined to their labels then (a pod without the label: group ""), as a label:KEY
     # grouping's queries join the per-pod rules at each step.
     label_names = tuple(dict.fromkeys(ksm_label(key) for key in labels))
@@ -307,6 +321,8 @@ def rule_groups(c: str = "cluster", fine: float = FINE_INTERVAL, coarse: float =
          "expr": f"sum by ({model_keys}) ({grouped(f'sum_over_time({R_HOURS[name]}[{window}])', c, 'model', MODEL_LABEL, 'node, namespace, resource')})"}
         for name in R_HOURS
     ]
+    coarse_rules += [{"record": R_NODE_HOURS_1H[name], "expr": f"sum by ({c}, node, resource) (sum_over_time({R_HOURS[name]}[{window}]))"}
+                     for name in R_HOURS]
     coarse_rules += [{"record": R_POD_HOURS_1H[name], "expr": f"sum by ({c}, namespace, pod, uid, resource) (sum_over_time({R_POD_HOURS[name]}[{window}]))"}
                      for name in R_HOURS]
     # Every label of each pod that held a GPU in the interval, the value the time it was recorded: the latest of a
@@ -384,8 +400,10 @@ def pod_labels_then(c: str, label: str) -> str:
     return f"group by ({c}, uid, {label}) (topk by ({c}, uid) (1, {then} or on ({c}, uid) {newest}))"
 
 
-def figures_rules(s: UsageSettings, coarse: bool, label_rules: bool = False) -> dict[str, str]:
-    """The same figures from the recording rules (1-hour ones when `coarse`). A `label:` grouping reads the label's
+def figures_rules(s: UsageSettings, coarse: bool, label_rules: bool = False, group_rule: bool = False) -> dict[str, str]:
+    """The same figures from the recording rules (1-hour ones when `coarse`; by node, the per-node ones). The peak by
+    node or model reads the grouping's own GPUs allocated when `group_rule` (a rules file older than it: the per-node
+    ones, joined to the nodes' models at each step). A `label:` grouping reads the label's
     own rules when `label_rules` (`prometheus-rules --label KEY`: a few series per value, as a namespace's), else the
     per-pod rules, joined to kube_pod_labels at each step (1-minute rules) or, from the 1-hour rules, to each pod's
     labels once (pod_labels_at): any label key."""
@@ -405,7 +423,7 @@ def figures_rules(s: UsageSettings, coarse: bool, label_rules: bool = False) -> 
         if coarse and per_pod:
             return f"sum by ({keys}) ({joined(f'sum_over_time({R_POD_HOURS_1H[name]}[{w}])')})"
         if coarse:  # per cluster, namespace and model (or the label) already, a sample an hour
-            hourly = labelled(R_LABEL_HOURS_1H[name], label) if own else R_HOURS_1H[name]
+            hourly = labelled(R_LABEL_HOURS_1H[name], label) if own else R_NODE_HOURS_1H[name] if kind == "node" else R_HOURS_1H[name]
             return f"sum by ({keys}) (sum_over_time({hourly}[{w}]))"
         # The 1-minute samples at the window's step: 720 points per group, not a sample a minute.
         if own:
@@ -421,6 +439,8 @@ def figures_rules(s: UsageSettings, coarse: bool, label_rules: bool = False) -> 
         peak_inner = labelled(R_LABEL_ALLOCATED, label)
     elif per_pod:
         peak_inner = joined(R_POD_ALLOCATED, pod_labels_then(c, label) if coarse else labels_now)
+    elif group_rule:
+        peak_inner = R_GROUP_ALLOCATED[kind]
     else:
         peak_inner = grouped(R_ALLOCATED, c, kind, label, "node, namespace, resource")
     stats["peak"] = f"max_over_time((sum by ({keys}) ({peak_inner}))[{w}:{step}])"
@@ -441,6 +461,11 @@ def coverage(s: UsageSettings) -> str:
         "rules_1m": f"count by ({c}) ({R_HOURS['allocated']})",
         "rules_1h": f"count by ({c}) (last_over_time({R_HOURS_1H['allocated']}[{look_back}]))",
     }
+    if kind in R_GROUP_ALLOCATED:  # the grouping's own GPUs allocated and, per node, hourly hours (a rules file older than them has none)
+        stats["group_rules_1m"] = f"count by ({c}) ({R_GROUP_ALLOCATED[kind]})"
+    if kind == "node":
+        stats["node_rules_1h"] = (f"count by ({c}) (last_over_time({R_NODE_HOURS_1H['allocated']}[{look_back}])"
+                                  f" and on ({c}) {R_GROUP_ALLOCATED[kind]})")
     if kind == "label":  # the label's own rules (prometheus-rules --label KEY), and the per-pod rules (a rules file older than them has none)
         stats["label_rules_1m"] = f"count by ({c}) ({labelled(R_LABEL_HOURS['allocated'], label)})"
         stats["label_rules_1h"] = f"count by ({c}) (last_over_time({labelled(R_LABEL_HOURS_1H['allocated'], label)}[{look_back}]))"
@@ -543,11 +568,16 @@ async def usage(prometheus: Prometheus, settings: UsageSettings, now: float | No
 
     method, words = RAW, f"raw series, subqueries every {settings.step:g} s"
     expr, first = figures_raw(settings), "kube_pod_status_phase"
-    long = settings.window >= settings.coarse_after and kind in ("namespace", "model", "label")
-    # The rules to read, the first present: a label's own rules before the per-pod rules, each hourly for a long window.
-    # The words start "recording rules gputui:*:1h" whichever (what the rules are, then how they are summed).
+    long = settings.window >= settings.coarse_after
+    # The rules to read, the first present: a label's own rules before the per-pod rules, each hourly for a long window
+    # (by node, the per-node hourly rules). The words start "recording rules gputui:*:1h" whichever (what the rules
+    # are, then how they are summed). By node or model, the peak from the grouping's own GPUs allocated when present,
+    # and the coverage too: newer than the other rules, they may cover less of the window, and the peak only that.
+    group_rule = bool(found.get("group_rules_1m"))
     if kind != "label":
-        choices = [("rules_1h", True, False, "gputui:*:1h", R_ALLOCATED)] * long + [("rules_1m", False, False, "gputui:*:1m", R_ALLOCATED)]
+        allocated = R_GROUP_ALLOCATED[kind] if group_rule else R_ALLOCATED
+        choices = [("node_rules_1h" if kind == "node" else "rules_1h", True, False, "gputui:*:1h", allocated)] * long + [
+            ("rules_1m", False, False, "gputui:*:1m", allocated)]
     else:
         own = [("label_rules_1h", True, True, f"gputui:*:1h, per {label}", labelled(R_LABEL_ALLOCATED, label))] * long + [
             ("label_rules_1m", False, True, f"gputui:*:1m, per {label}", labelled(R_LABEL_ALLOCATED, label))]
@@ -557,7 +587,7 @@ async def usage(prometheus: Prometheus, settings: UsageSettings, now: float | No
     for present, coarse, label_rules, names, first_rule in choices if settings.use_rules else []:
         if found.get(present):
             method, words = RULES, f"recording rules {names}"
-            expr, first = figures_rules(settings, coarse, label_rules), first_rule
+            expr, first = figures_rules(settings, coarse, label_rules, group_rule), first_rule
             break
 
     # Each figure its own query, and when the series they read begin, all asked at once.

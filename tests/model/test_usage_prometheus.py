@@ -164,8 +164,10 @@ async def since_t0(setup: Setup) -> tuple[int, float]:
     return round(at - setup.timeline.t0), at
 
 
-async def figures(setup: Setup, s: UsageSettings, now: float | None = None):
-    source = Prometheus(setup.server.url)
+async def figures(setup: Setup, s: UsageSettings, now: float | None = None, hidden: tuple[str, ...] = ()):
+    """The figures, and the queries asked; the rules of `hidden` (the presence query's names) as a rules file older
+    than them: absent."""
+    source = prom.WithoutRules(setup.server.url, hidden)
     try:
         return await usage(source, s, now=time.time() if now is None else now), source.requests
     finally:
@@ -314,6 +316,32 @@ async def test_a_label_grouping_reads_the_labels_own_rules_and_gives_the_same_fi
     assert sum(r.allocated_h for r in coarse.rows) == pytest.approx(sum(r.allocated_h for r in by_namespace.rows), abs=COARSE * 2 / 3600)
 
 
+NEWER = ("group_rules_1m", "node_rules_1h")  # the per-node and per-model rules, newer than the others
+
+
+async def test_by_node_and_model_their_own_rules_give_the_same_figures(setup):
+    """By model, the peak from gputui:model_gpus_allocated:1m instead of the per-node rules joined to the nodes'
+    models at each step; by node, the peak from gputui:node_gpus_allocated:1m and, over a long window, the hours from
+    gputui:node_gpu_hours_*:1h: the figures of a rules file without them, at the same moment."""
+    window, at = await since_t0(setup)
+    for by in ("model", "node"):
+        fine, _ = await figures(setup, settings(window, by=by), now=at)
+        older, _ = await figures(setup, settings(window, by=by), now=at, hidden=NEWER)
+        assert fine.method_words == older.method_words == "recording rules gputui:*:1m"
+        same_figures(fine, older, slack_s=0)  # the same hours; the peak at the window's steps
+        coarse, _ = await figures(setup, settings(window, by=by, coarse_after=window), now=at)
+        older_coarse, _ = await figures(setup, settings(window, by=by, coarse_after=window), now=at, hidden=NEWER)
+        assert coarse.method_words == "recording rules gputui:*:1h"
+        assert older_coarse.method_words == ("recording rules gputui:*:1m" if by == "node" else "recording rules gputui:*:1h")
+        # by node, the hourly hours against the 1-minute ones at the window's step: the window shifted by up to an interval
+        same_figures(coarse, older_coarse, slack_s=COARSE * 8 if by == "node" else 0)
+        assert coarse.covered_s == fine.covered_s == {"": pytest.approx(window, abs=TICK * 2)}
+    # The same 1-minute samples summed per node as per namespace (to one of them: the two groups evaluated at once)
+    by_namespace, _ = await figures(setup, settings(window, coarse_after=window), now=at)
+    one_sample = FINE * sum(r.peak for r in coarse.rows) / 3600
+    assert sum(r.allocated_h for r in coarse.rows) == pytest.approx(sum(r.allocated_h for r in by_namespace.rows), abs=one_sample)
+
+
 @pytest.mark.parametrize("days", [1 / 24, 0.5, 1, 7, 30, 90])
 async def test_the_subqueries_step_is_fit_to_the_window(days):
     """However long the window, at most 720 steps, each at least a minute: the work is bounded by the steps."""
@@ -373,6 +401,32 @@ async def test_a_label_grouping_reads_the_rules_only_where_they_are(present, met
         assert all(any(name in q for q in figures_asked) for name in reads), reads
         assert not [q for q in figures_asked if "DCGM_FI_DEV_GPU_UTIL" in q or "kube_pod_container_resource_requests" in q]
         assert not [name for name in unread if any(name in q for q in figures_asked)]
+
+
+MODEL_PEAK, NODE_PEAK = "gputui:model_gpus_allocated:1m", "gputui:node_gpus_allocated:1m"
+HOURS_1M, HOURS_1H, NODE_1H, ALLOCATED_1M = ("gputui:gpu_hours_allocated:1m", "gputui:gpu_hours_allocated:1h",
+                                             "gputui:node_gpu_hours_allocated:1h", "gputui:gpus_allocated:1m")
+
+
+@pytest.mark.parametrize(("by", "present", "method", "reads", "unread"), [
+    ("model", BASE, "recording rules gputui:*:1h", (HOURS_1H, ALLOCATED_1M, "kube_node_labels"), (MODEL_PEAK,)),  # an older rules file
+    ("model", BASE | {"group_rules_1m"}, "recording rules gputui:*:1h", (HOURS_1H, MODEL_PEAK), (ALLOCATED_1M, "kube_node_labels")),
+    ("node", BASE, "recording rules gputui:*:1m", (HOURS_1M, ALLOCATED_1M), (NODE_PEAK, NODE_1H)),
+    ("node", BASE | {"group_rules_1m"}, "recording rules gputui:*:1m", (HOURS_1M, NODE_PEAK), (ALLOCATED_1M, NODE_1H)),  # hourly not yet
+    ("node", BASE | {"group_rules_1m", "node_rules_1h"}, "recording rules gputui:*:1h", (NODE_1H, NODE_PEAK), (HOURS_1M, ALLOCATED_1M)),
+], ids=["model, older rules", "model, its own peak", "node, older rules", "node, 1-minute", "node, 1-hour"])
+async def test_by_node_and_model_read_their_own_rules_only_where_they_are(by, present, method, reads, unread):
+    """A month by node or model: the grouping's own rules where present (the peak and when the rules begin from its
+    GPUs allocated), else the older ones (the peak by model from the per-node rules joined to the nodes' labels)."""
+    source = Canned(present)
+    view = await usage(source, settings(30 * 86400, by=by, coarse_after=86400), now=2e9)
+    assert (view.method, view.method_words) == (RULES, method)
+    figures_asked = source.asked[1:]
+    assert len(figures_asked) == 7
+    assert all(any(name in q for q in figures_asked) for name in reads), reads
+    assert not [name for name in unread if any(name in q for q in figures_asked)]
+    own = NODE_PEAK if by == "node" else MODEL_PEAK
+    assert (own if "group_rules_1m" in present else ALLOCATED_1M) in source.asked[-1]  # when the rules begin
 
 
 async def test_by_label_node_and_model(setup):
@@ -444,9 +498,10 @@ async def test_promtool_accepts_the_rules(tmp_path):
     done = await asyncio.to_thread(subprocess.run, [prom.PROMTOOL, "check", "rules", str(tmp_path / "rules.yml")],
                                    capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
-    # at 1 minute six per pod and six per node; at 1 hour five per model, five per pod and the pods' labels; the fleet's
+    # at 1 minute six per pod and its devices' use, six per node and namespace, and the GPUs allocated per node and per model; at 1 hour five per
+    # namespace and model, five per node, five per pod and the pods' labels; the fleet's
     # two; per label key six at 1 minute and five at 1 hour, told apart by their gputui_label (no duplicate rule)
-    assert "SUCCESS: 47 rules found" in done.stdout and "duplicate" not in done.stdout
+    assert "SUCCESS: 55 rules found" in done.stdout and "duplicate" not in done.stdout
 
 
 async def test_the_report_through_a_url_and_the_api_servers_service_proxy(setup):
