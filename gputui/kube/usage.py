@@ -592,7 +592,10 @@ async def usage(prometheus: Prometheus, settings: UsageSettings, now: float | No
 
     # Each figure its own query, and when the series they read begin, all asked at once.
     queries = {**{name: tagged({name: one}) for name, one in expr.items()}, "from": covered_from(settings, first)}
-    answers = dict(zip(queries, await asyncio.gather(*(prometheus.query(q, now) for q in queries.values())), strict=True))
+    try:
+        answers = dict(zip(queries, await asyncio.gather(*(prometheus.query(q, now) for q in queries.values())), strict=True))
+    except PrometheusError as exc:
+        raise PrometheusError(f"{exc}{_cheaper(settings.by, method, words, label) if _too_costly(str(exc)) else ''}") from None
     froms = {(item.get("metric") or {}).get(c, ""): value for item in answers.pop("from") if (value := value_of(item)) is not None}
     items = [item for answer in answers.values() for item in answer]
     table: dict[tuple[str, str, str], dict[str, float]] = {}
@@ -627,6 +630,20 @@ async def usage(prometheus: Prometheus, settings: UsageSettings, now: float | No
         missing.append(f"{series} has no {label}: kube-state-metrics' --metric-labels-allowlist must name it ({allow})")
     return UsageView(prometheus.where, settings.by, settings.window, settings.step, method, words, covered,
                      tuple(missing), tuple(rows), now)
+
+
+def _too_costly(error: str) -> bool:
+    """Prometheus gave up on a query for its cost: its timeout, ours, or its samples limit."""
+    return any(words in error for words in ("timed out", "did not answer within", "too many samples"))
+
+
+def _cheaper(by: str, method: str, words: str, label: str) -> str:
+    """For a query too costly: the rules that would answer it, where it did not read them."""
+    if by.startswith("label:") and f"per {label}" not in words:
+        return f"; `gputui prometheus-rules --label {by[6:]}` records this grouping's figures (README: GPU-hours over days)"
+    if method == RAW:
+        return "; `gputui prometheus-rules` records these figures (README: GPU-hours over days)"
+    return ""
 
 
 class UsageFeed:

@@ -20,6 +20,7 @@ import time
 import pytest
 import pytest_asyncio
 
+from gputui.kube.prometheus import PrometheusError
 from gputui.kube.usage import R_POD_HOURS_1H, RAW, RULES, Prometheus, UsageError, UsageFeed, UsageSettings, figures_raw, figures_rules, rules_file, usage
 from gputui.sim import SimCluster
 from gputui.sim.exporters import dcgm
@@ -401,6 +402,32 @@ async def test_a_label_grouping_reads_the_rules_only_where_they_are(present, met
         assert all(any(name in q for q in figures_asked) for name in reads), reads
         assert not [q for q in figures_asked if "DCGM_FI_DEV_GPU_UTIL" in q or "kube_pod_container_resource_requests" in q]
         assert not [name for name in unread if any(name in q for q in figures_asked)]
+
+
+class TooCostly(Canned):
+    """A Prometheus that finds the rules `present` and gives up on every figure, as Prometheus past its timeout."""
+
+    async def query(self, expr: str, at: float, timeout: float = 60.0) -> list[dict]:
+        answer = await super().query(expr, at, timeout)
+        if '"gputui_stat", "requests"' not in expr:
+            raise PrometheusError("Prometheus canned: query timed out in expression evaluation (503)")
+        return answer
+
+
+@pytest.mark.parametrize(("by", "present", "hint"), [
+    ("label:team", BASE | {"pod_rules_1m", "pod_rules_1h"}, "; `gputui prometheus-rules --label team` records this grouping's figures"),
+    ("label:team", BASE, "; `gputui prometheus-rules --label team` records this grouping's figures"),
+    ("namespace", {"requests", "phases", "dcgm"}, "; `gputui prometheus-rules` records these figures"),
+    ("label:team", BASE | {"label_rules_1m", "label_rules_1h"}, ""),
+    ("namespace", BASE, ""),
+], ids=["label, per-pod rules", "label, raw series", "namespace, raw series", "label, its own rules", "namespace, rules"])
+async def test_a_query_too_costly_says_which_rules_would_answer_it(by, present, hint):
+    with pytest.raises(PrometheusError) as error:
+        await usage(TooCostly(present), settings(30 * 86400, by=by, coarse_after=86400), now=2e9)
+    said = str(error.value)
+    assert said.startswith("Prometheus canned: query timed out in expression evaluation (503)")
+    assert said.removeprefix("Prometheus canned: query timed out in expression evaluation (503)").startswith(hint)
+    assert hint or said.endswith("(503)")
 
 
 MODEL_PEAK, NODE_PEAK = "gputui:model_gpus_allocated:1m", "gputui:node_gpus_allocated:1m"
