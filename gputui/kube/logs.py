@@ -24,7 +24,11 @@ MAX_LINE_BYTES = 1 << 20  # a longer line is handed out in pieces of this size
 
 
 class LogError(Exception):
-    """The log cannot be read; str() is one line (the server's reason)."""
+    """The log cannot be read; str() is one line (the server's reason), `status` the server's answer if it gave one."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 async def stream_logs(
@@ -64,7 +68,7 @@ async def stream_logs(
     async with resp:
         if resp.status != 200:
             message = status_message(await resp.read())
-            raise LogError(message or f"cannot read logs of {namespace}/{pod} ({resp.status})")
+            raise LogError(message or f"cannot read logs of {namespace}/{pod} ({resp.status})", resp.status)
         pending = bytearray()
         try:
             while True:

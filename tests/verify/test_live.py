@@ -250,6 +250,14 @@ async def test_a_log_never_readable_times_out_saying_why(api, sim):
     assert verdict.deleted
 
 
+async def test_a_log_the_user_may_not_read_is_a_check_not_made(api, sim):
+    sim.faults.fail("pods/log", 403)
+    verdict = await v.verify_node(api, "gpu-ok", FAST, "default")
+    assert verdict.code == v.FORBIDDEN and verdict.code in v.CHECK_NOT_MADE, verdict
+    assert verdict.reason.startswith("forbidden: you may not get pods/log in namespace default: no nvidia-smi output to judge ("), verdict.reason
+    assert verdict.deleted
+
+
 async def test_an_api_server_restart_mid_run_is_survived(api, sim):
     restarts: list[asyncio.Task] = []
 

@@ -22,6 +22,7 @@ from .judging import (
     CREATING,
     DELETING,
     DONE,
+    FORBIDDEN,
     JUDGING,
     PASS,
     RUNNING,
@@ -179,19 +180,23 @@ class _Run:
                 task.cancel()
             await asyncio.gather(*feeders, return_exceptions=True)
 
-    async def _whole_log(self) -> None:
+    async def _whole_log(self) -> Verdict | None:
         """The terminated container's log, read again until it can be (the verification's timeout bounds it):
-        a verdict judged from a log read in part would blame the node for a connection's fault."""
+        a verdict judged from a log read in part would blame the node for a connection's fault. A log the user
+        may not read is a check not made."""
         while True:
             try:
                 lines = [line async for line in self._log(follow=False)]
             except LogError as exc:
+                if exc.status == 403:
+                    return self.verdict(FORBIDDEN, f"forbidden: you may not get pods/log in namespace {self.plan.namespace}: "
+                                                   f"no nvidia-smi output to judge ({exc})")
                 self.log_error = str(exc)
                 await asyncio.sleep(LOG_RETRY)
                 continue
             shown, self.log_lines, self.log_error = len(self.log_lines), lines, ""
             self.emit(JUDGING, (), lines[shown:])  # a log is only ever appended to: the lines not shown yet
-            return
+            return None
 
     def _timed_out(self) -> Verdict:
         last = self.events[-1] if self.events else None
@@ -259,8 +264,8 @@ class _Run:
                 self.emit(stage, new_events, new_lines)
                 if terminated and log_task is not None and not self.logs_done.is_set():
                     continue  # judge with the whole log
-                if terminated and self.log_error:
-                    await self._whole_log()
+                if terminated and self.log_error and (unread := await self._whole_log()) is not None:
+                    return unread
                 if (outcome := judge(self.pod, self.events, self.log_lines)) is not None:
                     return self._verdict_from(*outcome)
         finally:
