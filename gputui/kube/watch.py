@@ -174,6 +174,26 @@ def gc_paused() -> Iterator[_GcPause]:
         pause.end()
 
 
+# Bytes of whole lines decoded at once: the objects of a batch are freed before the next is decoded, their memory
+# reused while still in the CPU's caches (one read of a WatchList may bring megabytes).
+BATCH = 1 << 17
+
+
+def _batches(pending: bytearray, chunk: bytes, start: int, end: int) -> Iterator[bytes | bytearray | memoryview]:
+    """pending (whole lines, if any), then chunk[start:end] (whole lines) in batches of about BATCH bytes, each
+    ending at a line's end."""
+    if pending:
+        yield pending
+    view = memoryview(chunk)
+    while end - start > BATCH:
+        # a line longer than BATCH: whole
+        cut = chunk.rfind(b"\n", start, start + BATCH) + 1 or chunk.find(b"\n", start + BATCH) + 1
+        yield view[start:cut]
+        start = cut
+    if start < end:
+        yield view[start:end]
+
+
 QUICK_CLOSES = 3  # watches in a row ended at once before that counts as a failure
 WATCHLIST, CACHE, PAGED = "watchlist", "cache", "paged"
 # Tried in this order: the WatchList stream, a list from the watch cache (resourceVersion=0), pages.
@@ -551,14 +571,13 @@ class Reflector:
                     if end < 0:
                         pending += chunk
                         continue
-                    # The chunk's whole lines decoded in one pass, where it lies (a line begun in an earlier
+                    # The chunk's whole lines decoded a batch at a time, where they lie (a line begun in an earlier
                     # chunk ends in its first line: that one is joined to its beginning).
-                    batches: list[bytes | bytearray | memoryview] = [memoryview(chunk)[:end + 1]]
+                    first = 0
                     if pending:
                         first = chunk.find(b"\n") + 1
                         pending += chunk[:first]
-                        batches = [pending, memoryview(chunk)[first:end + 1]]
-                    for batch in batches:
+                    for batch in _batches(pending, chunk, first, end + 1):
                         for event_type, obj in self.decoding.events(batch):
                             if listing:
                                 listing = self._initial_event(event_type, obj)

@@ -9,6 +9,7 @@ import pytest
 
 from gputui.kube.config import connect
 from gputui.kube.model import NODES, PODS, UNFINISHED_PODS, ClusterModel
+from gputui.kube import watch
 from gputui.kube.watch import CACHE, PAGED, WATCHLIST
 from gputui.sim.cluster import SimCluster
 from tests.model.objects import pod
@@ -165,5 +166,29 @@ async def test_the_watchlist_stream_hands_the_table_slim_pods():
             assert any(sim.store.get("pods", obj["metadata"]["namespace"], obj["metadata"]["name"])["spec"]["containers"][0].get("image")
                        for obj in handed)  # the simulator's pods have images: left out
             assert model.pods.records == expected_pods(model, sim.store)
+        finally:
+            await stop(conn, model)
+
+
+def test_a_read_is_decoded_a_batch_of_whole_lines_at_a_time(monkeypatch):
+    monkeypatch.setattr(watch, "BATCH", 10)
+    lines = [b"a" * n + b"\n" for n in (3, 8, 25, 1, 4, 9, 2)]
+    chunk = b"tail\n" + b"".join(lines) + b"next"
+    start, end = 5, len(chunk) - 4
+    batches = [bytes(b) for b in watch._batches(bytearray(b"earlier line\n"), chunk, start, end)]
+    assert b"".join(batches) == b"earlier line\n" + b"".join(lines)
+    assert batches[0] == b"earlier line\n" and all(b.endswith(b"\n") for b in batches)
+    assert all(len(b) <= 10 or b.count(b"\n") == 1 for b in batches[1:])  # a line longer than a batch: alone, whole
+    assert len(batches) > 4
+    assert [bytes(b) for b in watch._batches(bytearray(), chunk, start, start + 4)] == [lines[0]]
+
+
+async def test_a_watchlist_read_in_many_batches_is_the_whole_state(monkeypatch):
+    monkeypatch.setattr(watch, "BATCH", 700)  # a pod's line or a few: reads of many batches, some longer than one
+    async with SimCluster(small_cluster(), run_controllers=False) as sim:
+        conn, model = await synced_model(sim)
+        try:
+            assert all(r.list_mode == WATCHLIST for r in model.reflectors.values())
+            assert matches_fresh_list(model, sim.store) and model.pods.records
         finally:
             await stop(conn, model)
