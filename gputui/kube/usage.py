@@ -584,9 +584,10 @@ async def usage(prometheus: Prometheus, settings: UsageSettings, now: float | No
         per_pod = [("pod_rules_1h", True, False, f"gputui:*:1h, per pod joined to {label}", R_POD_ALLOCATED)] * long + [
             ("pod_rules_1m", False, False, f"gputui:*:1m, per pod joined to {label}", R_POD_ALLOCATED)]
         choices = (own if settings.label_rules else []) + per_pod
+    read_label_rules = False
     for present, coarse, label_rules, names, first_rule in choices if settings.use_rules else []:
         if found.get(present):
-            method, words = RULES, f"recording rules {names}"
+            method, words, read_label_rules = RULES, f"recording rules {names}", label_rules
             expr, first = figures_rules(settings, coarse, label_rules, group_rule), first_rule
             break
 
@@ -595,7 +596,7 @@ async def usage(prometheus: Prometheus, settings: UsageSettings, now: float | No
     try:
         answers = dict(zip(queries, await asyncio.gather(*(prometheus.query(q, now) for q in queries.values())), strict=True))
     except PrometheusError as exc:
-        raise PrometheusError(f"{exc}{_cheaper(settings.by, method, words, label) if _too_costly(str(exc)) else ''}") from None
+        raise PrometheusError(f"{exc}{_cheaper(settings.by, method, read_label_rules) if _too_costly(str(exc)) else ''}") from None
     froms = {(item.get("metric") or {}).get(c, ""): value for item in answers.pop("from") if (value := value_of(item)) is not None}
     items = [item for answer in answers.values() for item in answer]
     table: dict[tuple[str, str, str], dict[str, float]] = {}
@@ -637,9 +638,9 @@ def _too_costly(error: str) -> bool:
     return any(words in error for words in ("timed out", "did not answer within", "too many samples"))
 
 
-def _cheaper(by: str, method: str, words: str, label: str) -> str:
+def _cheaper(by: str, method: str, read_label_rules: bool) -> str:
     """For a query too costly: the rules that would answer it, where it did not read them."""
-    if by.startswith("label:") and f"per {label}" not in words:
+    if by.startswith("label:") and not read_label_rules:
         return f"; `gputui prometheus-rules --label {by[6:]}` records this grouping's figures (README: GPU-hours over days)"
     if method == RAW:
         return "; `gputui prometheus-rules` records these figures (README: GPU-hours over days)"
