@@ -164,22 +164,40 @@ def holds_gpus(pod: Pod) -> bool:
     return pod.node is not None and not pod.finished
 
 
+DRIVER_COMPONENT = "nvidia-driver"  # app.kubernetes.io/component of the driver's pods
+OPERATOR_MANAGER = "gpu-operator"  # app.kubernetes.io/managed-by of the operator's operands
+OPERATOR_PARTS = ("gpu-operator", "nvidia-gpu")  # app.kubernetes.io/part-of
+OPERATOR_DRIVER_PREFIX = "nvidia-driver-daemonset-"
+# Every label value that makes a pod part of the stack (the driver DaemonSets' apps aside: a prefix). Most pods of a
+# big cluster have none of them, told with one look at their labels' values instead of a look per rule.
+STACK_LABEL_VALUES = frozenset(
+    {*(value for _, value, _ in PLUGIN_LABELS), *OPERATOR_APPS, DRIVER_COMPONENT, *_NAMED_APPS, OPERATOR_MANAGER, *OPERATOR_PARTS}
+)
+
+
 def stack_component(labels: dict[str, str]) -> str | None:
     """Which part of the GPU stack a pod belongs to, from its labels; None if none."""
+    try:
+        if STACK_LABEL_VALUES.isdisjoint(labels.values()) and not is_operator_driver_app(labels.get("app")):
+            return None
+    except (TypeError, AttributeError):  # a value no server writes (a list, a number): the rules judge it as before
+        pass
+    return stack_component_by_rule(labels)
+
+
+def stack_component_by_rule(labels: dict[str, str]) -> str | None:
+    """stack_component, rule by rule (tests/model/test_stack_labels.py checks that its values cover them all)."""
     if plugin_install_style(labels):
         return "device-plugin"
     app = labels.get("app")
     if app in OPERATOR_APPS:
         return OPERATOR_APPS[app]
-    if labels.get("app.kubernetes.io/component") == "nvidia-driver" or is_operator_driver_app(app):
+    if labels.get("app.kubernetes.io/component") == DRIVER_COMPONENT or is_operator_driver_app(app):
         return "driver"
     named = labels.get("app.kubernetes.io/name")
     if named in _NAMED_APPS:
         return _NAMED_APPS[named]
-    if labels.get("app.kubernetes.io/managed-by") == "gpu-operator" or labels.get("app.kubernetes.io/part-of") in (
-        "gpu-operator",
-        "nvidia-gpu",
-    ):
+    if labels.get("app.kubernetes.io/managed-by") == OPERATOR_MANAGER or labels.get("app.kubernetes.io/part-of") in OPERATOR_PARTS:
         return app or named or "gpu-operator"
     return None
 
@@ -187,7 +205,7 @@ def stack_component(labels: dict[str, str]) -> str | None:
 def is_operator_driver_app(app: str | None) -> bool:
     """The operator names its driver DaemonSets after the OS (`nvidia-driver-daemonset-<rhcos>` on OpenShift,
     `-<kernel>-<os>` for precompiled drivers) and labels them `app=<name>`."""
-    return app is not None and app.startswith("nvidia-driver-daemonset-")
+    return app is not None and app.startswith(OPERATOR_DRIVER_PREFIX)
 
 
 def plugin_install_style(labels: dict[str, str]) -> str | None:

@@ -209,3 +209,36 @@ def test_stack_components():
     assert gpu.stack_component({"app.kubernetes.io/name": "node-feature-discovery", "role": "worker"}) == "node-feature-discovery"
     assert gpu.stack_component({"name": "nvidia-device-plugin-ds"}) == "device-plugin"
     assert gpu.stack_component({"app": "web"}) is None
+
+
+def _rule_strings() -> set[str]:
+    """Every string the stack rules compare a label with or look one up by: the functions' own literals, the
+    module constants they read, and the tables' keys and values."""
+    rules = (gpu.stack_component_by_rule, gpu.plugin_install_style, gpu.is_operator_driver_app)
+    strings = {c for f in rules for c in f.__code__.co_consts if isinstance(c, str)}
+    for name in {n for f in rules for n in f.__code__.co_names}:
+        value = getattr(gpu, name, None)
+        items = value.items() if isinstance(value, dict) else value if isinstance(value, tuple) else (value,)
+        for item in items:
+            strings.update(s for s in (item if isinstance(item, tuple) else (item,)) if isinstance(s, str))
+    return strings
+
+
+def test_stack_values_look_agrees_with_the_rules():
+    """stack_component tells most pods apart by one look at their label values (STACK_LABEL_VALUES): for every
+    label the rules could match, and near misses, it answers as the rules one by one do."""
+    strings = _rule_strings()
+    assert {"nvidia-device-plugin-ds", "app.kubernetes.io/part-of", "nvidia-gpu", "gpu-operator", "nvidia-driver"} <= strings
+    values = strings | {gpu.OPERATOR_DRIVER_PREFIX + "rhcos4.14", "web", "", "Nvidia-driver"}
+    labels_tried = [{key: value} for key in strings for value in values]
+    labels_tried += [{"team": "ml", key: value} for key in strings for value in values]
+    found = 0
+    for labels in labels_tried:
+        expected = gpu.stack_component_by_rule(labels)
+        assert gpu.stack_component(labels) == expected, labels
+        found += expected is not None
+    assert found > 40  # the tries reach the rules
+    assert gpu.stack_component({"app": gpu.OPERATOR_DRIVER_PREFIX + "5.15.0-generic-ubuntu22.04"}) == "driver"
+    # a value no server writes is judged by the rules, as before
+    assert gpu.stack_component({"team": ["ml"], "name": "nvidia-device-plugin-ds"}) == "device-plugin"
+    assert gpu.stack_component({"team": ["ml"]}) is None
