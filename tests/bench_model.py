@@ -3,7 +3,8 @@
     python tests/bench_model.py              # 20,000 pods, then 5,000 nodes / 150,000 pods
     python tests/bench_model.py --smoke      # a hundred pods, a few seconds
     python tests/bench_model.py --startup-only --repeat 5   # only the one-node start-up figures
-    python tests/bench_model.py --sync [--before TREE] [--repeat 5]   # the pods' sync beside curl (and TREE's)
+    python tests/bench_model.py --sync [--before TREE ...] [--repeat 5]   # the pods' sync beside curl (and TREE's)
+    python tests/bench_model.py --sync --smoke   # the same on 10 nodes / 200 pods, once
 
 On a synthetic simulated cluster (its own process), times the initial sync to
 a complete GPU summary for:
@@ -28,6 +29,10 @@ of 1,000 nodes and 20,000 pods, beside `curl` of the same request (the same gzip
 server gives it), and beside another source tree's model (`--before`: `git worktree add /tmp/before REV`),
 alternating run by run. Each model runs in a process of its own, connected first (not timed); wall time and
 CPU time (user and system) from the model's start to its sync; CPU per pod over the pods the server sent.
+`--before` may be given more than once (each tree named by its directory). Two floors run beside them, with this
+tree's client: `read`, the same request read to its end and nothing done with it (aiohttp, TLS, gzip), and `skip`,
+that and msgspec decoding every object to a shape with no field (what a decoder costs that builds nothing): what
+any model on this transport and decoder pays before it reads a field.
 """
 from __future__ import annotations
 
@@ -381,6 +386,58 @@ print(json.dumps(run(main(sys.argv[1], sys.argv[2]))))
 """
 
 
+FLOOR_CHILD = """
+import asyncio, json, sys, time
+import msgspec
+from gputui.cli.loop import run
+from gputui.kube.client import Timeout
+from gputui.kube.config import connect
+
+class Nothing(msgspec.Struct):
+    pass
+
+class Event(msgspec.Struct):
+    type: str
+    object: Nothing
+
+class Page(msgspec.Struct):
+    items: list[Nothing]
+
+async def main(kubeconfig, mode, floor, params):
+    async with await connect(kubeconfig) as conn:
+        await conn.api.json("GET", "/version")
+        cpu, start = time.process_time(), time.perf_counter()
+        skip = floor == "skip"
+        resp = await conn.api.get("/api/v1/pods", params=json.loads(params), timeout=Timeout(connect=10, read=60))
+        async with resp:
+            if mode != "watchlist":
+                body = await resp.read()
+                if skip:
+                    msgspec.json.decode(body, type=Page)
+            else:
+                events, pending, ended = msgspec.json.Decoder(Event), b"", False
+                while not ended and (chunk := await resp.read_some()):
+                    end = chunk.rfind(b"\\n") + 1
+                    lines, pending = pending + chunk[:end], chunk[end:]
+                    ended = b"k8s.io/initial-events-end" in lines[-400:]
+                    if skip:
+                        events.decode_lines(lines)
+                if not ended:
+                    raise SystemExit("the stream ended before its initial-events-end bookmark")
+        return {"seconds": time.perf_counter() - start, "cpu": time.process_time() - cpu, "kept": 0}
+
+print(json.dumps(run(main(*sys.argv[1:]))))
+"""
+
+
+def floor_child(tree: str, kubeconfig: str, mode: str, floor: str, workdir: str) -> dict:
+    done = subprocess.run([sys.executable, "-c", FLOOR_CHILD, kubeconfig, mode, floor, json.dumps(sync_params(mode))],
+                          env={**os.environ, "PYTHONPATH": tree}, cwd=workdir, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        raise SystemExit(f"bench: the {floor} floor failed: {done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def sync_child(tree: str, kubeconfig: str, mode: str, workdir: str) -> dict:
     done = subprocess.run([sys.executable, "-c", SYNC_CHILD, kubeconfig, mode], env={**os.environ, "PYTHONPATH": tree},
                           cwd=workdir, capture_output=True, text=True, timeout=600)
@@ -396,12 +453,14 @@ def curl_command(kubeconfig: str, mode: str) -> str:
 
     config = yaml.safe_load(Path(kubeconfig).read_text())
     server, token = config["clusters"][0]["cluster"]["server"], config["users"][0]["user"]["token"]
+    return f"curl -sSk -N --compressed -H 'Authorization: Bearer {token}' '{server}/api/v1/pods?{urlencode(sync_params(mode))}'"
+
+
+def sync_params(mode: str) -> dict[str, str]:
     if mode == "watchlist":
-        query = {"watch": "true", "sendInitialEvents": "true", "resourceVersionMatch": "NotOlderThan", "allowWatchBookmarks": "true",
-                 "resourceVersion": "", "fieldSelector": UNFINISHED_PODS, "timeoutSeconds": "300"}
-    else:
-        query = {"resourceVersion": "0", "fieldSelector": UNFINISHED_PODS}
-    return f"curl -sSk -N --compressed -H 'Authorization: Bearer {token}' '{server}/api/v1/pods?{urlencode(query)}'"
+        return {"watch": "true", "sendInitialEvents": "true", "resourceVersionMatch": "NotOlderThan", "allowWatchBookmarks": "true",
+                "resourceVersion": "", "fieldSelector": UNFINISHED_PODS, "timeoutSeconds": "300"}
+    return {"resourceVersion": "0", "fieldSelector": UNFINISHED_PODS}
 
 
 def curl_seconds(command: str, mode: str) -> float:
@@ -421,41 +480,51 @@ def curl_seconds(command: str, mode: str) -> float:
     return seconds
 
 
-def bench_pods_sync(repeat: int, before: str | None, workdir: str) -> None:
+FLOORS = ("read", "skip")
+
+
+def bench_pods_sync(repeat: int, before: list[str], workdir: str, nodes: int = 1000, pods: int = 20_000) -> None:
     from tests.bench_connection import installed
 
-    trees = {"after": installed(ROOT, os.path.join(workdir, "after-tree"))}
-    if before:
-        trees = {"before": installed(before, os.path.join(workdir, "before-tree")), **trees}
-    sim = Simulator(1000, 20_000, workdir)
+    after = installed(ROOT, os.path.join(workdir, "after-tree"))
+    names = [Path(tree).resolve().name if len(before) > 1 else "before" for tree in before]
+    if len(set(names)) != len(names):
+        raise SystemExit("bench: give each --before tree a directory of its own name")
+    trees = {name: installed(tree, os.path.join(workdir, f"before-{name}")) for name, tree in zip(names, before, strict=True)}
+    trees["after"] = after
+    sim = Simulator(nodes, pods, workdir)
     try:
         import orjson
 
         listed = subprocess.run(curl_command(sim.kubeconfig, "cache"), shell=True, capture_output=True, check=True)
         served = len(orjson.loads(listed.stdout)["items"])
-        print(f"\n== the pods' initial sync, 1,000 nodes / 20,000 pods: {served} unfinished pods, "
+        print(f"\n== the pods' initial sync, {nodes:,} nodes / {pods:,} pods: {served} unfinished pods, "
               f"{len(listed.stdout) / 1e6:.1f} MB (median of {repeat}; load average {os.getloadavg()[0]:.1f} at the start) ==", flush=True)
         for mode in ("watchlist", "cache"):
             curl = curl_command(sim.kubeconfig, mode)
             for tree in trees.values():  # caches warm, bytecode read: not measured
                 sync_child(tree, sim.kubeconfig, mode, workdir)
-            times: dict[str, list[dict]] = {name: [] for name in (*trees, "curl")}
+            times: dict[str, list[dict]] = {name: [] for name in (*trees, *FLOORS, "curl")}
             for run in range(repeat):
-                order = [*trees, "curl"] if run % 2 == 0 else ["curl", *reversed(trees)]
+                order = [*trees, *FLOORS, "curl"] if run % 2 == 0 else ["curl", *reversed(FLOORS), *reversed(trees)]
                 for name in order:
                     if name == "curl":
                         times["curl"].append({"seconds": curl_seconds(curl, mode)})
+                    elif name in FLOORS:
+                        times[name].append(floor_child(after, sim.kubeconfig, mode, name, workdir))
                     else:
                         times[name].append(sync_child(trees[name], sim.kubeconfig, mode, workdir))
                 print(f"  {mode} run {run + 1}: " + ", ".join(f"{name} {times[name][-1]['seconds']:.3f} s" for name in times)
                       + f"  (load {os.getloadavg()[0]:.1f})", flush=True)
             curl_s = median([t["seconds"] for t in times["curl"]])
             print(f"  {mode}: curl {curl_s:.3f} s")
-            for name in trees:
+            for name in (*trees, *FLOORS):
                 wall = median([t["seconds"] for t in times[name]])
                 cpu = median([t["cpu"] for t in times[name]])
+                kept = f"keeps {times[name][0]['kept']} pods" if name in trees else "floor: " + (
+                    "the request read, nothing done" if name == "read" else "read, every object decoded to no field")
                 print(f"  {mode}: {name:6} {wall:.3f} s = {wall / curl_s:.2f} x curl; CPU {cpu:.3f} s = {cpu / served * 1e6:.1f} us a pod; "
-                      f"keeps {times[name][0]['kept']} pods")
+                      + kept)
     finally:
         sim.stop()
 
@@ -468,7 +537,8 @@ def main() -> int:
     parser.add_argument("--only-big", action="store_true", help="only the 5,000 nodes / 150,000 pods run")
     parser.add_argument("--startup-only", action="store_true", help="only the start-up figures (--version, a one-node report)")
     parser.add_argument("--sync", action="store_true", help="only the pods' initial sync beside curl (and --before's)")
-    parser.add_argument("--before", metavar="TREE", help="with --sync: a source tree (holding gputui/) to compare with")
+    parser.add_argument("--before", metavar="TREE", action="append", default=[],
+                        help="with --sync: a source tree (holding gputui/) to compare with; may be given more than once")
     parser.add_argument("--child", choices=sorted(CHILDREN), help=argparse.SUPPRESS)
     parser.add_argument("--kubeconfig", help=argparse.SUPPRESS)
     parser.add_argument("--events", type=int, default=20_000, help=argparse.SUPPRESS)  # the events child's count
@@ -482,7 +552,7 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="gputui-bench-") as workdir:
         if args.sync:
-            bench_pods_sync(args.repeat, args.before, workdir)
+            bench_pods_sync(1 if args.smoke else args.repeat, args.before, workdir, *((10, 200) if args.smoke else (1000, 20_000)))
             return 0
         if args.only_big:
             big_sim = Simulator(5000, 150_000, workdir)

@@ -52,3 +52,28 @@ def test_bench_model_smoke_prints_its_figures():
     assert abs(faster - models / ours) <= 0.15 * faster
     assert abs(fraction - seed / ours) <= 0.15 * fraction
     assert len(re.findall(r"^  run \d+: raw .* s, gputui .* s, gputui report \(whole process\) .* s, kubernetes_asyncio .* s, kubectl\+jq .* s$", text, re.M)) == 1
+
+
+def test_bench_model_sync_smoke_prints_the_floors_beside_the_models():
+    """--sync beside a tree of its own (this one): each model's line and the two floors', for both list modes."""
+    root = str(BENCH.parent.parent)
+    out = subprocess.run([sys.executable, str(BENCH), "--sync", "--smoke", "--before", root], capture_output=True, text=True,
+                         timeout=110)
+    assert out.returncode == 0, out.stderr[-2000:]
+    text = out.stdout
+    served, = figure(rf"initial sync, 10 nodes / 200 pods: {NUMBER} unfinished pods", text)
+    assert 0 < served <= 200
+    for mode in ("watchlist", "cache"):
+        curl, = figure(rf"{mode}: curl {NUMBER} s", text)
+        kept = []
+        for name in ("before", "after", "read", "skip"):
+            wall, ratio, cpu, per_pod = figure(
+                rf"{mode}: {name}\s+{NUMBER} s = {NUMBER} x curl; CPU {NUMBER} s = {NUMBER} us a pod; ", text)
+            assert min(curl, wall, cpu, per_pod) > 0
+            assert abs(ratio - wall / curl) <= 0.15 * ratio + 0.01
+            assert abs(per_pod - cpu / served * 1e6) <= 0.15 * per_pod + 0.5
+            if name in ("before", "after"):
+                kept += figure(rf"{mode}: {name}\s+.* keeps {NUMBER} pods", text)
+        assert kept[0] == kept[1] > 0  # the same tree, the same pods kept
+        assert re.search(rf"{mode}: read .* floor: the request read, nothing done", text)
+        assert re.search(rf"{mode}: skip .* floor: read, every object decoded to no field", text)
