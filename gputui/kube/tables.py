@@ -78,17 +78,24 @@ class BaseTable(Generic[K, R]):
         except (AttributeError, TypeError, ValueError):
             return None  # no usable metadata at all: nothing to key it by
 
-    def _build(self, key: K, obj: Obj) -> R | None | _Unreadable:
+    def _build(self, obj: Obj, key: K | None) -> R | None | _Unreadable:
+        """The object's record; key None: not read yet, read here only where an unreadable entry needs it (most
+        objects listed are not kept, and have none)."""
         try:
             record = self.build(obj)
         except Exception as exc:  # noqa: BLE001  (one object must never end a watch)
+            key = self._key(obj) if key is None else key
+            if key is None:
+                return None  # no usable metadata at all: nothing to count it under
             why = f"{type(exc).__name__}: {exc}".splitlines()[0][:MAX_REASON]
             if self.unreadable.get(key) != why:
                 self.unreadable[key] = why
                 self.notify(Change(UNREADABLE, self.kind))
             return _SKIPPED
-        if self.unreadable.pop(key, None) is not None:
-            self.notify(Change(UNREADABLE, self.kind))
+        if self.unreadable:
+            key = self._key(obj) if key is None else key
+            if key is not None and self.unreadable.pop(key, None) is not None:
+                self.notify(Change(UNREADABLE, self.kind))
         return record
 
     # hooks for indexes
@@ -127,12 +134,12 @@ class BaseTable(Generic[K, R]):
 
     def put_listed(self, obj: Obj) -> K | None:
         """Keep one listed object's record; its key when kept (or counted unreadable), else None."""
+        record = self._build(obj, None)
+        if record is None:
+            return None  # not kept (most pods): not remembered either
         key = self._key(obj)
         if key is None:
             return None
-        record = self._build(key, obj)
-        if record is None:
-            return None  # not kept (most pods): not remembered either
         if not isinstance(record, _Unreadable):
             self._put(key, record)
         return key
@@ -164,7 +171,7 @@ class BaseTable(Generic[K, R]):
             if self.unreadable.pop(key, None) is not None:
                 self.notify(Change(UNREADABLE, self.kind))
         else:
-            record = self._build(key, obj)
+            record = self._build(obj, key)
         if record is None or isinstance(record, _Unreadable):
             if old is None or not self._drop(key):
                 return
