@@ -27,9 +27,30 @@ Obj = dict[str, Any]
 
 
 # -- shapes (TypedDicts: decoded as plain dicts, every key optional; a leaf typed Any is taken whole) ---------------
-Lazy = msgspec.Raw  # a field read only for a kept object: its JSON as it came, decoded by `filled`
-LAZY_FIELDS = (("metadata", "ownerReferences"), ("status", "conditions"), ("status", "containerStatuses"),
-               ("status", "initContainerStatuses"))
+Lazy = msgspec.Raw  # a field read only for a kept object: its JSON as it came, decoded by `filled` to its shape below
+
+
+class OwnerShape(TypedDict, total=False):  # not apiVersion, uid, blockOwnerDeletion
+    kind: Any
+    name: Any
+    controller: Any
+
+
+class ConditionShape(TypedDict, total=False):  # not lastProbeTime, lastTransitionTime
+    type: Any
+    status: Any
+    reason: Any
+    message: Any
+
+
+class ContainerStatusShape(TypedDict, total=False):  # not image, imageID, containerID, resources, volumeMounts, user
+    name: Any
+    ready: Any
+    started: Any
+    restartCount: Any
+    state: Any
+    lastState: Any
+    allocatedResourcesStatus: Any
 
 
 class ObjectMeta(TypedDict, total=False):
@@ -154,15 +175,27 @@ def _whole(raw: bytes | msgspec.Raw) -> Any:
     return _WHOLE.decode(raw)
 
 
+# Each Lazy field, and how `filled` decodes it (a list of what its shape holds; what does not fit it: whole)
+LAZY_FIELDS = tuple(
+    (outer, field, msgspec.json.Decoder(list[shape] | None))  # type: ignore[valid-type]
+    for outer, field, shape in (("metadata", "ownerReferences", OwnerShape), ("status", "conditions", ConditionShape),
+                                ("status", "containerStatuses", ContainerStatusShape),
+                                ("status", "initContainerStatuses", ContainerStatusShape))
+)
+
+
 def filled(obj: Obj) -> Obj:
     """The object with its Lazy fields decoded (in place): what a record builder reads. An object read whole has
     none left as bytes."""
-    for outer, field in LAZY_FIELDS:
+    for outer, field, decoder in LAZY_FIELDS:
         part = obj.get(outer)
         if part.__class__ is dict:
             value = part.get(field)
             if value.__class__ is msgspec.Raw:
-                part[field] = _WHOLE.decode(value)
+                try:
+                    part[field] = decoder.decode(value)
+                except msgspec.ValidationError:
+                    part[field] = _WHOLE.decode(value)
     return obj
 
 
