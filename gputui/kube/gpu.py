@@ -186,7 +186,7 @@ def stack_component(labels: dict[str, str]) -> str | None:
 
 
 def stack_component_by_rule(labels: dict[str, str]) -> str | None:
-    """stack_component, rule by rule (tests/model/test_stack_labels.py checks that its values cover them all)."""
+    """stack_component, rule by rule (tests/model/test_records_gpu.py checks that STACK_LABEL_VALUES covers them)."""
     if plugin_install_style(labels):
         return "device-plugin"
     app = labels.get("app")
