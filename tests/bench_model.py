@@ -387,7 +387,7 @@ print(json.dumps(run(main(sys.argv[1], sys.argv[2]))))
 
 
 FLOOR_CHILD = """
-import asyncio, json, sys, time
+import json, sys, time
 import msgspec
 from gputui.cli.loop import run
 from gputui.kube.client import Timeout
@@ -424,7 +424,7 @@ async def main(kubeconfig, mode, floor, params):
                         events.decode_lines(lines)
                 if not ended:
                     raise SystemExit("the stream ended before its initial-events-end bookmark")
-        return {"seconds": time.perf_counter() - start, "cpu": time.process_time() - cpu, "kept": 0}
+        return {"seconds": time.perf_counter() - start, "cpu": time.process_time() - cpu}
 
 print(json.dumps(run(main(*sys.argv[1:]))))
 """
