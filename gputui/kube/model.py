@@ -295,7 +295,8 @@ class ClusterModel:
             if change.key is None:
                 self._forget_summary()
                 self.metrics.targets_changed()
-                self.events.prune(self.keep.event_matters)
+                if self._pods_listed():  # not at one namespace's list end while another's pods are still to come
+                    self.events.prune(self.keep.event_matters)
             elif isinstance(change.key, tuple) and change.key not in self.pods.records:
                 self.events.drop_object(("Pod", *change.key))
         for listener in tuple(self._listeners):

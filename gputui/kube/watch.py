@@ -475,12 +475,14 @@ class Reflector:
             self._set(self.state.phase, self.state.error, self.state.retry_at)
 
     def _listed(self, resource_version: str | None) -> None:
+        # Synced before the sink hears the list ended: what listens to the end (the model pruning the events of
+        # pods not kept once every namespace's pods are listed) sees this list counted.
+        self.state.synced = True
+        self.state.relisting = False
         self.sink.end_list()
         self.resource_version = resource_version
         self.lists += 1
         self._consistent = False
-        self.state.synced = True
-        self.state.relisting = False
         self._set(LIVE)  # the data is current; a failing watch turns this to retrying
 
     async def _list(self) -> None:

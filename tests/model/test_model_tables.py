@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from gputui.kube.client import Client
 from gputui.kube.model import EVENTS, NODES, PODS, ClusterModel
-from gputui.kube.tables import Change
+from gputui.kube.tables import Change, Share
 from tests.model.objects import event, node, plugin_pod, pod
 
 
@@ -116,3 +116,25 @@ async def test_summaries_in_turns_are_the_summaries_and_give_the_loop_its_turns(
     beside.cancel()
     assert in_turns == model.node_summaries() and len(in_turns) == 4001
     assert any(ran_during), "the summaries held the loop from start to end"
+
+
+async def test_a_namespaces_pod_events_wait_until_every_namespace_is_listed():
+    """Pods read namespace by namespace (namespaced RBAC): one namespace's list ending must not drop the events of
+    pods in a namespace still to be listed; once every namespace is listed, the events of pods not kept go."""
+    model = ClusterModel(Client("http://127.0.0.1:9"))  # never called: the tables are fed directly
+    model.events.begin_list()
+    model.events.list_item(event("research", "queued.1", kind="Pod", object_name="queued", reason="FailedScheduling", message="no room"))
+    model.events.list_item(event("research", "web.1", kind="Pod", object_name="web", reason="BackOff", message="not a GPU pod"))
+    model.events.end_list()
+    ml, research = Share(model.pods), Share(model.pods)  # one watch per namespace, as watches.py makes them
+    ml.begin_list()
+    ml.list_item(pod("ml", "train", node="n1", gpu={"nvidia.com/gpu": 1}))
+    ml.end_list()
+    assert [e.reason for e in model.events_for("Pod", "research", "queued")] == ["FailedScheduling"]
+    research.begin_list()
+    research.list_item(pod("research", "queued", gpu={"nvidia.com/gpu": 1}))
+    research.list_item(pod("research", "web"))
+    model.reflectors[PODS].state.synced = True  # as a reflector counts itself listed: before its sink hears the end
+    research.end_list()
+    assert [e.reason for e in model.events_for("Pod", "research", "queued")] == ["FailedScheduling"]
+    assert model.events_for("Pod", "research", "web") == [] and len(model.events.records) == 1

@@ -165,3 +165,15 @@ async def test_forbidden_pods_degrade_that_part_only(sim):
     finally:
         sim.faults.clear()
 
+
+
+async def test_the_model_hears_a_list_end_with_the_list_counted(sim):
+    """When a pods list ends the model already counts the pods as listed: what it does then (dropping the events
+    of pods not kept, once every namespace's pods are listed) must not wait for a next list."""
+    async with await connect(str(sim.kubeconfig_path)) as conn:
+        m = ClusterModel(conn.api, kinds=(PODS,), **FAST)
+        heard: list[bool] = []
+        m.subscribe(lambda c: heard.append(m.states[PODS].synced) if c.kind == PODS and c.key is None else None)
+        async with m:
+            assert await m.wait_synced(5)
+    assert heard and heard[0] is True
