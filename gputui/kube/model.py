@@ -13,7 +13,8 @@ unfinished pods that mount the kubelet's device-plugin directory (device
 plugins gputui does not know by name), and pods labelled
 app.kubernetes.io/managed-by=gputui. Everything else is dropped
 as it is read, so memory follows the GPU workload, not the cluster size.
-Events are kept for nodes and kept pods only, a bounded number per object.
+Events are kept for nodes and kept pods only, a bounded number per object
+(any pod's until the pods are listed, in every namespace read: then pruned).
 The server filters first (SELECTORS): finished pods and the events no screen
 shows without asking never come; a pod's other events are listed on demand
 (`events_of`). A kind forbidden cluster-wide is read in the namespaces given
