@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import shutil
 import socket
 import subprocess
 import time
 import urllib.parse
 import urllib.request
+from datetime import datetime
 
 import pytest
 import pytest_asyncio
@@ -24,6 +26,7 @@ from gputui.sim import builders as b
 from gputui.sim.cluster import ADMIN_TOKEN
 from gputui.sim.apiserver.proxy import BACKEND_ANNOTATION
 from gputui.sim.apiserver.tls import authority
+from gputui.sim.exporters.dcgm import UTIL_ANNOTATION
 from tests.model.scenario import FAST, until
 from tests.model.test_idle import MIG_PERCENT, memory_of, profiled
 from tests.model.test_report import report_of
@@ -77,7 +80,8 @@ async def setup(tmp_path_factory):
     if PROMETHEUS_BINARY is None:
         pytest.skip("the prometheus binary is not installed (Debian's prometheus package: apt-get install prometheus; .ci/run installs it)")
     tmp_path = tmp_path_factory.mktemp("prometheus")
-    objects, stop_at = profiled(stop_in=6.0)
+    # ml/batch-eval-0 busy until Prometheus has seen it busy (its start takes seconds on a loaded machine), then stopped
+    objects, _ = profiled(stop_in=3600.0)
     port = free_port()
     # Prometheus in the cluster, where gputui looks for it by default, behind the API server's service proxy.
     objects.append(b.service("prometheus-k8s", "monitoring", {"app.kubernetes.io/name": "prometheus"}, [("web", 9090, 9090)],
@@ -97,6 +101,13 @@ async def setup(tmp_path_factory):
                     return False
                 return len(found) >= 10 and all(float(r["value"][1]) >= 3 for r in found)  # every GPU, three samples each
 
+            for _ in range(150):
+                if await asyncio.to_thread(lambda: len([v for _, v in raw_samples(port, "batch-eval-0", time.time()) if v >= 5]) >= 3):
+                    break
+                await asyncio.sleep(0.2)
+            else:
+                raise AssertionError(f"Prometheus never saw the job busy: {(tmp_path / 'prometheus.log').read_text()[-2000:]}")
+            stop_at = stop_soon(sim, objects, stop_in=2.0)
             await until(lambda: time.time() > stop_at + 4, timeout=20, what="the job stopped 4 s ago")
             for _ in range(100):
                 if await asyncio.to_thread(scraped):
@@ -122,12 +133,29 @@ async def view_of(setup: Setup, settings: IdleSettings):
             return view, requests
 
 
-def raw_samples(setup: Setup, pod: str, at: float) -> list[tuple[float, float]]:
+def raw_samples(port: int, pod: str, at: float) -> list[tuple[float, float]]:
     """Prometheus' own samples of the pod's first GPU in the window (Prometheus' names or the renamed ones)."""
-    found = [*ask(setup.port, f'DCGM_FI_DEV_GPU_UTIL{{pod="{pod}"}}[{WINDOW}s]', at),
-             *ask(setup.port, f'DCGM_FI_DEV_GPU_UTIL{{exported_pod="{pod}"}}[{WINDOW}s]', at)]
+    try:
+        found = [*ask(port, f'DCGM_FI_DEV_GPU_UTIL{{pod="{pod}"}}[{WINDOW}s]', at),
+                 *ask(port, f'DCGM_FI_DEV_GPU_UTIL{{exported_pod="{pod}"}}[{WINDOW}s]', at)]
+    except OSError:  # Prometheus not listening yet
+        return []
+    if not found:
+        return []
     series = sorted(found, key=lambda r: r["metric"]["gpu"])[0]
     return [(float(t), float(v)) for t, v in series["values"]]
+
+
+def stop_soon(sim: SimCluster, objects: list[dict], stop_in: float) -> float:
+    """ml/batch-eval-0 stops using its GPUs `stop_in` seconds from now (its profile counts from its start, in whole
+    seconds): the pod's annotation changed in the store, which the exporters read at each scrape. When it stops."""
+    batch = next(o for o in objects if o["kind"] == "Pod" and o["metadata"]["name"] == "batch-eval-0")
+    started = datetime.fromisoformat(batch["status"]["startTime"]).timestamp()
+    after = math.ceil(time.time() + stop_in - started)
+    profile = f"stopped-after-{after}s"
+    batch["metadata"]["annotations"][UTIL_ANNOTATION] = profile
+    sim.store.mutate("pods", "ml", "batch-eval-0", lambda pod: pod["metadata"]["annotations"].update({UTIL_ANNOTATION: profile}))
+    return started + after
 
 
 async def test_the_figures_follow_the_profiles_and_prometheus_own_samples(setup):
@@ -146,7 +174,7 @@ async def test_the_figures_follow_the_profiles_and_prometheus_own_samples(setup)
 
     # ml/batch-eval-0 (on the node whose labels Prometheus renamed) against Prometheus' raw samples.
     batch = pods[("ml", "batch-eval-0")]
-    samples = raw_samples(setup, "batch-eval-0", view.at)
+    samples = raw_samples(setup.port, "batch-eval-0", view.at)
     assert all(v == (90.0 if t < setup.stop_at else 0.0) for t, v in samples if abs(t - setup.stop_at) > 0.2)  # the profile
     last_busy = max(t for t, v in samples if v >= 5)
     assert batch.mean_util == pytest.approx(sum(v for _, v in samples) / len(samples), abs=0.01)
@@ -169,8 +197,10 @@ async def test_found_through_the_api_servers_service_proxy_by_default(setup, mak
     view, requests = await view_of(setup, IdleSettings(window=WINDOW))  # monitoring/prometheus-k8s:9090
     direct, _ = await view_of(setup, IdleSettings(window=WINDOW, prometheus=setup.url))
     assert (view.source, view.note, requests) == (PROMETHEUS, None, 1)
-    assert [(p.name, p.gpus, p.peak_util, p.fb_used_mib) for p in view.pods] == [
-        (p.name, p.gpus, p.peak_util, p.fb_used_mib) for p in direct.pods]
+    # by name: the order is worst first, by idle GPU-seconds, and a stopped job's grow between reads
+    assert {p.name: (p.gpus, p.peak_util, p.fb_used_mib) for p in view.pods} == {
+        p.name: (p.gpus, p.peak_util, p.fb_used_mib) for p in direct.pods}
+    assert len(view.pods) == len(direct.pods) == 5
     means_before, means_after = ({p.name: p.mean_util for p in v.pods} for v in (before, direct))
     for proxied in view.pods:
         low, high = sorted((means_before[proxied.name], means_after[proxied.name]))
