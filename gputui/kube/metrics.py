@@ -170,6 +170,7 @@ class MetricsPoller:
                 self._demands.remove(demand)
                 if not self._demands:
                     self._wanted.clear()
+                self._look.set()  # the nodes left to the fast reads are the background's again
 
         return release
 
@@ -216,13 +217,22 @@ class MetricsPoller:
         if not self.background_running:
             self._background = asyncio.create_task(self._run_background(), name="gputui-dcgm-background")
 
+    def _read_fast(self, node: str) -> bool:
+        """A screen wants the node at the fast rate (want()): its reads are the fast loop's, never the background's
+        too, however long they take."""
+        if not self._demands:
+            return False
+        wanted = self._wanted_nodes()
+        return wanted is None or node in wanted
+
     def _due(self, targets: dict[str, Exporter], now: float) -> list[str]:
-        """Nodes whose exporter can be asked and that were not read for background_interval, longest ago first."""
+        """Nodes whose exporter can be asked and that were not read for background_interval, longest ago first;
+        not those read at the fast rate."""
         never = -float("inf")
         due = [
             node for node, exporter in targets.items()
             if exporter.unavailable is None and exporter.pod is not None and node not in self._in_flight
-            and now - self._attempted.get(node, never) >= self.background_interval
+            and now - self._attempted.get(node, never) >= self.background_interval and not self._read_fast(node)
         ]
         due.sort(key=lambda node: (self._attempted.get(node, never), node))
         return due
@@ -246,7 +256,8 @@ class MetricsPoller:
                     # Worked out as _due tells (a sum instead could make a node not due yet wait 0 s, which is
                     # dropped: uvloop's clock counts whole milliseconds, so that happens). A read in flight past
                     # its node's interval wakes the loop as it ends (_ended).
-                    waits = [self.background_interval - (looked - self._attempted[n]) for n in targets if n in self._attempted]
+                    waits = [self.background_interval - (looked - self._attempted[n]) for n in targets
+                             if n in self._attempted and not self._read_fast(n)]
                     await set_within(self._look, min([IDLE_LOOK, *(w for w in waits if w > 0)]))
                     continue
                 for node in due:
@@ -259,8 +270,9 @@ class MetricsPoller:
                             break
                     if loop.time() - looked > IDLE_LOOK:
                         break  # look again: exporters come and go
-                    if node in self._in_flight or loop.time() - self._attempted.get(node, -float("inf")) < self.background_interval:
-                        continue  # read meanwhile (the details screen's fast reads)
+                    if (node in self._in_flight or loop.time() - self._attempted.get(node, -float("inf")) < self.background_interval
+                            or self._read_fast(node)):
+                        continue  # read meanwhile, or wanted meanwhile at the fast rate (the details screen)
                     budget.take()
                     self.background_reads += 1
                     self._in_flight.add(node)

@@ -91,6 +91,42 @@ async def test_slow_rate_repeats_and_a_details_node_is_not_read_twice():
         assert "gpu-1" not in read_by_background  # read every 0.05 s by the details: never due for the background
 
 
+async def test_a_details_node_read_slower_than_the_interval_is_not_read_in_the_background_too():
+    """The details screen's fast reads of gpu-1 take longer than the background interval (a slow API server):
+    each ends with gpu-1 due by the clock, and the background must still leave it to them."""
+    async with model_on(stacks.gpu_operator_healthy(), metrics_background_interval=0.2, metrics_interval=0.05) as (sim, model):
+        poller = model.metrics
+        read_by_background: list[str] = []
+        original = poller._background_read
+
+        async def recorded(node, exporter):
+            read_by_background.append(node)
+            await original(node, exporter)
+
+        poller._background_read = recorded  # type: ignore[method-assign]
+        sim.faults.slow("pods/proxy", 0.4)
+        release = poller.want(["gpu-1"])
+        poller.start_background()
+        await until(lambda: read_by_background.count("gpu-2") >= 3, what="gpu-2 read in the background, three times")
+        fast_reads = poller.requests - read_by_background.count("gpu-2")
+        release()
+        assert fast_reads >= 3  # gpu-1 was read the while, by the details' loop
+        assert "gpu-1" not in read_by_background
+
+
+async def test_nodes_the_fast_reads_release_are_read_in_the_background_at_once():
+    """Every node wanted at the fast rate: the background reads none and has nothing to wait for (it sleeps until
+    IDLE_LOOK); released, they are its own again at once, not an idle look later."""
+    async with model_on(stacks.gpu_operator_healthy(), metrics_background_interval=0.2, metrics_interval=0.05) as (_, model):
+        poller = model.metrics
+        release = poller.want()  # every node
+        poller.start_background()
+        await until(lambda: poller.requests >= 6, what="both nodes read at the fast rate, three times")
+        assert poller.background_reads == 0
+        release()
+        await until(lambda: poller.background_reads >= 2, timeout=IDLE_LOOK / 2, what="both nodes read in the background")
+
+
 async def test_the_budget_caps_reads_a_minute_and_goes_round_robin(tmp_path):
     """Ten nodes, a minute's budget of 120 reads (2 a second) and an interval far below what
     the budget allows: the reads keep to the budget and go round every node."""
