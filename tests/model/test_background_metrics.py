@@ -70,6 +70,19 @@ async def test_reads_slower_than_the_interval_go_on_at_once():
                     what="both exporters read three times, each read slower than the interval")
 
 
+def background_reads_of(poller: MetricsPoller) -> list[str]:
+    """The nodes the background reads from now on, in order."""
+    read: list[str] = []
+    original = poller._background_read
+
+    async def recorded(node, exporter):
+        read.append(node)
+        await original(node, exporter)
+
+    poller._background_read = recorded  # type: ignore[method-assign]
+    return read
+
+
 async def test_slow_rate_repeats_and_a_details_node_is_not_read_twice():
     async with model_on(stacks.gpu_operator_healthy(), metrics_background_interval=0.3, metrics_interval=0.05) as (_, model):
         poller = model.metrics
@@ -77,14 +90,7 @@ async def test_slow_rate_repeats_and_a_details_node_is_not_read_twice():
         await until(lambda: poller.background_reads >= 6, what="three rounds")
         first = poller.node("gpu-1").at
         await until(lambda: poller.node("gpu-1").at != first, what="gpu-1 read again")
-        read_by_background: list[str] = []
-        original = poller._background_read
-
-        async def recorded(node, exporter):
-            read_by_background.append(node)
-            await original(node, exporter)
-
-        poller._background_read = recorded  # type: ignore[method-assign]
+        read_by_background = background_reads_of(poller)
         release = poller.want(["gpu-1"])  # the details screen: gpu-1 at the fast rate
         await until(lambda: read_by_background.count("gpu-2") >= 3, what="gpu-2 read in the background, three times")
         release()
@@ -96,14 +102,7 @@ async def test_a_details_node_read_slower_than_the_interval_is_not_read_in_the_b
     each ends with gpu-1 due by the clock, and the background must still leave it to them."""
     async with model_on(stacks.gpu_operator_healthy(), metrics_background_interval=0.2, metrics_interval=0.05) as (sim, model):
         poller = model.metrics
-        read_by_background: list[str] = []
-        original = poller._background_read
-
-        async def recorded(node, exporter):
-            read_by_background.append(node)
-            await original(node, exporter)
-
-        poller._background_read = recorded  # type: ignore[method-assign]
+        read_by_background = background_reads_of(poller)
         sim.faults.slow("pods/proxy", 0.4)
         release = poller.want(["gpu-1"])
         poller.start_background()
