@@ -217,22 +217,20 @@ class MetricsPoller:
         if not self.background_running:
             self._background = asyncio.create_task(self._run_background(), name="gputui-dcgm-background")
 
-    def _read_fast(self, node: str) -> bool:
-        """A screen wants the node at the fast rate (want()): its reads are the fast loop's, never the background's
-        too, however long they take."""
-        if not self._demands:
-            return False
-        wanted = self._wanted_nodes()
-        return wanted is None or node in wanted
+    def _background_nodes(self, targets: Iterable[str]) -> list[str]:
+        """The nodes no screen wants at the fast rate (want()): those the fast loop reads are never the background's
+        too, however long their reads take."""
+        fast = self._wanted_nodes()
+        return [] if fast is None else [node for node in targets if node not in fast]
 
     def _due(self, targets: dict[str, Exporter], now: float) -> list[str]:
         """Nodes whose exporter can be asked and that were not read for background_interval, longest ago first;
         not those read at the fast rate."""
         never = -float("inf")
         due = [
-            node for node, exporter in targets.items()
-            if exporter.unavailable is None and exporter.pod is not None and node not in self._in_flight
-            and now - self._attempted.get(node, never) >= self.background_interval and not self._read_fast(node)
+            node for node in self._background_nodes(targets)
+            if targets[node].unavailable is None and targets[node].pod is not None and node not in self._in_flight
+            and now - self._attempted.get(node, never) >= self.background_interval
         ]
         due.sort(key=lambda node: (self._attempted.get(node, never), node))
         return due
@@ -256,8 +254,8 @@ class MetricsPoller:
                     # Worked out as _due tells (a sum instead could make a node not due yet wait 0 s, which is
                     # dropped: uvloop's clock counts whole milliseconds, so that happens). A read in flight past
                     # its node's interval wakes the loop as it ends (_ended).
-                    waits = [self.background_interval - (looked - self._attempted[n]) for n in targets
-                             if n in self._attempted and not self._read_fast(n)]
+                    waits = [self.background_interval - (looked - self._attempted[n]) for n in self._background_nodes(targets)
+                             if n in self._attempted]
                     await set_within(self._look, min([IDLE_LOOK, *(w for w in waits if w > 0)]))
                     continue
                 for node in due:
@@ -271,7 +269,7 @@ class MetricsPoller:
                     if loop.time() - looked > IDLE_LOOK:
                         break  # look again: exporters come and go
                     if (node in self._in_flight or loop.time() - self._attempted.get(node, -float("inf")) < self.background_interval
-                            or self._read_fast(node)):
+                            or not self._background_nodes((node,))):
                         continue  # read meanwhile, or wanted meanwhile at the fast rate (the details screen)
                     budget.take()
                     self.background_reads += 1
